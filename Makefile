@@ -1,0 +1,17 @@
+# C build for unit tests (the Python extension is built by setup.py from the
+# same sources). `make test-c` builds every tests/c/test_*.c against the
+# engine with AddressSanitizer + UBSan and runs it.
+CC ?= cc
+CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude -Isrc -pthread
+SAN = -fsanitize=address,undefined -fno-omit-frame-pointer
+SRCS = $(shell find src -name '*.c' | sort)
+TESTS = $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/test_*.c))
+
+build/ctest/%: tests/c/%.c $(SRCS) $(shell find include src -name '*.h')
+	@mkdir -p build/ctest
+	$(CC) $(CFLAGS_COMMON) -O1 -g $(SAN) -o $@ $< $(SRCS) -lm -ldl
+
+test-c: $(TESTS)
+	@set -e; for t in $(TESTS); do echo "== $$t"; ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$t; done
+
+.PHONY: test-c

@@ -1,0 +1,151 @@
+/* torchtpu graph IR: HLO-like nodes with shapes, dtypes and attributes.
+ *
+ * Lazy tensors point at IR nodes; nodes are immutable once made and shared
+ * by reference count (a node lives while a lazy tensor or another node uses
+ * it). At a graph cut the reachable nodes are linearised into a tt_graph_t,
+ * an arena-allocated instruction list freed in one call; its structural hash
+ * covers ops, shapes, dtypes, attributes and operand wiring, never the values
+ * of parameters or runtime scalars.
+ */
+#ifndef TORCHTPU_IR_H_
+#define TORCHTPU_IR_H_
+
+#include "torchtpu/base.h"
+#include "torchtpu/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The op table. Attribute conventions (iattrs = int64 list, fattrs = double
+ * list) are given per op; r is the operand's rank. The numbering is part of
+ * the Python binding's contract: append only. */
+typedef enum tt_op_e {
+  TT_OP_PARAM = 0,     /* device data input. no operands */
+  TT_OP_SCALAR,        /* runtime scalar input (0-d); value not hashed */
+  TT_OP_UNARY,         /* i: [tt_unary_op_t]  f: [alpha, beta] */
+  TT_OP_BINARY,        /* i: [tt_binary_op_t]; broadcasting */
+  TT_OP_WHERE,         /* (cond, a, b); broadcasting */
+  TT_OP_CONVERT,       /* i: [dtype] */
+  TT_OP_BROADCAST,     /* i: out dims */
+  TT_OP_RESHAPE,       /* i: out dims (numel preserved) */
+  TT_OP_IOTA,          /* i: [dtype, n]  f: [start, step] */
+  TT_OP_REDUCE,        /* i: [tt_reduce_op_t, dims_mask, keepdim, out dtype] */
+  TT_OP_SCAN,          /* i: [tt_scan_op_t, dim, out dtype] */
+  TT_OP_DOT,           /* (a, b) rank 3; i: [trans_a, trans_b] */
+  TT_OP_CONV2D,        /* (x, w); i: [s0,s1,p0,p1,d0,d1,groups] */
+  TT_OP_CONV2D_BWD_INPUT,  /* (grad_out, w); i: conv + [N,C,H,W] of x */
+  TT_OP_CONV2D_BWD_WEIGHT, /* (grad_out, x); i: conv + [O,C/g,kh,kw] of w */
+  TT_OP_MAX_POOL2D,    /* (x); i: [k0,k1,s0,s1,p0,p1,d0,d1,ceil] */
+  TT_OP_MAX_POOL2D_INDICES, /* same attrs; I64 output */
+  TT_OP_MAX_POOL2D_BWD,     /* (grad_out, indices); i: x dims */
+  TT_OP_AVG_POOL2D,    /* (x); i: [k0,k1,s0,s1,p0,p1,ceil,count_include_pad,divisor] */
+  TT_OP_AVG_POOL2D_BWD,/* (grad_out); i: avg attrs + x dims */
+  TT_OP_ADAPTIVE_AVG_POOL2D,     /* (x); i: [oh, ow] */
+  TT_OP_ADAPTIVE_AVG_POOL2D_BWD, /* (grad_out); i: x dims */
+  TT_OP_TRANSPOSE,     /* i: perm */
+  TT_OP_SLICE,         /* i: start[r], limit[r], step[r] */
+  TT_OP_SLICE_SCATTER, /* (base, src); i: start[r], limit[r], step[r] */
+  TT_OP_CONCAT,        /* (x0..xn); i: [dim] */
+  TT_OP_PAD,           /* i: lo[r], hi[r]  f: [value] */
+  TT_OP_FLIP,          /* i: [dims_mask] */
+  TT_OP_INDEX_SELECT,  /* (x, idx); i: [dim] */
+  TT_OP_INDEX_ADD,     /* (base, idx, src); i: [dim] */
+  TT_OP_GATHER,        /* (x, idx); i: [dim] */
+  TT_OP_SCATTER,       /* (base, idx, src); i: [dim, reduce] */
+  TT_OP_SOFTMAX,       /* (x); i: [dim, log] */
+  TT_OP_SOFTMAX_BWD,   /* (grad_out, y); i: [dim, log] */
+  TT_OP_RNG,           /* (seed scalar I64); i: [tt_rng_op_t, dtype, dims...] f: [a, b] */
+  TT_OP_COUNT
+} tt_op_t;
+
+const char *tt_op_name(tt_op_t op);
+
+#define TT_MAX_IATTRS 32
+#define TT_MAX_FATTRS 4
+
+typedef struct tt_buffer_s tt_buffer_t;
+
+typedef struct tt_node_s tt_node_t;
+struct tt_node_s {
+  int32_t refcount; /* atomic */
+  tt_op_t op;
+  tt_dtype_t dtype;
+  tt_shape_t shape;
+  int32_t device;
+  int32_t num_operands;
+  tt_node_t **operands; /* owned refs */
+  int32_t num_iattrs;
+  int64_t iattrs[TT_MAX_IATTRS];
+  double fattrs[TT_MAX_FATTRS];
+  /* PARAM: the device buffer (owned ref). SCALAR: the value. */
+  tt_buffer_t *buffer;
+  double scalar_f;
+  int64_t scalar_i;
+  /* Bookkeeping for a graph cut (guarded by the engine lock). */
+  uint64_t visit_epoch;
+  int32_t visit_index;
+  /* Optional Python frames (XLA_IR_DEBUG); owned C string or NULL. */
+  char *debug_info;
+};
+
+/* Makes a node for op with the given operands (retained) and attributes,
+ * inferring its shape and dtype. On a user's mistake (shape mismatch,
+ * bad dim) returns an error status naming the values and sets *out_node to
+ * NULL. *out_node holds one reference the caller must release. */
+tt_status_t tt_node_create(tt_op_t op, int32_t device, tt_node_t *const *operands,
+                           int32_t num_operands, const int64_t *iattrs,
+                           int32_t num_iattrs, const double *fattrs,
+                           int32_t num_fattrs, tt_node_t **out_node);
+/* A PARAM node over buffer (retained). */
+tt_node_t *tt_node_create_param(tt_buffer_t *buffer, tt_dtype_t dtype,
+                                const tt_shape_t *shape, int32_t device);
+/* A SCALAR node. For float dtypes value_f is used, else value_i. */
+tt_node_t *tt_node_create_scalar(tt_dtype_t dtype, double value_f,
+                                 int64_t value_i, int32_t device);
+void tt_node_retain(tt_node_t *node);
+void tt_node_release(tt_node_t *node);
+
+/* ---- linearised graphs -------------------------------------------- */
+typedef struct tt_instr_s {
+  tt_op_t op;
+  tt_dtype_t dtype;
+  tt_shape_t shape;
+  int32_t num_operands;
+  int32_t *operands; /* instruction indices, all smaller than this one */
+  int32_t num_iattrs;
+  int64_t iattrs[TT_MAX_IATTRS];
+  double fattrs[TT_MAX_FATTRS];
+  int32_t input_index;  /* PARAM/SCALAR: position among graph inputs */
+  int32_t last_use;     /* index of the last instruction reading this one */
+} tt_instr_t;
+
+typedef struct tt_graph_s {
+  int32_t num_instrs;
+  tt_instr_t *instrs;
+  int32_t num_inputs;       /* PARAM and SCALAR nodes, in order of first use */
+  int32_t *input_instr;     /* instruction index of each input */
+  int32_t num_outputs;
+  int32_t *output_instr;    /* instruction index of each output */
+  uint64_t hash;
+  uint8_t *key;             /* canonical bytes the hash was taken over */
+  size_t key_size;
+  void *arena;
+} tt_graph_t;
+
+/* Linearises the nodes reachable from roots (post-order, each node once).
+ * *out_graph is owned by the caller (tt_graph_destroy). If out_inputs is not
+ * NULL it receives a malloc'd array of the input nodes (borrowed pointers,
+ * valid while the roots live), in input order. */
+tt_status_t tt_graph_build(tt_node_t *const *roots, int32_t num_roots,
+                           tt_graph_t **out_graph, tt_node_t ***out_inputs);
+void tt_graph_destroy(tt_graph_t *graph);
+/* Text form of the graph (one instruction per line); caller frees. */
+char *tt_graph_to_text(const tt_graph_t *graph);
+/* Graphviz dot form; caller frees. */
+char *tt_graph_to_dot(const tt_graph_t *graph);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TORCHTPU_IR_H_ */

@@ -1,0 +1,245 @@
+/* torchtpu CPU kernels: the computation under every IR op.
+ *
+ * Contract shared by every kernel here:
+ *  - Every tensor is a tt_view_t over a dense, contiguous, row-major buffer
+ *    (no strides). Rank 0 is a scalar with one element.
+ *  - Output views are allocated by the caller with the shape and dtype given;
+ *    kernels never allocate outputs and may not assume outputs are zeroed.
+ *    Outputs never alias inputs.
+ *  - Arithmetic: F32/F16/BF16 compute in f32 (F16/BF16 are widened on load and
+ *    rounded to nearest even on store); F64 computes in f64; integer types
+ *    and BOOL compute in int64 and wrap/truncate on store. BOOL stores 0/1.
+ *  - A kernel checks what it relies on (ranks, dims, dtypes) and returns a
+ *    TT_INVALID_ARGUMENT / TT_TYPE_ERROR / TT_OUT_OF_RANGE status naming the
+ *    values; it never aborts on bad input. Index inputs are I64 (or I32).
+ *  - Kernels may use several threads (tt_parallel_for); results must not
+ *    depend on the thread count beyond floating-point reassociation in
+ *    reductions and GEMM.
+ */
+#ifndef TORCHTPU_KERNELS_H_
+#define TORCHTPU_KERNELS_H_
+
+#include "torchtpu/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tt_view_s {
+  void *data;
+  tt_dtype_t dtype;
+  tt_shape_t shape;
+} tt_view_t;
+
+/* ---- elementwise -------------------------------------------------------
+ * Unary: out has x's shape. Output dtype: same as x, except where noted.
+ * `alpha`/`beta` are op parameters (see each op). */
+typedef enum tt_unary_op_e {
+  TT_UN_NEG, TT_UN_ABS, TT_UN_EXP, TT_UN_LOG, TT_UN_LOG1P, TT_UN_EXPM1,
+  TT_UN_SQRT, TT_UN_RSQRT, TT_UN_SIN, TT_UN_COS, TT_UN_TAN, TT_UN_TANH,
+  TT_UN_SIGMOID, TT_UN_RELU, TT_UN_GELU_ERF, TT_UN_GELU_TANH, TT_UN_SILU,
+  TT_UN_ERF, TT_UN_FLOOR, TT_UN_CEIL, TT_UN_ROUND /* half to even */,
+  TT_UN_TRUNC, TT_UN_SIGN, TT_UN_RECIPROCAL, TT_UN_LOGICAL_NOT /* out BOOL */,
+  TT_UN_ISNAN /* out BOOL */, TT_UN_BITWISE_NOT /* ints; bool = logical */,
+  TT_UN_ASIN, TT_UN_ACOS, TT_UN_ATAN, TT_UN_SINH, TT_UN_COSH, TT_UN_ASINH,
+  TT_UN_ACOSH, TT_UN_ATANH, TT_UN_LOG2, TT_UN_LOG10, TT_UN_EXP2, TT_UN_ERFINV,
+  TT_UN_SQUARE,
+  TT_UN_LEAKY_RELU /* x>0 ? x : alpha*x */,
+  TT_UN_ELU /* x>0 ? x : alpha*(exp(x)-1) */,
+  TT_UN_HARDTANH /* clamp(x, alpha, beta) */,
+  TT_UN_SOFTPLUS /* beta=threshold: x*alpha>beta ? x : log1p(exp(alpha*x))/alpha */,
+  TT_UN_HARDSIGMOID, TT_UN_HARDSWISH, TT_UN_MISH, TT_UN_LGAMMA, TT_UN_DIGAMMA,
+  TT_UN_COUNT
+} tt_unary_op_t;
+
+tt_status_t tt_kernel_unary(tt_unary_op_t op, const tt_view_t *x, double alpha,
+                            double beta, tt_view_t *out);
+
+/* Binary with numpy broadcasting: a and b have out's rank or less and are
+ * right-aligned against out's shape; a dim of size 1 broadcasts. a and b
+ * have the same dtype. out dtype = that dtype, or BOOL for comparisons and
+ * logical ops. Integer DIV is not provided (lowering converts to float);
+ * FLOOR_DIV and REMAINDER follow Python's sign rules (PyTorch semantics);
+ * integer division by zero returns 0 (no trap). */
+typedef enum tt_binary_op_e {
+  TT_BIN_ADD, TT_BIN_SUB, TT_BIN_MUL, TT_BIN_DIV, TT_BIN_POW, TT_BIN_MAX,
+  TT_BIN_MIN, TT_BIN_EQ, TT_BIN_NE, TT_BIN_LT, TT_BIN_LE, TT_BIN_GT, TT_BIN_GE,
+  TT_BIN_LOGICAL_AND, TT_BIN_LOGICAL_OR, TT_BIN_LOGICAL_XOR,
+  TT_BIN_BITWISE_AND, TT_BIN_BITWISE_OR, TT_BIN_BITWISE_XOR,
+  TT_BIN_ATAN2, TT_BIN_REMAINDER, TT_BIN_FMOD, TT_BIN_FLOOR_DIV,
+  TT_BIN_SHIFT_LEFT, TT_BIN_SHIFT_RIGHT, TT_BIN_HYPOT,
+  TT_BIN_MAXIMUM_NAN /* max that propagates NaN, as torch.maximum */,
+  TT_BIN_MINIMUM_NAN,
+  TT_BIN_COUNT
+} tt_binary_op_t;
+
+tt_status_t tt_kernel_binary(tt_binary_op_t op, const tt_view_t *a,
+                             const tt_view_t *b, tt_view_t *out);
+
+/* out = cond ? a : b, all three broadcast to out (cond is BOOL). */
+tt_status_t tt_kernel_where(const tt_view_t *cond, const tt_view_t *a,
+                            const tt_view_t *b, tt_view_t *out);
+
+/* Copies x into out converting dtype; float->int truncates toward zero,
+ * anything->BOOL is (x != 0). Shapes must have equal numel. */
+tt_status_t tt_kernel_convert(const tt_view_t *x, tt_view_t *out);
+
+/* Broadcasts x (right-aligned, size-1 dims stretch) into out, same dtype. */
+tt_status_t tt_kernel_broadcast(const tt_view_t *x, tt_view_t *out);
+
+/* Fills out with value (converted to out's dtype). */
+tt_status_t tt_kernel_fill(double value, tt_view_t *out);
+
+/* out[i] = start + i*step over the flat index (out is 1-D). */
+tt_status_t tt_kernel_iota(double start, double step, tt_view_t *out);
+
+/* ---- reductions ------------------------------------------------------
+ * Reduces x over the dims whose bit is set in dims_mask (bit d = dim d).
+ * out's shape is x's shape with reduced dims removed, or set to 1 when
+ * keepdim; out numel must equal that. SUM/MEAN/PROD of F16/BF16 accumulate
+ * in f32; of ints/bool in int64 (out dtype is given by the caller, usually
+ * I64 for int sums). MAX/MIN propagate NaN. ARGMAX/ARGMIN return I64 and
+ * take exactly one reduced dim (first occurrence wins, NaN counts as max).
+ * ANY/ALL return BOOL. Reducing an empty dim: SUM=0, PROD=1, MEAN=NaN,
+ * MAX/MIN/ARGMAX/ARGMIN -> TT_INVALID_ARGUMENT. */
+typedef enum tt_reduce_op_e {
+  TT_RED_SUM, TT_RED_MEAN, TT_RED_PROD, TT_RED_MAX, TT_RED_MIN,
+  TT_RED_ARGMAX, TT_RED_ARGMIN, TT_RED_ANY, TT_RED_ALL,
+  TT_RED_COUNT
+} tt_reduce_op_t;
+
+tt_status_t tt_kernel_reduce(tt_reduce_op_t op, const tt_view_t *x,
+                             uint32_t dims_mask, tt_view_t *out);
+
+/* Inclusive scan along dim: CUMSUM, CUMPROD (out same shape; int inputs
+ * scan in int64). */
+typedef enum tt_scan_op_e { TT_SCAN_SUM, TT_SCAN_PROD } tt_scan_op_t;
+tt_status_t tt_kernel_scan(tt_scan_op_t op, const tt_view_t *x, int dim,
+                           tt_view_t *out);
+
+/* ---- linear algebra --------------------------------------------------
+ * Batched matrix product: a is [B, M, K] (or [B, K, M] when trans_a), b is
+ * [Bb, K, N] (or [Bb, N, K] when trans_b), out is [B, M, N]; Bb is B or 1
+ * (broadcast). All three are rank 3 (the lowering reshapes). Same dtype for
+ * a, b and out. Integer dot accumulates in int64. */
+tt_status_t tt_kernel_dot(const tt_view_t *a, const tt_view_t *b, int trans_a,
+                          int trans_b, tt_view_t *out);
+
+/* 2-D convolution, NCHW input [N, C, H, W], weight [O, C/groups, kh, kw],
+ * out [N, O, OH, OW] with OH = (H + 2*pad[0] - dil[0]*(kh-1) - 1)/stride[0]+1.
+ * Bias is added by the lowering, not here. Float dtypes only. */
+typedef struct tt_conv2d_params_s {
+  int64_t stride[2], pad[2], dilation[2];
+  int64_t groups;
+} tt_conv2d_params_t;
+
+tt_status_t tt_kernel_conv2d(const tt_view_t *x, const tt_view_t *w,
+                             const tt_conv2d_params_t *p, tt_view_t *out);
+/* grad_x [N,C,H,W] from grad_out [N,O,OH,OW] and w. */
+tt_status_t tt_kernel_conv2d_backward_input(const tt_view_t *grad_out,
+                                            const tt_view_t *w,
+                                            const tt_conv2d_params_t *p,
+                                            tt_view_t *grad_x);
+/* grad_w [O,C/groups,kh,kw] from grad_out and x. */
+tt_status_t tt_kernel_conv2d_backward_weight(const tt_view_t *grad_out,
+                                             const tt_view_t *x,
+                                             const tt_conv2d_params_t *p,
+                                             tt_view_t *grad_w);
+
+/* ---- pooling (NCHW; rank 4, or rank 3 CHW treated as N=1) ------------ */
+typedef struct tt_pool2d_params_s {
+  int64_t kernel[2], stride[2], pad[2], dilation[2];
+  int ceil_mode;
+  int count_include_pad; /* avg only */
+  int64_t divisor_override; /* avg only; 0 = none */
+} tt_pool2d_params_t;
+
+/* indices (I64, same shape as out) holds the flat h*W+w argmax per plane,
+ * as PyTorch's max_pool2d_with_indices. indices may be NULL. */
+tt_status_t tt_kernel_max_pool2d(const tt_view_t *x, const tt_pool2d_params_t *p,
+                                 tt_view_t *out, tt_view_t *indices);
+/* grad_x (shape of x, zeroed by the kernel) += grad_out at indices. */
+tt_status_t tt_kernel_max_pool2d_backward(const tt_view_t *grad_out,
+                                          const tt_view_t *indices,
+                                          tt_view_t *grad_x);
+tt_status_t tt_kernel_avg_pool2d(const tt_view_t *x, const tt_pool2d_params_t *p,
+                                 tt_view_t *out);
+tt_status_t tt_kernel_avg_pool2d_backward(const tt_view_t *grad_out,
+                                          const tt_pool2d_params_t *p,
+                                          tt_view_t *grad_x);
+/* Adaptive average pooling to out's H and W (PyTorch's start/end rule). */
+tt_status_t tt_kernel_adaptive_avg_pool2d(const tt_view_t *x, tt_view_t *out);
+tt_status_t tt_kernel_adaptive_avg_pool2d_backward(const tt_view_t *grad_out,
+                                                   tt_view_t *grad_x);
+
+/* ---- data movement -------------------------------------------------- */
+/* out = x permuted: out.dims[i] = x.dims[perm[i]]. */
+tt_status_t tt_kernel_transpose(const tt_view_t *x, const int32_t *perm,
+                                tt_view_t *out);
+/* out[i...] = x[start[d] + i_d*step[d] ...]; out's dims give the counts.
+ * step >= 1. */
+tt_status_t tt_kernel_slice(const tt_view_t *x, const int64_t *start,
+                            const int64_t *step, tt_view_t *out);
+/* Inverse of slice: out = base with the slice region replaced by src. */
+tt_status_t tt_kernel_slice_scatter(const tt_view_t *base, const tt_view_t *src,
+                                    const int64_t *start, const int64_t *step,
+                                    tt_view_t *out);
+/* Concatenates n inputs (same dtype, same dims except dim) along dim. */
+tt_status_t tt_kernel_concat(const tt_view_t *const *inputs, int n, int dim,
+                             tt_view_t *out);
+/* Constant pad: out.dims[d] = x.dims[d] + lo[d] + hi[d]; lo/hi may be
+ * negative (crop). */
+tt_status_t tt_kernel_pad(const tt_view_t *x, const int64_t *lo,
+                          const int64_t *hi, double value, tt_view_t *out);
+/* Reverses the dims whose bit is set. */
+tt_status_t tt_kernel_flip(const tt_view_t *x, uint32_t dims_mask,
+                           tt_view_t *out);
+
+/* out = x.index_select(dim, idx) (idx 1-D; negative indices wrap once;
+ * out of range -> TT_OUT_OF_RANGE naming index and size). */
+tt_status_t tt_kernel_index_select(const tt_view_t *x, int dim,
+                                   const tt_view_t *idx, tt_view_t *out);
+/* out = base, then out.index_add_(dim, idx, src) semantics (accumulate). */
+tt_status_t tt_kernel_index_add(const tt_view_t *base, int dim,
+                                const tt_view_t *idx, const tt_view_t *src,
+                                tt_view_t *out);
+/* torch.gather(x, dim, idx): out has idx's shape. */
+tt_status_t tt_kernel_gather(const tt_view_t *x, int dim, const tt_view_t *idx,
+                             tt_view_t *out);
+/* out = base.scatter(dim, idx, src) (reduce 0 = replace) or scatter_add
+ * (reduce 1 = add). src has idx's shape or larger (only idx's extent used). */
+tt_status_t tt_kernel_scatter(const tt_view_t *base, int dim,
+                              const tt_view_t *idx, const tt_view_t *src,
+                              int reduce, tt_view_t *out);
+
+/* ---- normalisation / softmax --------------------------------------- */
+/* softmax (log=0) or log_softmax (log=1) along dim; out same shape. */
+tt_status_t tt_kernel_softmax(const tt_view_t *x, int dim, int log,
+                              tt_view_t *out);
+/* grad_x from grad_out and the forward output y. */
+tt_status_t tt_kernel_softmax_backward(const tt_view_t *grad_out,
+                                       const tt_view_t *y, int dim, int log,
+                                       tt_view_t *grad_x);
+
+/* ---- random numbers --------------------------------------------------
+ * Counter-based (Philox-4x32-10): element i of a call keyed by (seed,
+ * offset) depends only on seed, offset and i, so results are reproducible
+ * and independent of threads. UNIFORM: [a, b); NORMAL: mean a, std b;
+ * BERNOULLI: 1 with probability a (out any dtype, stores 0/1). */
+typedef enum tt_rng_op_e { TT_RNG_UNIFORM, TT_RNG_NORMAL, TT_RNG_BERNOULLI } tt_rng_op_t;
+tt_status_t tt_kernel_rng(tt_rng_op_t op, uint64_t seed, uint64_t offset,
+                          double a, double b, tt_view_t *out);
+
+/* ---- threading -------------------------------------------------------
+ * Runs fn(ctx, begin, end) over [0, n) split into chunks of at least grain
+ * items across the kernel thread pool (TORCHTPU_NUM_THREADS, default: the
+ * number of online cores). Blocks until all chunks finish. Safe to call
+ * from several threads at once (calls serialise on the pool). */
+typedef void (*tt_range_fn_t)(void *ctx, int64_t begin, int64_t end);
+void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx);
+int tt_num_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TORCHTPU_KERNELS_H_ */

@@ -1,0 +1,81 @@
+/* torchtpu runtime: devices, buffers, executables, per-device queues.
+ *
+ * The CPU backend exposes N virtual devices. Each device owns one worker
+ * thread and a FIFO queue: executions on a device run in submission order,
+ * executions on different devices run concurrently. A buffer lives on one
+ * device; it is created "pending" when its producer is queued and becomes
+ * ready (or failed, carrying the producer's error) when that producer ends.
+ */
+#ifndef TORCHTPU_RUNTIME_H_
+#define TORCHTPU_RUNTIME_H_
+
+#include "torchtpu/base.h"
+#include "torchtpu/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Starts the runtime with num_devices virtual devices (1..1024). Calling it
+ * again with the same count is a no-op; another count is
+ * TT_INVALID_ARGUMENT (the runtime is already initialized). */
+tt_status_t tt_runtime_init(int32_t num_devices);
+int32_t tt_runtime_device_count(void); /* 0 before init */
+/* Blocks until every queued execution on device (or on all devices when
+ * device < 0) has finished. */
+void tt_runtime_wait(int32_t device);
+
+/* ---- buffers (refcounted) ---- */
+/* A ready buffer holding a copy of nbytes from host (TransferToDevice). */
+tt_status_t tt_buffer_from_host(int32_t device, const void *host, size_t nbytes,
+                                tt_buffer_t **out_buffer);
+/* A pending buffer of nbytes, to be filled by a queued execution. */
+tt_buffer_t *tt_buffer_create_pending(int32_t device, size_t nbytes);
+void tt_buffer_retain(tt_buffer_t *buffer);
+void tt_buffer_release(tt_buffer_t *buffer);
+int32_t tt_buffer_device(const tt_buffer_t *buffer);
+size_t tt_buffer_size(const tt_buffer_t *buffer);
+/* Waits until ready, then copies nbytes to host (TransferFromDevice). The
+ * producer's error, if it failed, is returned (a copy the caller owns). */
+tt_status_t tt_buffer_to_host(tt_buffer_t *buffer, void *host, size_t nbytes);
+/* Waits until ready; returns the producer's error (copy) or NULL. */
+tt_status_t tt_buffer_wait(tt_buffer_t *buffer);
+/* Data pointer of a ready buffer (valid while a reference is held). */
+void *tt_buffer_data(tt_buffer_t *buffer);
+
+/* ---- executables ---- */
+typedef struct tt_executable_s tt_executable_t;
+
+/* Plans graph for execution (takes ownership of graph). */
+tt_status_t tt_executable_create(tt_graph_t *graph, tt_executable_t **out_exe);
+void tt_executable_retain(tt_executable_t *exe);
+void tt_executable_release(tt_executable_t *exe);
+const tt_graph_t *tt_executable_graph(const tt_executable_t *exe);
+
+/* One graph input value: a buffer (PARAM) or a scalar (SCALAR). */
+typedef struct tt_input_value_s {
+  tt_buffer_t *buffer; /* retained by the execution while queued */
+  double scalar_f;
+  int64_t scalar_i;
+} tt_input_value_t;
+
+/* Queues exe on device with the given inputs; outputs[i] are pending
+ * buffers (retained until done) that become ready when it ends. Returns at
+ * once (asynchronous). */
+tt_status_t tt_executable_enqueue(tt_executable_t *exe, int32_t device,
+                                  const tt_input_value_t *inputs,
+                                  int32_t num_inputs, tt_buffer_t *const *outputs,
+                                  int32_t num_outputs);
+/* Runs exe synchronously on the calling thread into ready host memory
+ * (tests). outputs[i] must have the output's byte size. */
+tt_status_t tt_executable_run(tt_executable_t *exe,
+                              const tt_input_value_t *inputs, void *const *outputs);
+
+/* Bytes currently allocated on device, and the peak since start. */
+void tt_runtime_memory_stats(int32_t device, int64_t *out_bytes_in_use,
+                             int64_t *out_peak_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TORCHTPU_RUNTIME_H_ */

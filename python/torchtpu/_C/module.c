@@ -1,0 +1,524 @@
+/* torchtpu._C: the Python binding of the C API. The only C file that
+ * includes Python headers. Each function converts arguments, calls one C
+ * API function, and turns a failed status into the exception PyTorch would
+ * raise (RuntimeError, IndexError for out-of-range indices and dims). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "torchtpu/torchtpu.h"
+
+typedef struct {
+  PyObject_HEAD tt_tensor_t *t;
+} TensorObject;
+
+static PyTypeObject TensorType;
+
+static PyObject *raise_status(tt_status_t st) {
+  PyObject *type = PyExc_RuntimeError;
+  switch (tt_status_code(st)) {
+    case TT_OUT_OF_RANGE: type = PyExc_IndexError; break;
+    case TT_UNIMPLEMENTED: type = PyExc_NotImplementedError; break;
+    case TT_RESOURCE_EXHAUSTED: type = PyExc_MemoryError; break;
+    default: break;
+  }
+  PyErr_SetString(type, tt_status_message(st));
+  tt_status_free(st);
+  return NULL;
+}
+
+static PyObject *wrap_tensor(tt_tensor_t *t) {
+  TensorObject *o = PyObject_New(TensorObject, &TensorType);
+  if (!o) {
+    tt_tensor_release(t);
+    return NULL;
+  }
+  o->t = t;
+  return (PyObject *)o;
+}
+
+static void Tensor_dealloc(TensorObject *self) {
+  if (self->t) tt_tensor_release(self->t);
+  PyObject_Free(self);
+}
+
+static PyObject *shape_tuple(const tt_shape_t *s) {
+  PyObject *tup = PyTuple_New(s->rank);
+  if (!tup) return NULL;
+  for (int i = 0; i < s->rank; ++i) PyTuple_SET_ITEM(tup, i, PyLong_FromLongLong(s->dims[i]));
+  return tup;
+}
+
+static PyObject *Tensor_get_shape(TensorObject *self, void *c) {
+  (void)c;
+  return shape_tuple(tt_tensor_shape(self->t));
+}
+static PyObject *Tensor_get_dtype(TensorObject *self, void *c) {
+  (void)c;
+  return PyLong_FromLong(tt_tensor_dtype(self->t));
+}
+static PyObject *Tensor_get_device(TensorObject *self, void *c) {
+  (void)c;
+  return PyLong_FromLong(tt_tensor_device(self->t));
+}
+static PyObject *Tensor_get_id(TensorObject *self, void *c) {
+  (void)c;
+  return PyLong_FromLongLong(tt_tensor_id(self->t));
+}
+static PyObject *Tensor_get_pending(TensorObject *self, void *c) {
+  (void)c;
+  return PyBool_FromLong(tt_tensor_is_pending(self->t));
+}
+
+static PyGetSetDef Tensor_getset[] = {
+    {"shape", (getter)Tensor_get_shape, NULL, "dims", NULL},
+    {"dtype", (getter)Tensor_get_dtype, NULL, "tt dtype code", NULL},
+    {"device", (getter)Tensor_get_device, NULL, "device index", NULL},
+    {"id", (getter)Tensor_get_id, NULL, "unique id", NULL},
+    {"pending", (getter)Tensor_get_pending, NULL, "has pending IR", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject TensorType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "torchtpu._C.Tensor",
+    .tp_basicsize = sizeof(TensorObject),
+    .tp_dealloc = (destructor)Tensor_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A lazy tensor handle of the torchtpu engine.",
+    .tp_getset = Tensor_getset,
+};
+
+static int as_tensor(PyObject *o, tt_tensor_t **out) {
+  if (!PyObject_TypeCheck(o, &TensorType)) {
+    PyErr_Format(PyExc_TypeError, "expected a torchtpu._C.Tensor, got %s", Py_TYPE(o)->tp_name);
+    return 0;
+  }
+  *out = ((TensorObject *)o)->t;
+  return 1;
+}
+
+static int parse_shape(PyObject *seq, tt_shape_t *s) {
+  PyObject *fast = PySequence_Fast(seq, "shape must be a sequence of ints");
+  if (!fast) return 0;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  if (n > TT_MAX_RANK) {
+    Py_DECREF(fast);
+    PyErr_Format(PyExc_RuntimeError, "rank %zd exceeds the maximum %d", n, TT_MAX_RANK);
+    return 0;
+  }
+  s->rank = (int32_t)n;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    s->dims[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+    if (s->dims[i] == -1 && PyErr_Occurred()) {
+      Py_DECREF(fast);
+      return 0;
+    }
+  }
+  Py_DECREF(fast);
+  return 1;
+}
+
+static PyObject *py_init(PyObject *m, PyObject *args) {
+  (void)m;
+  int n;
+  if (!PyArg_ParseTuple(args, "i", &n)) return NULL;
+  tt_status_t st = tt_runtime_init(n);
+  if (st) return raise_status(st);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_device_count(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  return PyLong_FromLong(tt_runtime_device_count());
+}
+
+/* from_host(device, dtype, shape, ptr, nbytes) */
+static PyObject *py_from_host(PyObject *m, PyObject *args) {
+  (void)m;
+  int device, dtype;
+  PyObject *shape_obj;
+  unsigned long long ptr;
+  Py_ssize_t nbytes;
+  if (!PyArg_ParseTuple(args, "iiOKn", &device, &dtype, &shape_obj, &ptr, &nbytes)) return NULL;
+  tt_shape_t shape;
+  if (!parse_shape(shape_obj, &shape)) return NULL;
+  if (dtype < 0 || dtype >= TT_DTYPE_COUNT) return PyErr_Format(PyExc_TypeError, "bad dtype %d", dtype);
+  if ((size_t)nbytes != (size_t)tt_shape_numel(&shape) * tt_dtype_size((tt_dtype_t)dtype))
+    return PyErr_Format(PyExc_RuntimeError, "from_host: %zd bytes for %lld elements of %s", nbytes,
+                        (long long)tt_shape_numel(&shape), tt_dtype_name((tt_dtype_t)dtype));
+  tt_tensor_t *t = NULL;
+  tt_status_t st;
+  Py_BEGIN_ALLOW_THREADS st = tt_tensor_from_host(device, (tt_dtype_t)dtype, &shape,
+                                                  (const void *)(uintptr_t)ptr, &t);
+  Py_END_ALLOW_THREADS if (st) return raise_status(st);
+  return wrap_tensor(t);
+}
+
+/* to_host(t, ptr, nbytes): syncs what t needs, waits, copies. */
+static PyObject *py_to_host(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *to;
+  unsigned long long ptr;
+  Py_ssize_t nbytes;
+  tt_tensor_t *t;
+  if (!PyArg_ParseTuple(args, "OKn", &to, &ptr, &nbytes) || !as_tensor(to, &t)) return NULL;
+  tt_status_t st;
+  Py_BEGIN_ALLOW_THREADS st = tt_tensor_to_host(t, (void *)(uintptr_t)ptr, (size_t)nbytes);
+  Py_END_ALLOW_THREADS if (st) return raise_status(st);
+  Py_RETURN_NONE;
+}
+
+/* scalar(device, dtype, value) */
+static PyObject *py_scalar(PyObject *m, PyObject *args) {
+  (void)m;
+  int device, dtype;
+  PyObject *value;
+  if (!PyArg_ParseTuple(args, "iiO", &device, &dtype, &value)) return NULL;
+  double f = 0;
+  long long i = 0;
+  if (PyFloat_Check(value)) {
+    f = PyFloat_AS_DOUBLE(value);
+    i = (long long)f;
+  } else {
+    int overflow = 0;
+    i = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    if (overflow) {
+      /* Large unsigned values (e.g. uint64 seeds) keep their bit pattern. */
+      unsigned long long u = PyLong_AsUnsignedLongLongMask(value);
+      if (PyErr_Occurred()) return NULL;
+      i = (long long)u;
+    }
+    f = PyLong_AsDouble(value);
+    if (PyErr_Occurred()) PyErr_Clear();
+  }
+  if (dtype < 0 || dtype >= TT_DTYPE_COUNT) return PyErr_Format(PyExc_TypeError, "bad dtype %d", dtype);
+  tt_tensor_t *t = NULL;
+  tt_status_t st = tt_tensor_scalar(device, (tt_dtype_t)dtype, f, i, &t);
+  if (st) return raise_status(st);
+  return wrap_tensor(t);
+}
+
+/* op(opcode, operands, iattrs=(), fattrs=()) */
+static PyObject *py_op(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+  (void)m;
+  if (nargs < 2 || nargs > 4)
+    return PyErr_Format(PyExc_TypeError, "op(opcode, operands, iattrs=(), fattrs=())");
+  long op = PyLong_AsLong(args[0]);
+  if (op == -1 && PyErr_Occurred()) return NULL;
+  PyObject *ops = PySequence_Fast(args[1], "operands must be a sequence");
+  if (!ops) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(ops);
+  tt_tensor_t *small[8];
+  tt_tensor_t **ts = n <= 8 ? small : PyMem_Malloc(sizeof(*ts) * (size_t)n);
+  int64_t ia[TT_MAX_IATTRS];
+  double fa[TT_MAX_FATTRS] = {0, 0, 0, 0};
+  Py_ssize_t ni = 0, nf = 0;
+  PyObject *result = NULL;
+  if (!ts) goto out;
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (!as_tensor(PySequence_Fast_GET_ITEM(ops, i), &ts[i])) goto out;
+  if (nargs > 2) {
+    PyObject *f = PySequence_Fast(args[2], "iattrs must be a sequence");
+    if (!f) goto out;
+    ni = PySequence_Fast_GET_SIZE(f);
+    if (ni > TT_MAX_IATTRS) {
+      Py_DECREF(f);
+      PyErr_Format(PyExc_RuntimeError, "too many int attributes (%zd)", ni);
+      goto out;
+    }
+    for (Py_ssize_t i = 0; i < ni; ++i) {
+      ia[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(f, i));
+      if (ia[i] == -1 && PyErr_Occurred()) {
+        Py_DECREF(f);
+        goto out;
+      }
+    }
+    Py_DECREF(f);
+  }
+  if (nargs > 3) {
+    PyObject *f = PySequence_Fast(args[3], "fattrs must be a sequence");
+    if (!f) goto out;
+    nf = PySequence_Fast_GET_SIZE(f);
+    if (nf > TT_MAX_FATTRS) {
+      Py_DECREF(f);
+      PyErr_Format(PyExc_RuntimeError, "too many float attributes (%zd)", nf);
+      goto out;
+    }
+    for (Py_ssize_t i = 0; i < nf; ++i) {
+      fa[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(f, i));
+      if (fa[i] == -1.0 && PyErr_Occurred()) {
+        Py_DECREF(f);
+        goto out;
+      }
+    }
+    Py_DECREF(f);
+  }
+  {
+    tt_tensor_t *t = NULL;
+    tt_status_t st = tt_tensor_op((tt_op_t)op, ts, (int32_t)n, ia, (int32_t)ni, fa, (int32_t)nf, &t);
+    result = st ? raise_status(st) : wrap_tensor(t);
+  }
+out:
+  if (ts && ts != small) PyMem_Free(ts);
+  Py_DECREF(ops);
+  return result;
+}
+
+static PyObject *py_to_device(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *to;
+  int device;
+  tt_tensor_t *t, *r = NULL;
+  if (!PyArg_ParseTuple(args, "Oi", &to, &device) || !as_tensor(to, &t)) return NULL;
+  tt_status_t st;
+  Py_BEGIN_ALLOW_THREADS st = tt_tensor_to_device(t, device, &r);
+  Py_END_ALLOW_THREADS if (st) return raise_status(st);
+  return wrap_tensor(r);
+}
+
+static PyObject *py_sync(PyObject *m, PyObject *args) {
+  (void)m;
+  int device = -1, wait = 0;
+  const char *name = NULL;
+  if (!PyArg_ParseTuple(args, "|ipz", &device, &wait, &name)) return NULL;
+  tt_status_t st;
+  Py_BEGIN_ALLOW_THREADS st = tt_lazy_sync(device, wait, name);
+  Py_END_ALLOW_THREADS if (st) return raise_status(st);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_sync_tensors(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *seq;
+  int wait = 0;
+  if (!PyArg_ParseTuple(args, "O|p", &seq, &wait)) return NULL;
+  PyObject *fast = PySequence_Fast(seq, "expected a sequence of tensors");
+  if (!fast) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  tt_tensor_t **ts = PyMem_Malloc(sizeof(*ts) * (size_t)(n ? n : 1));
+  if (!ts) {
+    Py_DECREF(fast);
+    return PyErr_NoMemory();
+  }
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (!as_tensor(PySequence_Fast_GET_ITEM(fast, i), &ts[i])) {
+      PyMem_Free(ts);
+      Py_DECREF(fast);
+      return NULL;
+    }
+  tt_status_t st;
+  Py_BEGIN_ALLOW_THREADS st = tt_lazy_sync_tensors(ts, (int32_t)n, wait);
+  Py_END_ALLOW_THREADS PyMem_Free(ts);
+  Py_DECREF(fast);
+  if (st) return raise_status(st);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_wait(PyObject *m, PyObject *args) {
+  (void)m;
+  int device = -1;
+  if (!PyArg_ParseTuple(args, "|i", &device)) return NULL;
+  Py_BEGIN_ALLOW_THREADS tt_runtime_wait(device);
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+static PyObject *py_graph_dump(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *seq;
+  int fmt = 0;
+  if (!PyArg_ParseTuple(args, "O|i", &seq, &fmt)) return NULL;
+  PyObject *fast = PySequence_Fast(seq, "expected a sequence of tensors");
+  if (!fast) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  tt_tensor_t **ts = PyMem_Malloc(sizeof(*ts) * (size_t)(n ? n : 1));
+  if (!ts) {
+    Py_DECREF(fast);
+    return PyErr_NoMemory();
+  }
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (!as_tensor(PySequence_Fast_GET_ITEM(fast, i), &ts[i])) {
+      PyMem_Free(ts);
+      Py_DECREF(fast);
+      return NULL;
+    }
+  char *text = NULL;
+  tt_status_t st = tt_lazy_graph_dump(ts, (int32_t)n, fmt, &text);
+  PyMem_Free(ts);
+  Py_DECREF(fast);
+  if (st) return raise_status(st);
+  PyObject *r = PyUnicode_FromString(text ? text : "");
+  free(text);
+  return r;
+}
+
+static PyObject *lines_to_list(char *text) {
+  PyObject *list = PyList_New(0);
+  if (!list || !text) {
+    free(text);
+    return list;
+  }
+  for (char *p = text; *p;) {
+    char *e = strchr(p, '\n');
+    if (e) *e = 0;
+    PyObject *s = PyUnicode_FromString(p);
+    if (!s || PyList_Append(list, s)) {
+      Py_XDECREF(s);
+      Py_DECREF(list);
+      free(text);
+      return NULL;
+    }
+    Py_DECREF(s);
+    if (!e) break;
+    p = e + 1;
+  }
+  free(text);
+  return list;
+}
+
+static PyObject *py_counter_add(PyObject *m, PyObject *args) {
+  (void)m;
+  const char *name;
+  long long delta = 1;
+  if (!PyArg_ParseTuple(args, "s|L", &name, &delta)) return NULL;
+  tt_counter_add(name, delta);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_counter_value(PyObject *m, PyObject *args) {
+  (void)m;
+  const char *name;
+  if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
+  return PyLong_FromLongLong(tt_counter_value(name));
+}
+
+static PyObject *py_metric_add(PyObject *m, PyObject *args) {
+  (void)m;
+  const char *name;
+  int unit;
+  double value;
+  if (!PyArg_ParseTuple(args, "sid", &name, &unit, &value)) return NULL;
+  tt_metric_add(name, (tt_metric_unit_t)unit, value);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_counter_names(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  return lines_to_list(tt_counter_names());
+}
+static PyObject *py_metric_names(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  return lines_to_list(tt_metric_names());
+}
+
+static PyObject *py_metric_data(PyObject *m, PyObject *args) {
+  (void)m;
+  const char *name;
+  if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
+  enum { MAX = 1024 };
+  int64_t *ts = PyMem_Malloc(sizeof(int64_t) * MAX);
+  double *vs = PyMem_Malloc(sizeof(double) * MAX);
+  if (!ts || !vs) {
+    PyMem_Free(ts);
+    PyMem_Free(vs);
+    return PyErr_NoMemory();
+  }
+  int64_t total = 0, n = 0;
+  double acc = 0;
+  PyObject *r = NULL;
+  if (!tt_metric_data(name, &total, &acc, &n, ts, vs, MAX)) {
+    r = Py_None;
+    Py_INCREF(r);
+  } else {
+    PyObject *samples = PyList_New((Py_ssize_t)n);
+    for (int64_t i = 0; samples && i < n; ++i)
+      PyList_SET_ITEM(samples, i, Py_BuildValue("(Ld)", (long long)ts[i], vs[i]));
+    if (samples) r = Py_BuildValue("(LdN)", (long long)total, acc, samples);
+  }
+  PyMem_Free(ts);
+  PyMem_Free(vs);
+  return r;
+}
+
+static PyObject *py_metrics_report(PyObject *m, PyObject *args) {
+  (void)m;
+  const char *names = NULL;
+  if (!PyArg_ParseTuple(args, "|z", &names)) return NULL;
+  char *text = tt_metrics_report(names);
+  PyObject *r = PyUnicode_FromString(text ? text : "");
+  free(text);
+  return r;
+}
+
+static PyObject *py_clear_counters(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  tt_counters_clear();
+  Py_RETURN_NONE;
+}
+static PyObject *py_clear_metrics(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  tt_metrics_clear();
+  Py_RETURN_NONE;
+}
+static PyObject *py_live_tensors(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  return PyLong_FromLongLong(tt_lazy_live_tensors());
+}
+static PyObject *py_cached_graphs(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  return PyLong_FromLongLong(tt_lazy_cached_graphs());
+}
+static PyObject *py_memory_stats(PyObject *m, PyObject *args) {
+  (void)m;
+  int device;
+  if (!PyArg_ParseTuple(args, "i", &device)) return NULL;
+  int64_t in_use = 0, peak = 0;
+  tt_runtime_memory_stats(device, &in_use, &peak);
+  return Py_BuildValue("(LL)", (long long)in_use, (long long)peak);
+}
+
+static PyMethodDef methods[] = {
+    {"init", py_init, METH_VARARGS, "init(num_devices)"},
+    {"device_count", py_device_count, METH_NOARGS, "number of devices"},
+    {"from_host", py_from_host, METH_VARARGS, "from_host(device, dtype, shape, ptr, nbytes)"},
+    {"to_host", py_to_host, METH_VARARGS, "to_host(t, ptr, nbytes)"},
+    {"scalar", py_scalar, METH_VARARGS, "scalar(device, dtype, value)"},
+    {"op", (PyCFunction)(void (*)(void))py_op, METH_FASTCALL, "op(opcode, operands, iattrs, fattrs)"},
+    {"to_device", py_to_device, METH_VARARGS, "to_device(t, device)"},
+    {"sync", py_sync, METH_VARARGS, "sync(device=-1, wait=False, name=None)"},
+    {"sync_tensors", py_sync_tensors, METH_VARARGS, "sync_tensors(tensors, wait=False)"},
+    {"wait", py_wait, METH_VARARGS, "wait(device=-1)"},
+    {"graph_dump", py_graph_dump, METH_VARARGS, "graph_dump(tensors, fmt=0)"},
+    {"counter_add", py_counter_add, METH_VARARGS, "counter_add(name, delta=1)"},
+    {"counter_value", py_counter_value, METH_VARARGS, "counter_value(name)"},
+    {"metric_add", py_metric_add, METH_VARARGS, "metric_add(name, unit, value)"},
+    {"counter_names", py_counter_names, METH_NOARGS, "counter names"},
+    {"metric_names", py_metric_names, METH_NOARGS, "metric names"},
+    {"metric_data", py_metric_data, METH_VARARGS, "metric_data(name)"},
+    {"metrics_report", py_metrics_report, METH_VARARGS, "metrics_report(names=None)"},
+    {"clear_counters", py_clear_counters, METH_NOARGS, ""},
+    {"clear_metrics", py_clear_metrics, METH_NOARGS, ""},
+    {"live_tensors", py_live_tensors, METH_NOARGS, ""},
+    {"cached_graphs", py_cached_graphs, METH_NOARGS, ""},
+    {"memory_stats", py_memory_stats, METH_VARARGS, "memory_stats(device) -> (in_use, peak)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "torchtpu._C",
+                                       "torchtpu C engine binding", -1, methods,
+                                       NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__C(void) {
+  if (PyType_Ready(&TensorType) < 0) return NULL;
+  PyObject *mod = PyModule_Create(&moduledef);
+  if (!mod) return NULL;
+  Py_INCREF(&TensorType);
+  PyModule_AddObject(mod, "Tensor", (PyObject *)&TensorType);
+  return mod;
+}

@@ -1,0 +1,210 @@
+"""The tensor bridge: how an 'xla' torch.Tensor maps onto an engine tensor.
+
+Layout of an xla tensor as users hold it (docs/tensor-bridge.md has the
+evidence for this choice):
+
+  outer: FunctionalTensorWrapper (PyTorch's functionalization, C++)
+         device xla:N, carries autograd metadata; views and in-place ops
+         on it are turned into functional ops plus view replay, which is
+         exactly the aliasing PyTorch promises (PyTorch/XLA does the same).
+  inner: XlaTensor, a _make_wrapper_subclass with device xla:N that holds
+         one engine handle (torchtpu._C.Tensor). Every aten op reaching it
+         goes through __torch_dispatch__ to the lowering table.
+
+PyTorch has no device guard for the XLA device type; autograd needs one.
+torch._C._acc lets Python register a guard whose type() is chosen by
+type_(), but only into the PrivateUse1 slot, so we register one reporting
+XLA and move it into the XLA slot of c10's guard registry (ctypes). The
+autograd engine sizes its per-device threads from guards present at its
+first backward; to stay independent of that we run backward passes on the
+calling thread (autograd multithreading off), which is also what a lazy
+engine wants: the graph is recorded in program order.
+"""
+import ctypes
+import os
+import threading
+
+import torch
+
+from torchtpu import _C, config
+
+# ---------------------------------------------------------------- dtypes
+TT_F32, TT_F64, TT_F16, TT_BF16, TT_I8, TT_U8, TT_I16, TT_I32, TT_I64, TT_BOOL = range(10)
+
+TORCH_TO_TT = {
+    torch.float32: TT_F32, torch.float64: TT_F64, torch.float16: TT_F16,
+    torch.bfloat16: TT_BF16, torch.int8: TT_I8, torch.uint8: TT_U8,
+    torch.int16: TT_I16, torch.int32: TT_I32, torch.int64: TT_I64, torch.bool: TT_BOOL,
+}
+TT_TO_TORCH = {v: k for k, v in TORCH_TO_TT.items()}
+
+
+def tt_dtype(dtype):
+    try:
+        return TORCH_TO_TT[dtype]
+    except KeyError:
+        raise TypeError(f"dtype {dtype} is not supported on xla devices "
+                        f"(supported: {', '.join(str(d) for d in TORCH_TO_TT)})") from None
+
+
+# ---------------------------------------------------------- device guard
+_XLA_SLOT = 9          # c10::DeviceType::XLA
+_PRIVATEUSE1_SLOT = 20  # c10::DeviceType::PrivateUse1
+
+
+class _XlaDeviceGuard(torch._C._acc.DeviceGuard):
+    def type_(self):
+        return torch._C._autograd.DeviceType.XLA
+
+
+_guard = None
+
+
+def _install_device_guard():
+    global _guard
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libc10.so"))
+    registry = ctypes.c_void_p.in_dll(lib, "_ZN3c104impl26device_guard_impl_registryE")
+    base = ctypes.addressof(registry)
+
+    def slot(i):
+        return ctypes.c_void_p.from_address(base + 8 * i)
+
+    if slot(_XLA_SLOT).value:
+        return  # someone (a real torch_xla build) already provides one
+    saved = slot(_PRIVATEUSE1_SLOT).value
+    _guard = _XlaDeviceGuard()
+    torch._C._acc.register_python_privateuseone_device_guard(_guard)
+    slot(_XLA_SLOT).value = slot(_PRIVATEUSE1_SLOT).value
+    slot(_PRIVATEUSE1_SLOT).value = saved
+
+
+_install_device_guard()
+
+
+def _single_threaded_autograd():
+    torch._C._set_multithreading_enabled(False)
+
+
+_single_threaded_autograd()
+_thread_state = threading.local()
+
+
+# ------------------------------------------------------- the inner tensor
+def device_index(device):
+    """Index of an xla device given as torch.device, str or None."""
+    if device is None:
+        return current_device_index()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if device.type != "xla":
+        raise RuntimeError(f"expected an xla device, got {device}")
+    if device.index is None:
+        return current_device_index()
+    n = config.ensure_runtime()
+    if device.index >= n:
+        raise RuntimeError(
+            f"Invalid device xla:{device.index}: {n} device(s) available "
+            f"(xla:0..xla:{n - 1}); set CPU_NUM_DEVICES for more")
+    return device.index
+
+
+def current_device_index():
+    config.ensure_runtime()
+    return getattr(_thread_state, "device", 0)
+
+
+def set_current_device_index(index):
+    _thread_state.device = index
+
+
+class XlaTensor(torch.Tensor):
+    """Inner tensor: holds an engine handle; never seen by user code."""
+
+    __slots__ = ("_h",)
+
+    @staticmethod
+    def __new__(cls, handle, requires_grad=False):
+        shape = handle.shape
+        r = torch.Tensor._make_wrapper_subclass(
+            cls, shape, dtype=TT_TO_TORCH[handle.dtype],
+            device=torch.device("xla", handle.device), requires_grad=requires_grad)
+        r._h = handle
+        return r
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        from torchtpu.lowering import dispatch
+        return dispatch(func, args, kwargs or {})
+
+    def __repr__(self):
+        return f"XlaTensor(shape={tuple(self.shape)}, dtype={self.dtype}, device={self.device})"
+
+
+def wrap_inner(handle):
+    return XlaTensor(handle)
+
+
+def wrap_user(handle):
+    """A user-facing xla tensor (functional wrapper) over an engine handle."""
+    return torch._to_functional_tensor(XlaTensor(handle))
+
+
+def inner_of(t):
+    """The XlaTensor under a user-facing xla tensor (syncing pending view
+    updates first)."""
+    if isinstance(t, XlaTensor):
+        return t
+    if torch._is_functional_tensor(t):
+        torch._sync(t)
+        inner = torch._from_functional_tensor(t)
+        if isinstance(inner, XlaTensor):
+            return inner
+    raise RuntimeError(f"expected an xla tensor, got a tensor on {t.device}")
+
+
+def handle_of(t):
+    return inner_of(t)._h
+
+
+def upload(cpu_tensor, index):
+    """Copies a CPU tensor to device index; returns an engine handle."""
+    c = cpu_tensor.detach()
+    if c.dtype not in TORCH_TO_TT:
+        raise TypeError(f"dtype {c.dtype} is not supported on xla devices")
+    c = c.contiguous()
+    if c.is_conj() or c.is_neg():
+        c = c.resolve_conj().resolve_neg()
+    return _C.from_host(index, TORCH_TO_TT[c.dtype], tuple(c.shape), c.data_ptr(),
+                        c.numel() * c.element_size())
+
+
+def download(handle):
+    """Runs what handle needs and returns its value as a CPU tensor."""
+    out = torch.empty(handle.shape, dtype=TT_TO_TORCH[handle.dtype])
+    _C.to_host(handle, out.data_ptr(), out.numel() * out.element_size())
+    return out
+
+
+# ------------------------------------------------- factory kernels on XLA
+_lib = torch.library.Library("aten", "IMPL")
+
+
+def _empty_handle(size, dtype, device):
+    dtype = dtype if dtype is not None else torch.get_default_dtype()
+    index = device_index(device)
+    dt = tt_dtype(dtype)
+    zero = _C.scalar(index, dt, 0)
+    return _C.op(6, [zero], tuple(int(s) for s in size))  # TT_OP_BROADCAST
+
+
+def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None,
+                         memory_format=None):
+    return wrap_user(_empty_handle(size, dtype, device))
+
+
+def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    return wrap_user(_empty_handle(size, dtype, device))
+
+
+_lib.impl("empty.memory_format", _empty_memory_format, "XLA")
+_lib.impl("empty_strided", _empty_strided, "XLA")

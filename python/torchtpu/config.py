@@ -1,0 +1,67 @@
+"""Runtime configuration read from the environment, as PyTorch/XLA reads it.
+
+PJRT_DEVICE selects the backend: CPU is the one this build ships, and the
+default when PJRT_DEVICE is unset (said once on stderr, as PyTorch/XLA
+does). CPU_NUM_DEVICES sets the number of virtual CPU devices; the default
+is 1, PyTorch/XLA's own default for its CPU client.
+"""
+import os
+import sys
+
+from torchtpu import _C
+
+ACCEPTED_DEVICES = ("CPU",)
+KNOWN_BUT_UNAVAILABLE = ("TPU", "CUDA", "GPU", "NEURON", "LIBRARY")
+DEFAULT_CPU_DEVICES = 1
+
+_device_type = None
+
+
+def device_type():
+    """The backend name ('CPU'), validating PJRT_DEVICE on first call."""
+    global _device_type
+    if _device_type is None:
+        value = os.environ.get("PJRT_DEVICE")
+        if value is None or value == "":
+            print("PJRT_DEVICE is not set. Defaulting to using CPU.", file=sys.stderr)
+            value = "CPU"
+        value = value.upper()
+        if value not in ACCEPTED_DEVICES:
+            hint = ""
+            if value in KNOWN_BUT_UNAVAILABLE:
+                hint = f" ({value} needs a PJRT plugin backend, which this build does not include)"
+            raise RuntimeError(
+                f"Unknown PJRT_DEVICE '{os.environ.get('PJRT_DEVICE')}'{hint}; "
+                f"accepted values: {', '.join(ACCEPTED_DEVICES)}")
+        _device_type = value
+    return _device_type
+
+
+def num_devices_from_env():
+    raw = os.environ.get("CPU_NUM_DEVICES")
+    if raw is None or raw == "":
+        return DEFAULT_CPU_DEVICES
+    try:
+        n = int(raw)
+    except ValueError:
+        raise RuntimeError(f"CPU_NUM_DEVICES must be a positive integer, got '{raw}'") from None
+    if n < 1 or n > 1024:
+        raise RuntimeError(f"CPU_NUM_DEVICES must be in [1, 1024], got {n}")
+    return n
+
+
+_initialized = False
+
+
+def ensure_runtime():
+    """Starts the runtime once (validating the environment)."""
+    global _initialized
+    if not _initialized:
+        device_type()
+        _C.init(num_devices_from_env())
+        _initialized = True
+    return _C.device_count()
+
+
+def runtime_initialized():
+    return _initialized

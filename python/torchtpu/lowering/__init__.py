@@ -1,0 +1,33 @@
+"""The lowering table: aten op -> engine IR, one small function per op.
+
+dispatch() is the single entry from XlaTensor.__torch_dispatch__. Order of
+resolution: an explicit lowering; else PyTorch's decomposition table (its
+pieces come back through dispatch); else the counted CPU fallback, which
+increments the aten::<op> counter exactly as PyTorch/XLA does.
+"""
+from torch._decomp import decomposition_table
+
+from torchtpu.lowering.core import LOWERINGS
+from torchtpu.lowering import (  # noqa: F401  (register lowerings)
+    elementwise, shape_ops, reductions, nn_ops, misc_ops)
+from torchtpu.lowering.fallback import fallback
+
+# Decompositions we never take: their results are handled natively or would
+# recurse into themselves.
+_SKIP_DECOMP = set()
+
+
+def dispatch(func, args, kwargs):
+    fn = LOWERINGS.get(func)
+    if fn is not None:
+        return fn(*args, **kwargs)
+    decomp = decomposition_table.get(func)
+    if decomp is not None and func not in _SKIP_DECOMP:
+        out = decomp(*args, **kwargs)
+        if out is not NotImplemented:
+            return out
+    if func._can_decompose():
+        out = func.decompose(*args, **kwargs)
+        if out is not NotImplemented:
+            return out
+    return fallback(func, args, kwargs)

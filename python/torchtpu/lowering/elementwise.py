@@ -1,0 +1,346 @@
+"""Elementwise lowerings: unary and binary math, comparisons, where."""
+import math
+
+import torch
+
+from torchtpu.lowering.core import (
+    BIN, BINARY, CONVERT, UN, UNARY, WHERE, XlaTensor, aten, device_of, float_type_of, handle,
+    lowers, op, result_type, scalar, tt, wrap, TT_BOOL)
+
+
+def _binary(name, a, b, compute_dtype=None, out_dtype=None):
+    dev = device_of(a, b)
+    ct = compute_dtype or result_type(a, b)
+    h = op(BINARY, [handle(a, dev, tt(ct)), handle(b, dev, tt(ct))], (BIN[name],))
+    if out_dtype is not None and h.dtype != tt(out_dtype):
+        h = op(CONVERT, [h], (tt(out_dtype),))
+    return wrap(h)
+
+
+def _unary_h(name, h, alpha=0.0, beta=0.0):
+    return op(UNARY, [h], (UN[name],), (float(alpha), float(beta)))
+
+
+def _unary(name, x, alpha=0.0, beta=0.0, float_op=True):
+    dt = float_type_of(x.dtype) if float_op else x.dtype
+    return wrap(_unary_h(name, handle(x, x._h.device, tt(dt)), alpha, beta))
+
+
+# ---------------------------------------------------------------- arithmetic
+def _scaled(b, alpha):
+    if alpha is None or alpha == 1:
+        return b
+    if isinstance(b, XlaTensor):
+        return _binary("mul", b, alpha)
+    if isinstance(b, torch.Tensor):
+        b = b.item()
+    return b * alpha
+
+
+@lowers(aten.add.Tensor, aten.add.Scalar)
+def add(a, b, alpha=1):
+    return _binary("add", a, _scaled(b, alpha), compute_dtype=result_type(a, b))
+
+
+@lowers(aten.sub.Tensor, aten.sub.Scalar)
+def sub(a, b, alpha=1):
+    if a.dtype == torch.bool and isinstance(b, torch.Tensor) and b.dtype == torch.bool:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    return _binary("sub", a, _scaled(b, alpha), compute_dtype=result_type(a, b))
+
+
+@lowers(aten.rsub.Tensor, aten.rsub.Scalar)
+def rsub(a, b, alpha=1):
+    return _binary("sub", b, _scaled(a, alpha), compute_dtype=result_type(a, b))
+
+
+@lowers(aten.mul.Tensor, aten.mul.Scalar)
+def mul(a, b):
+    return _binary("mul", a, b)
+
+
+@lowers(aten.div.Tensor, aten.div.Scalar)
+def div(a, b):
+    rt = result_type(a, b)
+    return _binary("div", a, b, compute_dtype=float_type_of(rt))
+
+
+@lowers(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_mode(a, b, rounding_mode=None):
+    rt = result_type(a, b)
+    if rounding_mode is None:
+        return div(a, b)
+    if rounding_mode == "floor":
+        return _binary("floor_div", a, b, compute_dtype=rt)
+    if rounding_mode == "trunc":
+        if rt.is_floating_point:
+            return wrap(_unary_h("trunc", div(a, b)._h))
+        q = div(a, b)
+        return wrap(op(CONVERT, [_unary_h("trunc", q._h)], (tt(rt),)))
+    raise RuntimeError(
+        f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+        f"'{rounding_mode}'")
+
+
+@lowers(aten.floor_divide.default, aten.floor_divide.Scalar)
+def floor_divide(a, b):
+    return _binary("floor_div", a, b)
+
+
+@lowers(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)
+def remainder(a, b):
+    return _binary("remainder", a, b)
+
+
+@lowers(aten.fmod.Tensor, aten.fmod.Scalar)
+def fmod(a, b):
+    return _binary("fmod", a, b)
+
+
+@lowers(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
+def pow_(a, b):
+    if isinstance(b, (int, float)) and not isinstance(b, bool) and isinstance(a, XlaTensor):
+        if b == 1:
+            return wrap(handle(a, a._h.device, tt(result_type(a, b))))
+        if b == 2:
+            return _binary("mul", a, a, compute_dtype=result_type(a, b))
+        if b == 0.5 and a.dtype.is_floating_point:
+            return _unary("sqrt", a)
+    return _binary("pow", a, b)
+
+
+@lowers(aten.maximum.default)
+def maximum(a, b):
+    return _binary("maximum", a, b)
+
+
+@lowers(aten.minimum.default)
+def minimum(a, b):
+    return _binary("minimum", a, b)
+
+
+@lowers(aten.atan2.default)
+def atan2(a, b):
+    return _binary("atan2", a, b, compute_dtype=float_type_of(result_type(a, b)))
+
+
+@lowers(aten.hypot.default)
+def hypot(a, b):
+    return _binary("hypot", a, b)
+
+
+# ------------------------------------------------------------ comparisons
+def _compare(name):
+    def fn(a, b):
+        return _binary(name, a, b, compute_dtype=result_type(a, b))
+    return fn
+
+
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    lowers(getattr(aten, _name).Tensor, getattr(aten, _name).Scalar)(_compare(_name))
+
+
+def _logical(name):
+    def fn(a, b):
+        dev = device_of(a, b)
+        return wrap(op(BINARY, [handle(a, dev, TT_BOOL), handle(b, dev, TT_BOOL)], (BIN[name],)))
+    return fn
+
+
+for _name in ("logical_and", "logical_or", "logical_xor"):
+    lowers(getattr(aten, _name).default)(_logical(_name))
+
+
+def _bitwise(name):
+    def fn(a, b):
+        rt = result_type(a, b)
+        if rt.is_floating_point:
+            raise RuntimeError(f'"{name}_cpu" not implemented for \'{rt}\'')
+        return _binary(name, a, b, compute_dtype=rt)
+    return fn
+
+
+for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    _p = getattr(aten, _name)
+    lowers(_p.Tensor, _p.Scalar)(_bitwise(_name))
+
+
+@lowers(aten.where.self)
+def where(cond, a, b):
+    dev = device_of(cond, a, b)
+    rt = result_type(a, b)
+    return wrap(op(WHERE, [handle(cond, dev, TT_BOOL), handle(a, dev, tt(rt)),
+                           handle(b, dev, tt(rt))]))
+
+
+@lowers(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(x, mask, value):
+    dev = x._h.device
+    if isinstance(value, torch.Tensor) and value.dim() != 0:
+        raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value.dim()} dimension(s).")
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{mask.dtype}")
+    h = op(WHERE, [handle(mask, dev, TT_BOOL), handle(value, dev, x._h.dtype), x._h])
+    return wrap(h)
+
+
+@lowers(aten.clamp.default, aten.clamp.Tensor)
+def clamp(x, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    args = [a for a in (x, min, max) if a is not None]
+    rt = result_type(*args)
+    dev = x._h.device
+    h = handle(x, dev, tt(rt))
+    if min is not None:
+        h = op(BINARY, [h, handle(min, dev, tt(rt))], (BIN["max"],))
+    if max is not None:
+        h = op(BINARY, [h, handle(max, dev, tt(rt))], (BIN["min"],))
+    return wrap(h)
+
+
+@lowers(aten.clamp_min.default, aten.clamp_min.Tensor)
+def clamp_min(x, min):
+    return clamp(x, min=min)
+
+
+@lowers(aten.clamp_max.default, aten.clamp_max.Tensor)
+def clamp_max(x, max):
+    return clamp(x, max=max)
+
+
+# ------------------------------------------------------------------ unary
+_FLOAT_UNARY = ["exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
+                "sigmoid", "erf", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+                "atanh", "log2", "log10", "exp2", "erfinv", "reciprocal", "lgamma", "digamma"]
+for _name in _FLOAT_UNARY:
+    lowers(getattr(aten, _name).default)(
+        (lambda n: (lambda x: _unary(n, x)))(_name))
+
+for _name in ("neg", "abs", "relu", "sign"):
+    lowers(getattr(aten, _name).default)(
+        (lambda n: (lambda x: _unary(n, x, float_op=False)))(_name))
+
+
+for _name in ("floor", "ceil", "trunc", "round"):
+    def _fn(x, n=_name):
+        if not x.dtype.is_floating_point:
+            return wrap(x._h)
+        return _unary(n, x, float_op=False)
+    lowers(getattr(aten, _name).default)(_fn)
+
+
+@lowers(aten.round.decimals)
+def round_decimals(x, decimals=0):
+    if decimals == 0:
+        return _unary("round", x, float_op=False)
+    scale = 10.0 ** decimals
+    y = _binary("mul", x, scale)
+    y = wrap(_unary_h("round", y._h))
+    return _binary("div", y, scale, compute_dtype=x.dtype)
+
+
+@lowers(aten.square.default)
+def square(x):
+    rt = torch.int64 if x.dtype == torch.bool else x.dtype
+    return _binary("mul", x, x, compute_dtype=rt)
+
+
+@lowers(aten.logical_not.default)
+def logical_not(x):
+    return wrap(_unary_h("logical_not", x._h))
+
+
+@lowers(aten.isnan.default)
+def isnan(x):
+    if not x.dtype.is_floating_point:
+        return wrap(op(BINARY, [x._h, x._h], (BIN["ne"],)))
+    return wrap(_unary_h("isnan", x._h))
+
+
+@lowers(aten.bitwise_not.default)
+def bitwise_not(x):
+    if x.dtype.is_floating_point:
+        raise RuntimeError(f"\"bitwise_not_cpu\" not implemented for '{x.dtype}'")
+    return wrap(_unary_h("bitwise_not", x._h))
+
+
+@lowers(aten.gelu.default)
+def gelu(x, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate}")
+    return _unary("gelu_tanh" if approximate == "tanh" else "gelu_erf", x)
+
+
+@lowers(aten.silu.default)
+def silu(x):
+    return _unary("silu", x)
+
+
+@lowers(aten.mish.default)
+def mish(x):
+    return _unary("mish", x)
+
+
+@lowers(aten.leaky_relu.default)
+def leaky_relu(x, negative_slope=0.01):
+    return _unary("leaky_relu", x, negative_slope)
+
+
+@lowers(aten.elu.default)
+def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    if scale != 1.0 or input_scale != 1.0:
+        return NotImplemented
+    return _unary("elu", x, alpha)
+
+
+@lowers(aten.hardtanh.default)
+def hardtanh(x, min_val=-1.0, max_val=1.0):
+    return _unary("hardtanh", x, min_val, max_val, float_op=False)
+
+
+@lowers(aten.softplus.default)
+def softplus(x, beta=1.0, threshold=20.0):
+    return _unary("softplus", x, beta, threshold)
+
+
+@lowers(aten.hardsigmoid.default)
+def hardsigmoid(x):
+    return _unary("hardsigmoid", x)
+
+
+@lowers(aten.hardswish.default)
+def hardswish(x):
+    return _unary("hardswish", x)
+
+
+# Backward helpers that appear in every training step: lowered directly so
+# they stay one or two kernels.
+@lowers(aten.threshold_backward.default)
+def threshold_backward(grad, x, threshold):
+    dev = grad._h.device
+    mask = op(BINARY, [handle(x, dev, x._h.dtype), scalar(dev, x._h.dtype, threshold)],
+              (BIN["le"],))
+    return wrap(op(WHERE, [mask, scalar(dev, grad._h.dtype, 0), grad._h]))
+
+
+@lowers(aten.sigmoid_backward.default)
+def sigmoid_backward(grad, y):
+    dev = grad._h.device
+    one_minus = op(BINARY, [scalar(dev, y._h.dtype, 1.0), y._h], (BIN["sub"],))
+    return wrap(op(BINARY, [grad._h, op(BINARY, [y._h, one_minus], (BIN["mul"],))],
+                   (BIN["mul"],)))
+
+
+@lowers(aten.tanh_backward.default)
+def tanh_backward(grad, y):
+    dev = grad._h.device
+    y2 = op(BINARY, [y._h, y._h], (BIN["mul"],))
+    return wrap(op(BINARY, [grad._h, op(BINARY, [scalar(dev, y._h.dtype, 1.0), y2],
+                                        (BIN["sub"],))], (BIN["mul"],)))
+
+
+_ = math

@@ -1,0 +1,179 @@
+"""Random numbers (the device RNG) and factory ops that reach the XLA key
+with no tensor argument (arange and friends)."""
+import math
+
+import torch
+
+from torchtpu import _C, bridge
+from torchtpu.lowering.core import (
+    BIN, BINARY, CONVERT, IOTA, RNG, RNG_BERNOULLI, RNG_NORMAL, RNG_UNIFORM, TT_BOOL, TT_F32,
+    TT_I64, UN, UNARY, aten, broadcast, handle, lowers, op, reshape, scalar, tt, wrap)
+
+# ------------------------------------------------------------ device RNG
+# Per-device (seed, counter). Every random op consumes one counter value;
+# the kernel key is a runtime scalar, so new keys never recompile. The CPU
+# generator is never consulted.
+DEFAULT_SEED = 101
+_rng_state = {}
+
+
+def _mix(seed, counter):
+    x = (seed * 0x9E3779B97F4A7C15 + counter * 0xBF58476D1CE4E5B9 + 0x94D049BB133111EB)
+    x &= (1 << 64) - 1
+    x ^= x >> 31
+    x = (x * 0xD6E8FEB86659FD93) & ((1 << 64) - 1)
+    x ^= x >> 32
+    return x - (1 << 64) if x >= (1 << 63) else x
+
+
+def manual_seed(seed, device=None):
+    seed = int(seed) & ((1 << 64) - 1)
+    if device is None:
+        for i in range(max(_C.device_count(), 1)):
+            _rng_state[i] = [seed, 0]
+        _rng_state["default"] = seed
+    else:
+        _rng_state[device] = [seed, 0]
+
+
+def get_rng_state(device):
+    st = _rng_state.setdefault(device, [_rng_state.get("default", DEFAULT_SEED), 0])
+    return st[0], st[1]
+
+
+def set_rng_state(seed, device, counter=0):
+    _rng_state[device] = [int(seed) & ((1 << 64) - 1), int(counter)]
+
+
+def _next_key(device):
+    st = _rng_state.setdefault(device, [_rng_state.get("default", DEFAULT_SEED), 0])
+    key = _mix(st[0], st[1])
+    st[1] += 1
+    return key
+
+
+def rng_handle(device, kind, dt, shape, a, b):
+    key = _C.scalar(device, TT_I64, _next_key(device))
+    return op(RNG, [key], (kind, dt, *[int(s) for s in shape]), (float(a), float(b)))
+
+
+def _float_rng(x, kind, a, b):
+    dt = x._h.dtype
+    work = dt if dt in (0, 1) else TT_F32
+    h = rng_handle(x._h.device, kind, work, x.shape, a, b)
+    return wrap(h if work == dt else op(CONVERT, [h], (dt,)))
+
+
+@lowers(aten.uniform.default)
+def uniform(x, from_=0.0, to=1.0, generator=None):
+    return _float_rng(x, RNG_UNIFORM, from_, to)
+
+
+@lowers(aten.normal_functional.default)
+def normal_functional(x, mean=0.0, std=1.0, generator=None):
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    return _float_rng(x, RNG_NORMAL, mean, std)
+
+
+@lowers(aten.bernoulli.p)
+def bernoulli_p(x, p=0.5, generator=None):
+    return wrap(rng_handle(x._h.device, RNG_BERNOULLI, x._h.dtype, x.shape, p, 0.0))
+
+
+@lowers(aten.bernoulli.default)
+def bernoulli(x, generator=None):
+    dev = x._h.device
+    u = rng_handle(dev, RNG_UNIFORM, TT_F32, x.shape, 0.0, 1.0)
+    p = handle(x, dev, TT_F32)
+    keep = op(BINARY, [u, p], (BIN["lt"],))
+    return wrap(op(CONVERT, [keep], (x._h.dtype,)))
+
+
+@lowers(aten.bernoulli.Tensor)
+def bernoulli_tensor(x, p, generator=None):
+    dev = x._h.device
+    u = rng_handle(dev, RNG_UNIFORM, TT_F32, x.shape, 0.0, 1.0)
+    keep = op(BINARY, [u, broadcast(handle(p, dev, TT_F32), x.shape)], (BIN["lt"],))
+    return wrap(op(CONVERT, [keep], (x._h.dtype,)))
+
+
+@lowers(aten.random.default, getattr(aten.random, "from"), aten.random.to)
+def random_(x, from_=None, to=None, generator=None):
+    if from_ is None and to is None:
+        from_, to = 0, (2 ** 24 if x.dtype.is_floating_point else 2 ** 31)
+    elif to is None:
+        to, from_ = from_, 0
+    dev = x._h.device
+    u = rng_handle(dev, RNG_UNIFORM, 1, x.shape, float(from_), float(to))  # f64
+    f = op(UNARY, [u], (UN["floor"],), (0.0, 0.0))
+    return wrap(op(CONVERT, [f], (x._h.dtype,)))
+
+
+@lowers(aten.exponential.default)
+def exponential(x, lambd=1.0, generator=None):
+    dev = x._h.device
+    u = rng_handle(dev, RNG_UNIFORM, TT_F32, x.shape, 0.0, 1.0)
+    one_minus = op(BINARY, [scalar(dev, TT_F32, 1.0), u], (BIN["sub"],))
+    lg = op(UNARY, [one_minus], (UN["log"],), (0.0, 0.0))
+    r = op(BINARY, [lg, scalar(dev, TT_F32, -1.0 / lambd)], (BIN["mul"],))
+    return wrap(op(CONVERT, [r], (x._h.dtype,)))
+
+
+# ------------------------------------------------------------- factories
+def _want_inner():
+    """Inside functionalization (Functionalize excluded) an op must return
+    the inner tensor; at top level, the user-facing wrapper."""
+    return torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Functionalize)
+
+
+def _result(h):
+    return bridge.XlaTensor(h) if _want_inner() else bridge.wrap_user(h)
+
+
+def _arange_h(index, start, end, step, dtype):
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    n = math.ceil((end - start) / step)
+    if n < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    if dtype is None:
+        is_float = any(isinstance(v, float) for v in (start, end, step))
+        dtype = torch.get_default_dtype() if is_float else torch.int64
+    dt = tt(dtype)
+    if dt in (TT_F32, 1, 2, 3):
+        return op(IOTA, [], (dt, n), (float(start), float(step)))
+    h = op(IOTA, [], (TT_I64, n), (float(start), float(step)))
+    return op(CONVERT, [h], (dt,)) if dt != TT_I64 else h
+
+
+def _arange_start_step(start=0, end=None, step=1, *, dtype=None, layout=None, device=None,
+                       pin_memory=None):
+    if isinstance(start, torch.Tensor):
+        start = start.item()
+    if isinstance(end, torch.Tensor):
+        end = end.item()
+    if isinstance(step, torch.Tensor):
+        step = step.item()
+    return _result(_arange_h(bridge.device_index(device), start, end, step, dtype))
+
+
+def _full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
+    if dtype is None:
+        dtype = (torch.bool if isinstance(fill_value, bool) else
+                 torch.int64 if isinstance(fill_value, int) else torch.get_default_dtype())
+    index = bridge.device_index(device)
+    return _result(broadcast(scalar(index, tt(dtype), fill_value), size))
+
+
+def _scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
+    dtype = dtype or torch.get_default_dtype()
+    return _result(scalar(bridge.device_index(device), tt(dtype), s))
+
+
+_lib = torch.library.Library("aten", "IMPL")
+_lib.impl("arange.start_step", _arange_start_step, "XLA")
+_lib.impl("full", _full, "XLA")
+_lib.impl("scalar_tensor", _scalar_tensor, "XLA")
+
+_ = (reshape, TT_BOOL)

@@ -1,0 +1,302 @@
+"""Linear algebra and neural-network lowerings: GEMMs, convolution,
+pooling, softmax, embedding, dropout."""
+import torch
+
+from torchtpu.lowering.core import (
+    ADAPTIVE_AVG_POOL2D, ADAPTIVE_AVG_POOL2D_BWD, AVG_POOL2D, AVG_POOL2D_BWD, BIN, BINARY,
+    BROADCAST, CONV2D, CONV2D_BWD_INPUT, CONV2D_BWD_WEIGHT, DOT, INDEX_ADD, INDEX_SELECT,
+    MAX_POOL2D, MAX_POOL2D_BWD, MAX_POOL2D_INDICES, REDUCE, RED_SUM, SOFTMAX, SOFTMAX_BWD,
+    TT_I64, WHERE, aten, broadcast, convert, handle, lowers, norm_dim, op, reshape,
+    result_type, scalar, tt, wrap)
+
+
+def _check_mm_dtypes(a, b, name):
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{a.dtype} != {b.dtype}")
+
+
+@lowers(aten.mm.default)
+def mm(a, b):
+    if a.dim() != 2 or b.dim() != 2:
+        raise RuntimeError(f"{'self' if a.dim() != 2 else 'mat2'} must be a matrix")
+    _check_mm_dtypes(a, b, "mm")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
+            f"{b.shape[0]}x{b.shape[1]})")
+    h = op(DOT, [reshape(a._h, [1, *a.shape]), reshape(b._h, [1, *b.shape])], (0, 0))
+    return wrap(reshape(h, [a.shape[0], b.shape[1]]))
+
+
+@lowers(aten.bmm.default)
+def bmm(a, b):
+    if a.dim() != 3 or b.dim() != 3:
+        raise RuntimeError(f"batch1 must be a 3D tensor" if a.dim() != 3 else
+                           "batch2 must be a 3D tensor")
+    _check_mm_dtypes(a, b, "bmm")
+    if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: "
+            f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
+    return wrap(op(DOT, [a._h, b._h], (0, 0)))
+
+
+@lowers(aten.addmm.default)
+def addmm(bias, a, b, beta=1, alpha=1):
+    prod = mm(a, b)._h
+    dev = prod.device
+    if alpha != 1:
+        prod = op(BINARY, [prod, scalar(dev, prod.dtype, alpha)], (BIN["mul"],))
+    if beta == 0:
+        return wrap(prod)
+    bh = handle(bias, dev, prod.dtype)
+    if beta != 1:
+        bh = op(BINARY, [bh, scalar(dev, prod.dtype, beta)], (BIN["mul"],))
+    return wrap(op(BINARY, [prod, bh], (BIN["add"],)))
+
+
+@lowers(aten.baddbmm.default)
+def baddbmm(bias, a, b, beta=1, alpha=1):
+    prod = bmm(a, b)._h
+    dev = prod.device
+    if alpha != 1:
+        prod = op(BINARY, [prod, scalar(dev, prod.dtype, alpha)], (BIN["mul"],))
+    if beta == 0:
+        return wrap(prod)
+    bh = handle(bias, dev, prod.dtype)
+    if beta != 1:
+        bh = op(BINARY, [bh, scalar(dev, prod.dtype, beta)], (BIN["mul"],))
+    return wrap(op(BINARY, [prod, bh], (BIN["add"],)))
+
+
+@lowers(aten.dot.default, aten.vdot.default)
+def dot(a, b):
+    if a.dim() != 1 or b.dim() != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.dim()}D and {b.dim()}D tensors")
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src "
+                           f"[{b.shape[0]}] to have the same number of elements, but got "
+                           f"{a.shape[0]} and {b.shape[0]} elements respectively")
+    _check_mm_dtypes(a, b, "dot")
+    n = a.shape[0]
+    h = op(DOT, [reshape(a._h, [1, 1, n]), reshape(b._h, [1, n, 1])], (0, 0))
+    return wrap(reshape(h, []))
+
+
+@lowers(aten.mv.default)
+def mv(a, v):
+    h = op(DOT, [reshape(a._h, [1, *a.shape]), reshape(v._h, [1, v.shape[0], 1])], (0, 0))
+    return wrap(reshape(h, [a.shape[0]]))
+
+
+# ------------------------------------------------------------- softmax
+def _softmax(log):
+    def fn(x, dim, half_to_float=False):
+        d = norm_dim(dim, x.dim())
+        h = x._h
+        if half_to_float:
+            h = convert(h, tt(torch.float32))
+        if x.dim() == 0:
+            h = reshape(h, [1])
+            return wrap(reshape(op(SOFTMAX, [h], (0, log)), []))
+        return wrap(op(SOFTMAX, [h], (d, log)))
+    return fn
+
+
+lowers(aten._softmax.default)(_softmax(0))
+lowers(aten._log_softmax.default)(_softmax(1))
+
+
+def _softmax_bwd(log):
+    def fn(grad, out, dim, input_dtype):
+        d = norm_dim(dim, grad.dim())
+        gh, yh = grad._h, out._h
+        if grad.dim() == 0:
+            gh, yh = reshape(gh, [1]), reshape(yh, [1])
+            r = reshape(op(SOFTMAX_BWD, [gh, yh], (0, log)), [])
+        else:
+            r = op(SOFTMAX_BWD, [gh, yh], (d, log))
+        return wrap(convert(r, tt(input_dtype)))
+    return fn
+
+
+lowers(aten._softmax_backward_data.default)(_softmax_bwd(0))
+lowers(aten._log_softmax_backward_data.default)(_softmax_bwd(1))
+
+
+# ---------------------------------------------------------- convolution
+def _pair(v, n=2):
+    v = list(v)
+    return v * n if len(v) == 1 else v
+
+
+@lowers(aten.convolution.default)
+def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    from torchtpu.lowering.fallback import fallback
+    if transposed or x.dim() not in (3, 4) or not x.dtype.is_floating_point:
+        return fallback(aten.convolution.default,
+                        (x, w, bias, stride, padding, dilation, transposed, output_padding,
+                         groups), {})
+    if x.dtype != w.dtype:
+        raise RuntimeError(
+            f"Input type ({x.dtype}) and weight type ({w.dtype}) should be the same")
+    xh, wh = x._h, w._h
+    conv1d = x.dim() == 3
+    if conv1d:
+        xh = reshape(xh, [x.shape[0], x.shape[1], 1, x.shape[2]])
+        wh = reshape(wh, [w.shape[0], w.shape[1], 1, w.shape[2]])
+        stride, padding, dilation = [1, stride[0]], [0, padding[0]], [1, dilation[0]]
+    s, p, d = _pair(stride), _pair(padding), _pair(dilation)
+    out = op(CONV2D, [xh, wh], (*s, *p, *d, groups))
+    if bias is not None:
+        out = op(BINARY, [out, reshape(bias._h, [1, bias.shape[0], 1, 1])], (BIN["add"],))
+    if conv1d:
+        shape = out.shape
+        out = reshape(out, [shape[0], shape[1], shape[3]])
+    return wrap(out)
+
+
+@lowers(aten.convolution_backward.default)
+def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed,
+                         output_padding, groups, output_mask):
+    from torchtpu.lowering.fallback import fallback
+    if transposed or x.dim() not in (3, 4):
+        return fallback(aten.convolution_backward.default,
+                        (grad, x, w, bias_sizes, stride, padding, dilation, transposed,
+                         output_padding, groups, output_mask), {})
+    gh, xh, wh = grad._h, x._h, w._h
+    conv1d = x.dim() == 3
+    if conv1d:
+        gh = reshape(gh, [grad.shape[0], grad.shape[1], 1, grad.shape[2]])
+        xh = reshape(xh, [x.shape[0], x.shape[1], 1, x.shape[2]])
+        wh = reshape(wh, [w.shape[0], w.shape[1], 1, w.shape[2]])
+        stride, padding, dilation = [1, stride[0]], [0, padding[0]], [1, dilation[0]]
+    attrs = (*_pair(stride), *_pair(padding), *_pair(dilation), groups)
+    gi = gw = gb = None
+    if output_mask[0]:
+        gi = op(CONV2D_BWD_INPUT, [gh, wh], attrs + tuple(xh.shape))
+        if conv1d:
+            gi = reshape(gi, list(x.shape))
+        gi = wrap(gi)
+    if output_mask[1]:
+        gw = op(CONV2D_BWD_WEIGHT, [gh, xh], attrs + tuple(wh.shape))
+        if conv1d:
+            gw = reshape(gw, list(w.shape))
+        gw = wrap(gw)
+    if output_mask[2]:
+        dims = [0, 2] if conv1d else [0, 2, 3]
+        m = 0
+        for dd in dims:
+            m |= 1 << dd
+        gb = wrap(op(REDUCE, [grad._h], (RED_SUM, m, 0, grad._h.dtype)))
+    return gi, gw, gb
+
+
+# ------------------------------------------------------------- pooling
+def _pool_args(kernel_size, stride, padding, dilation=(1,)):
+    k = _pair(kernel_size)
+    s = _pair(stride) if stride else k
+    return k, s, _pair(padding), _pair(dilation)
+
+
+@lowers(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(x, kernel_size, stride=(), padding=(0,), dilation=(1,),
+                            ceil_mode=False):
+    k, s, p, d = _pool_args(kernel_size, stride, padding, dilation)
+    attrs = (*k, *s, *p, *d, int(ceil_mode))
+    return wrap(op(MAX_POOL2D, [x._h], attrs)), wrap(op(MAX_POOL2D_INDICES, [x._h], attrs))
+
+
+@lowers(aten.max_pool2d_with_indices_backward.default)
+def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dilation,
+                                     ceil_mode, indices):
+    return wrap(op(MAX_POOL2D_BWD, [grad._h, indices._h], tuple(x.shape)))
+
+
+@lowers(aten.avg_pool2d.default)
+def avg_pool2d(x, kernel_size, stride=(), padding=(0,), ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    k, s, p, _ = _pool_args(kernel_size, stride, padding)
+    attrs = (*k, *s, *p, int(ceil_mode), int(count_include_pad), int(divisor_override or 0))
+    return wrap(op(AVG_POOL2D, [x._h], attrs))
+
+
+@lowers(aten.avg_pool2d_backward.default)
+def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override):
+    k, s, p, _ = _pool_args(kernel_size, stride, padding)
+    attrs = (*k, *s, *p, int(ceil_mode), int(count_include_pad), int(divisor_override or 0))
+    return wrap(op(AVG_POOL2D_BWD, [grad._h], attrs + tuple(x.shape)))
+
+
+@lowers(aten._adaptive_avg_pool2d.default)
+def adaptive_avg_pool2d(x, output_size):
+    oh, ow = _pair(output_size)
+    if x.dim() not in (3, 4):
+        raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got "
+                           f"{list(x.shape)}")
+    h, w = x.shape[-2], x.shape[-1]
+    if oh == 1 and ow == 1:
+        m = (1 << (x.dim() - 2)) | (1 << (x.dim() - 1))
+        return wrap(op(REDUCE, [x._h], (1, m, 1, x._h.dtype)))  # mean, keepdim
+    if h % oh == 0 and w % ow == 0:
+        return avg_pool2d(x, [h // oh, w // ow], [h // oh, w // ow])
+    return wrap(op(ADAPTIVE_AVG_POOL2D, [x._h], (oh, ow)))
+
+
+@lowers(aten._adaptive_avg_pool2d_backward.default)
+def adaptive_avg_pool2d_backward(grad, x):
+    return wrap(op(ADAPTIVE_AVG_POOL2D_BWD, [grad._h], tuple(x.shape)))
+
+
+# ------------------------------------------------------------ embedding
+@lowers(aten.embedding.default)
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if indices.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError(
+            "Expected tensor for argument #1 'indices' to have one of the following scalar "
+            f"types: Long, Int; but got {indices.dtype} instead (while checking arguments for "
+            "embedding)")
+    flat = reshape(indices._h, [indices.numel()])
+    out = op(INDEX_SELECT, [weight._h, flat], (0,))
+    return wrap(reshape(out, [*indices.shape, weight.shape[1]]))
+
+
+@lowers(aten.embedding_dense_backward.default)
+def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    if scale_grad_by_freq:
+        from torchtpu.lowering.fallback import fallback
+        return fallback(aten.embedding_dense_backward.default,
+                        (grad, indices, num_weights, padding_idx, scale_grad_by_freq), {})
+    dev = grad._h.device
+    d = grad.shape[-1]
+    n = indices.numel()
+    idx = reshape(indices._h, [n])
+    g = reshape(grad._h, [n, d])
+    if padding_idx >= 0:
+        keep = op(BINARY, [idx, scalar(dev, idx.dtype, padding_idx)], (BIN["ne"],))
+        g = op(WHERE, [reshape(keep, [n, 1]), g, scalar(dev, g.dtype, 0)])
+    zeros = broadcast(scalar(dev, g.dtype, 0), [num_weights, d])
+    return wrap(op(INDEX_ADD, [zeros, idx, g], (0,)))
+
+
+# --------------------------------------------------------------- dropout
+@lowers(aten.native_dropout.default)
+def native_dropout(x, p, train):
+    from torchtpu.lowering.misc_ops import rng_handle, RNG_BERNOULLI
+    if not train or p == 0:
+        dev = x._h.device
+        return wrap(x._h), wrap(broadcast(scalar(dev, 9, 1), x.shape))  # all-true mask
+    if p == 1:
+        dev = x._h.device
+        return (wrap(broadcast(scalar(dev, x._h.dtype, 0), x.shape)),
+                wrap(broadcast(scalar(dev, 9, 0), x.shape)))
+    keep = rng_handle(x._h.device, RNG_BERNOULLI, 9, list(x.shape), 1.0 - p, 0.0)
+    dev = x._h.device
+    scale = scalar(dev, x._h.dtype, 1.0 / (1.0 - p))
+    y = op(BINARY, [op(WHERE, [keep, x._h, scalar(dev, x._h.dtype, 0)]), scale], (BIN["mul"],))
+    return wrap(y), wrap(keep)
+
+
+_ = (result_type, TT_I64)

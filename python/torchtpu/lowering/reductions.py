@@ -1,0 +1,154 @@
+"""Reduction and scan lowerings."""
+import torch
+
+from torchtpu.lowering.core import (
+    CONVERT, REDUCE, RED_ALL, RED_ANY, RED_ARGMAX, RED_ARGMIN, RED_MAX, RED_MEAN, RED_MIN,
+    RED_PROD, RED_SUM, SCAN, TT_BOOL, TT_I64, aten, convert, lowers, mask_of, norm_dim,
+    norm_dims, op, reshape, tt, wrap)
+
+
+def _reduce_h(h, red, dims, keepdim, out_dt):
+    rank = len(h.shape)
+    if rank == 0:
+        h = reshape(h, [1])
+        out = op(REDUCE, [h], (red, 1, int(bool(keepdim)), out_dt))
+        return reshape(out, [])
+    return op(REDUCE, [h], (red, mask_of(dims), int(bool(keepdim)), out_dt))
+
+
+def _dims(x, dim):
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return list(range(x.dim()))
+    return norm_dims(dim, x.dim()) if x.dim() else []
+
+
+def _sum_dtype(x, dtype):
+    if dtype is not None:
+        return dtype
+    if x.dtype == torch.bool or not (x.dtype.is_floating_point or x.dtype.is_complex):
+        return torch.int64
+    return x.dtype
+
+
+@lowers(aten.sum.default, aten.sum.dim_IntList)
+def sum_(x, dim=None, keepdim=False, *, dtype=None):
+    out = _sum_dtype(x, dtype)
+    h = convert(x._h, tt(out)) if out.is_floating_point and x._h.dtype != tt(out) else x._h
+    return wrap(_reduce_h(h, RED_SUM, _dims(x, dim), keepdim, tt(out)))
+
+
+@lowers(aten.mean.default, aten.mean.dim)
+def mean(x, dim=None, keepdim=False, *, dtype=None):
+    out = dtype if dtype is not None else x.dtype
+    if not (out.is_floating_point or out.is_complex):
+        raise RuntimeError(
+            "mean(): could not infer output dtype. Input dtype must be either a floating point "
+            f"or complex dtype. Got: {str(out).replace('torch.', '').capitalize()}")
+    h = convert(x._h, tt(out))
+    return wrap(_reduce_h(h, RED_MEAN, _dims(x, dim), keepdim, tt(out)))
+
+
+@lowers(aten.prod.default, aten.prod.dim_int)
+def prod(x, dim=None, keepdim=False, *, dtype=None):
+    out = _sum_dtype(x, dtype)
+    h = convert(x._h, tt(out)) if out.is_floating_point else x._h
+    dims = _dims(x, None if dim is None else [dim])
+    return wrap(_reduce_h(h, RED_PROD, dims, keepdim, tt(out)))
+
+
+def _minmax(red):
+    def fn(x, dim=None, keepdim=False):
+        dims = _dims(x, dim)
+        for d in dims:
+            if x.shape[d] == 0:
+                raise IndexError(
+                    f"{'amax' if red == RED_MAX else 'amin'}(): Expected reduction dim {d} to "
+                    "have non-zero size.")
+        if x.numel() == 0 and not dims:
+            raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0.")
+        return wrap(_reduce_h(x._h, red, dims, keepdim, x._h.dtype))
+    return fn
+
+
+lowers(aten.amax.default)(_minmax(RED_MAX))
+lowers(aten.amin.default)(_minmax(RED_MIN))
+
+
+@lowers(aten.max.default)
+def max_all(x):
+    if x.numel() == 0:
+        raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+    return wrap(_reduce_h(x._h, RED_MAX, list(range(x.dim())), False, x._h.dtype))
+
+
+@lowers(aten.min.default)
+def min_all(x):
+    if x.numel() == 0:
+        raise RuntimeError("min(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+    return wrap(_reduce_h(x._h, RED_MIN, list(range(x.dim())), False, x._h.dtype))
+
+
+def _arg(red):
+    def fn(x, dim=None, keepdim=False):
+        if x.numel() == 0:
+            raise IndexError(f"{'argmax' if red == RED_ARGMAX else 'argmin'}(): Expected reduction "
+                             "dim to be specified for input.numel() == 0.")
+        if dim is None:
+            flat = reshape(x._h, [x.numel()])
+            out = op(REDUCE, [flat], (red, 1, 0, TT_I64))
+            if keepdim:
+                out = reshape(out, [1] * x.dim())
+            return wrap(out)
+        d = norm_dim(dim, x.dim())
+        return wrap(_reduce_h(x._h, red, [d], keepdim, TT_I64))
+    return fn
+
+
+lowers(aten.argmax.default)(_arg(RED_ARGMAX))
+lowers(aten.argmin.default)(_arg(RED_ARGMIN))
+
+
+@lowers(aten.max.dim)
+def max_dim(x, dim, keepdim=False):
+    d = norm_dim(dim, x.dim())
+    return (wrap(_reduce_h(x._h, RED_MAX, [d], keepdim, x._h.dtype)),
+            _arg(RED_ARGMAX)(x, dim, keepdim))
+
+
+@lowers(aten.min.dim)
+def min_dim(x, dim, keepdim=False):
+    d = norm_dim(dim, x.dim())
+    return (wrap(_reduce_h(x._h, RED_MIN, [d], keepdim, x._h.dtype)),
+            _arg(RED_ARGMIN)(x, dim, keepdim))
+
+
+def _anyall(red):
+    def fn(x, dim=None, keepdim=False):
+        dims = _dims(x, dim)
+        out = _reduce_h(x._h, red, dims, keepdim, TT_BOOL)
+        if x.dtype == torch.uint8:
+            out = op(CONVERT, [out], (tt(torch.uint8),))
+        return wrap(out)
+    return fn
+
+
+lowers(aten.any.default, aten.any.dim, aten.any.dims)(_anyall(RED_ANY))
+lowers(aten.all.default, aten.all.dim, aten.all.dims)(_anyall(RED_ALL))
+
+
+def _scan(kind):
+    def fn(x, dim, *, dtype=None):
+        d = norm_dim(dim, x.dim())
+        out = _sum_dtype(x, dtype)
+        h = convert(x._h, tt(out)) if out.is_floating_point else x._h
+        if x.dim() == 0:
+            return wrap(convert(h, tt(out)))
+        return wrap(op(SCAN, [h], (kind, d, tt(out))))
+    return fn
+
+
+lowers(aten.cumsum.default)(_scan(0))
+lowers(aten.cumprod.default)(_scan(1))
+_ = RED_SUM

@@ -1,0 +1,508 @@
+"""Shape and data-movement lowerings. Functionalization hands us the
+*_copy forms of views; since engine values are immutable, aliases (detach,
+clone, alias) share one handle."""
+import torch
+
+from torchtpu import _C, bridge
+from torchtpu.lowering.core import (
+    BROADCAST, CONCAT, CONVERT, FLIP, GATHER, INDEX_ADD, INDEX_SELECT, PAD, RESHAPE, SCATTER,
+    SLICE, SLICE_SCATTER, TRANSPOSE, TT_I64, XlaTensor, aten, broadcast, handle, lowers,
+    mask_of, norm_dim, norm_dims, op, reshape, scalar, tt, wrap)
+
+
+def _infer_view_shape(shape, numel):
+    shape = [int(s) for s in shape]
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            if s < 0:
+                raise RuntimeError(f"invalid shape dimension {s}")
+            known *= s
+    if neg:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape[neg[0]] = numel // known
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+
+# ------------------------------------------------------------- identities
+@lowers(aten.alias.default, aten.alias_copy.default, aten.detach.default,
+        aten.detach_copy.default, aten.clone.default, aten.lift_fresh.default,
+        aten.lift_fresh_copy.default, aten.contiguous.default, aten.lift.default,
+        aten.resolve_conj.default, aten.resolve_neg.default)
+def identity(x, *args, **kwargs):
+    return wrap(x._h)
+
+
+@lowers(aten._propagate_xla_data.default)
+def propagate_xla_data(a, b):
+    return None
+
+
+# ------------------------------------------------------------------ views
+@lowers(aten.view.default, aten.view_copy.default, aten._unsafe_view.default,
+        aten.reshape.default, aten._reshape_copy.default)
+def view(x, shape):
+    return wrap(reshape(x._h, _infer_view_shape(shape, x.numel())))
+
+
+@lowers(aten.view.dtype, aten.view_copy.dtype)
+def view_dtype(x, dtype):
+    if dtype == x.dtype:
+        return wrap(x._h)
+    # Bit reinterpretation: no IR op yet; go through the host.
+    cpu = bridge.download(x._h).view(dtype)
+    return wrap(bridge.upload(cpu, x._h.device))
+
+
+@lowers(aten._unsafe_view.default)
+def unsafe_view(x, shape):
+    return view(x, shape)
+
+
+@lowers(aten.expand.default, aten.expand_copy.default)
+def expand(x, size, implicit=False):
+    size = [int(s) for s in size]
+    r = x.dim()
+    if len(size) < r:
+        raise RuntimeError(
+            f"expand({x.dtype}{{{list(x.shape)}}}, size={size}): the number of sizes provided "
+            f"({len(size)}) must be greater or equal to the number of dimensions in the tensor "
+            f"({r})")
+    out = []
+    lead = len(size) - r
+    for i, s in enumerate(size):
+        if s == -1:
+            if i < lead:
+                raise RuntimeError("The expanded size of the tensor (-1) isn't allowed in a "
+                                   "leading, non-existing dimension 0")
+            s = x.shape[i - lead]
+        out.append(s)
+    for i in range(r):
+        if x.shape[i] != 1 and x.shape[i] != out[lead + i]:
+            raise RuntimeError(
+                f"The expanded size of the tensor ({out[lead + i]}) must match the existing size "
+                f"({x.shape[i]}) at non-singleton dimension {lead + i}.  Target sizes: {size}.  "
+                f"Tensor sizes: {list(x.shape)}")
+    return wrap(broadcast(x._h, out))
+
+
+@lowers(aten.permute.default, aten.permute_copy.default)
+def permute(x, dims):
+    dims = norm_dims(list(dims), x.dim())
+    if len(dims) != x.dim():
+        raise RuntimeError(
+            "permute(sparse_coo): number of dimensions in the tensor input does not match the "
+            f"length of the desired ordering of dimensions i.e. input.dim() = {x.dim()} is not "
+            f"equal to len(dims) = {len(dims)}")
+    if dims == list(range(x.dim())):
+        return wrap(x._h)
+    return wrap(op(TRANSPOSE, [x._h], dims))
+
+
+@lowers(aten.transpose.int, aten.transpose_copy.int)
+def transpose(x, d0, d1):
+    r = x.dim()
+    if r == 0:
+        return wrap(x._h)
+    d0, d1 = norm_dim(d0, r), norm_dim(d1, r)
+    perm = list(range(r))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return permute(x, perm)
+
+
+@lowers(aten.t.default, aten.t_copy.default)
+def t(x):
+    if x.dim() > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.dim()}D")
+    return transpose(x, 0, 1) if x.dim() == 2 else wrap(x._h)
+
+
+@lowers(aten.numpy_T.default)
+def numpy_t(x):
+    return permute(x, list(range(x.dim()))[::-1])
+
+
+@lowers(aten.squeeze.default, aten.squeeze_copy.default)
+def squeeze(x):
+    return wrap(reshape(x._h, [s for s in x.shape if s != 1]))
+
+
+@lowers(aten.squeeze.dim, aten.squeeze_copy.dim, aten.squeeze.dims, aten.squeeze_copy.dims)
+def squeeze_dims(x, dims):
+    dims = norm_dims(dims, x.dim()) if x.dim() else []
+    shape = [s for i, s in enumerate(x.shape) if not (i in dims and s == 1)]
+    return wrap(reshape(x._h, shape))
+
+
+@lowers(aten.unsqueeze.default, aten.unsqueeze_copy.default)
+def unsqueeze(x, dim):
+    r = x.dim() + 1
+    if dim < -r or dim >= r:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-r}, {r - 1}], but got {dim})")
+    dim %= r
+    shape = list(x.shape)
+    shape.insert(dim, 1)
+    return wrap(reshape(x._h, shape))
+
+
+@lowers(aten.flatten.using_ints)
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.dim() == 0:
+        return wrap(reshape(x._h, [1]))
+    s, e = norm_dim(start_dim, x.dim()), norm_dim(end_dim, x.dim())
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = list(x.shape)
+    n = 1
+    for d in shape[s:e + 1]:
+        n *= d
+    return wrap(reshape(x._h, shape[:s] + [n] + shape[e + 1:]))
+
+
+def _slice_h(h, dim, start, end, step):
+    r = len(h.shape)
+    size = h.shape[dim]
+    starts = [0] * r
+    limits = list(h.shape)
+    steps = [1] * r
+    starts[dim], limits[dim], steps[dim] = start, end, step
+    if start == 0 and end == size and step == 1:
+        return h
+    return op(SLICE, [h], starts + limits + steps)
+
+
+def _norm_slice(size, start, end, step):
+    if step is None:
+        step = 1
+    if step <= 0:
+        raise RuntimeError("slice step must be positive")
+    start = 0 if start is None else start
+    end = size if end is None else end
+    if start < 0:
+        start += size
+    if end < 0:
+        end += size
+    start = min(max(start, 0), size)
+    end = min(max(end, start), size)
+    return start, end, step
+
+
+@lowers(aten.slice.Tensor, aten.slice_copy.Tensor)
+def slice_(x, dim=0, start=None, end=None, step=1):
+    dim = norm_dim(dim, x.dim())
+    s, e, st = _norm_slice(x.shape[dim], start, end, step)
+    return wrap(_slice_h(x._h, dim, s, e, st))
+
+
+def _select_index(x, dim, index):
+    size = x.shape[dim]
+    if index < -size or index >= size:
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {list(x.shape)} at "
+            f"dimension {dim}")
+    return index % size
+
+
+@lowers(aten.select.int, aten.select_copy.int)
+def select(x, dim, index):
+    if x.dim() == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    dim = norm_dim(dim, x.dim())
+    index = _select_index(x, dim, index)
+    h = _slice_h(x._h, dim, index, index + 1, 1)
+    shape = list(x.shape)
+    del shape[dim]
+    return wrap(reshape(h, shape))
+
+
+@lowers(aten.slice_scatter.default)
+def slice_scatter(x, src, dim=0, start=None, end=None, step=1):
+    dim = norm_dim(dim, x.dim())
+    s, e, st = _norm_slice(x.shape[dim], start, end, step)
+    r = x.dim()
+    starts, limits, steps = [0] * r, list(x.shape), [1] * r
+    starts[dim], limits[dim], steps[dim] = s, e, st
+    src_h = handle(src, x._h.device, x._h.dtype)
+    return wrap(op(SLICE_SCATTER, [x._h, src_h], starts + limits + steps))
+
+
+@lowers(aten.select_scatter.default)
+def select_scatter(x, src, dim, index):
+    dim = norm_dim(dim, x.dim())
+    index = _select_index(x, dim, index)
+    shape = list(x.shape)
+    shape[dim] = 1
+    src_h = reshape(handle(src, x._h.device, x._h.dtype), shape)
+    r = x.dim()
+    starts, limits, steps = [0] * r, list(x.shape), [1] * r
+    starts[dim], limits[dim] = index, index + 1
+    return wrap(op(SLICE_SCATTER, [x._h, src_h], starts + limits + steps))
+
+
+@lowers(aten.split.Tensor, aten.split_copy.Tensor)
+def split(x, split_size, dim=0):
+    dim = norm_dim(dim, x.dim())
+    size = x.shape[dim]
+    if split_size <= 0 and size > 0:
+        raise RuntimeError(f"split expects split_size be non-negative, but got split_size={split_size}")
+    sizes = []
+    start = 0
+    while start < size or (size == 0 and not sizes):
+        sizes.append(min(split_size, size - start))
+        start += split_size
+        if split_size == 0:
+            break
+    return split_with_sizes(x, sizes, dim)
+
+
+@lowers(aten.split_with_sizes.default, aten.split_with_sizes_copy.default)
+def split_with_sizes(x, split_sizes, dim=0):
+    dim = norm_dim(dim, x.dim())
+    if sum(split_sizes) != x.shape[dim]:
+        raise RuntimeError(
+            f"split_with_sizes expects split_sizes to sum exactly to {x.shape[dim]} (input "
+            f"tensor's size at dimension {dim}), but got split_sizes={list(split_sizes)}")
+    out, start = [], 0
+    for s in split_sizes:
+        out.append(wrap(_slice_h(x._h, dim, start, start + s, 1)))
+        start += s
+    return out
+
+
+@lowers(aten.unbind.int, aten.unbind_copy.int)
+def unbind(x, dim=0):
+    dim = norm_dim(dim, x.dim())
+    return [select(x, dim, i) for i in range(x.shape[dim])]
+
+
+@lowers(aten.cat.default)
+def cat(tensors, dim=0):
+    from torchtpu.lowering.core import result_type
+    # Legacy rule: 1-D empty tensors are skipped.
+    ts = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)]
+    if not ts:
+        return wrap(tensors[0]._h)
+    rt = result_type(*ts)
+    dev = None
+    for t in ts:
+        if isinstance(t, XlaTensor):
+            dev = t._h.device
+            break
+    dim = norm_dim(dim, ts[0].dim())
+    hs = [handle(t, dev, tt(rt)) for t in ts]
+    if len(hs) == 1:
+        return wrap(hs[0])
+    return wrap(op(CONCAT, hs, (dim,)))
+
+
+@lowers(aten.constant_pad_nd.default)
+def constant_pad_nd(x, pad, value=0):
+    r = x.dim()
+    if len(pad) % 2 or len(pad) // 2 > r:
+        raise RuntimeError(
+            f"Length of pad must be even but instead it equals {len(pad)}" if len(pad) % 2 else
+            f"Length of pad should be no more than twice the number of dimensions of the input. "
+            f"Pad length is {len(pad)} while the input has {r} dimensions.")
+    lo, hi = [0] * r, [0] * r
+    for i in range(len(pad) // 2):
+        d = r - 1 - i
+        lo[d], hi[d] = int(pad[2 * i]), int(pad[2 * i + 1])
+    if not any(lo) and not any(hi):
+        return wrap(x._h)
+    return wrap(op(PAD, [x._h], lo + hi, (float(value),)))
+
+
+@lowers(aten.flip.default)
+def flip(x, dims):
+    dims = norm_dims(dims, x.dim())
+    if not dims:
+        return wrap(x._h)
+    return wrap(op(FLIP, [x._h], (mask_of(dims),)))
+
+
+def _index_h(idx, dev):
+    if isinstance(idx, XlaTensor):
+        h = idx._h
+    else:
+        h = bridge.upload(idx, dev)
+    if h.dtype not in (TT_I64, 7):  # I64 or I32
+        raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors")
+    return h
+
+
+@lowers(aten.index_select.default)
+def index_select(x, dim, index):
+    dim = norm_dim(dim, x.dim())
+    if index.dim() > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if index.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError(
+            f"index_select(): Expected dtype int32/int64 for index but got: {index.dtype}")
+    ih = reshape(_index_h(index, x._h.device), [index.numel()])
+    h = x._h if x.dim() else reshape(x._h, [1])
+    out = op(INDEX_SELECT, [h, ih], (dim,))
+    if x.dim() == 0:
+        out = reshape(out, [])
+    return wrap(out)
+
+
+@lowers(aten.index_add.default)
+def index_add(x, dim, index, source, alpha=1):
+    dim = norm_dim(dim, x.dim())
+    src = handle(source, x._h.device, x._h.dtype)
+    if alpha != 1:
+        from torchtpu.lowering.elementwise import mul
+        src = mul(wrap(src), alpha)._h
+    return wrap(op(INDEX_ADD, [x._h, _index_h(index, x._h.device), src], (dim,)))
+
+
+@lowers(aten.gather.default)
+def gather(x, dim, index, sparse_grad=False):
+    dim = norm_dim(dim, x.dim())
+    if index.dtype != torch.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    return wrap(op(GATHER, [x._h, _index_h(index, x._h.device)], (dim,)))
+
+
+@lowers(aten.scatter.src, aten.scatter.value)
+def scatter(x, dim, index, src):
+    dim = norm_dim(dim, x.dim())
+    if index.dtype != torch.int64:
+        raise RuntimeError("scatter(): Expected dtype int64 for index")
+    dev = x._h.device
+    if isinstance(src, XlaTensor):
+        s = handle(src, dev, x._h.dtype)
+    else:
+        s = broadcast(handle(src, dev, x._h.dtype), index.shape)
+    return wrap(op(SCATTER, [x._h, _index_h(index, dev), s], (dim, 0)))
+
+
+@lowers(aten.scatter_add.default)
+def scatter_add(x, dim, index, src):
+    dim = norm_dim(dim, x.dim())
+    dev = x._h.device
+    return wrap(op(SCATTER, [x._h, _index_h(index, dev), handle(src, dev, x._h.dtype)],
+                   (dim, 1)))
+
+
+@lowers(aten.index.Tensor)
+def index(x, indices):
+    """Advanced indexing with one index tensor (others None) lowers to
+    index_select; bool masks and several index tensors fall back."""
+    from torchtpu.lowering.fallback import fallback
+    present = [(i, ix) for i, ix in enumerate(indices) if ix is not None]
+    if len(present) == 1:
+        d, ix = present[0]
+        if ix.dtype in (torch.int64, torch.int32):
+            flat = index_select(x, d, view(wrap(_index_h(ix, x._h.device)), [-1]))
+            shape = list(x.shape[:d]) + list(ix.shape) + list(x.shape[d + 1:])
+            return wrap(reshape(flat._h, shape))
+    return fallback(aten.index.Tensor, (x, indices), {})
+
+
+# -------------------------------------------------------- copies, devices
+@lowers(aten._to_copy.default)
+def to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+            memory_format=None):
+    dev = x._h.device
+    h = x._h
+    if device is not None:
+        device = torch.device(device)
+        if device.type == "cpu":
+            out = bridge.download(h)
+            return out.to(dtype) if dtype is not None else out
+        if device.type != "xla":
+            raise RuntimeError(f"cannot copy an xla tensor to {device}")
+        target = bridge.device_index(device)
+        if target != dev:
+            h = _C.to_device(h, target)
+    if dtype is not None:
+        h = op(CONVERT, [h], (tt(dtype),)) if h.dtype != tt(dtype) else h
+    return wrap(h)
+
+
+@lowers(aten.copy.default)
+def copy(dst, src, non_blocking=False):
+    dev = dst._h.device
+    if isinstance(src, XlaTensor):
+        h = src._h
+        if h.device != dev:
+            h = _C.to_device(h, dev)
+    else:
+        h = bridge.upload(src, dev)
+    h = h if h.dtype == dst._h.dtype else op(CONVERT, [h], (dst._h.dtype,))
+    return wrap(broadcast(h, dst.shape))
+
+
+@lowers(aten._copy_from.default)
+def copy_from(src, dst, non_blocking=False):
+    # Reached only for copies into plain (non-functional) tensors.
+    if isinstance(dst, XlaTensor):
+        raise RuntimeError("in-place copy into an unwrapped xla tensor is not supported")
+    dst.copy_(bridge.download(src._h))
+    return dst
+
+
+@lowers(aten._local_scalar_dense.default)
+def local_scalar_dense(x):
+    return bridge.download(x._h).item()
+
+
+@lowers(aten.fill.Scalar, aten.fill.Tensor)
+def fill(x, value):
+    return wrap(broadcast(handle(value, x._h.device, x._h.dtype), x.shape))
+
+
+@lowers(aten.zero.default)
+def zero(x):
+    return wrap(broadcast(scalar(x._h.device, x._h.dtype, 0), x.shape))
+
+
+def _like(value):
+    def fn(x, *args, dtype=None, layout=None, device=None, pin_memory=None,
+           memory_format=None):
+        v = args[0] if value is None else value
+        dt = dtype if dtype is not None else x.dtype
+        index = x._h.device if device is None or torch.device(device).type == "xla" else None
+        if index is None:
+            return torch.full(x.shape, v, dtype=dt, device=device)
+        if device is not None and torch.device(device).index is not None:
+            index = bridge.device_index(device)
+        return wrap(broadcast(scalar(index, tt(dt), v), x.shape))
+    return fn
+
+
+LIKE = {aten.zeros_like.default: _like(0), aten.ones_like.default: _like(1),
+        aten.empty_like.default: _like(0), aten.full_like.default: _like(None)}
+for _op, _fn in LIKE.items():
+    lowers(_op)(_fn)
+
+
+def _new_factory(value, has_stride=False):
+    def fn(x, size, *args, dtype=None, layout=None, device=None, pin_memory=None):
+        rest = list(args)
+        if has_stride:
+            rest = rest[1:]
+        v = rest[0] if value is None else value
+        dt = dtype if dtype is not None else x.dtype
+        if device is not None and torch.device(device).type != "xla":
+            return torch.full(list(size), v, dtype=dt, device=device)
+        index = x._h.device if device is None or torch.device(device).index is None \
+            else bridge.device_index(device)
+        return wrap(broadcast(scalar(index, tt(dt), v), size))
+    return fn
+
+
+for _op, _fn in {aten.new_empty.default: _new_factory(0), aten.new_zeros.default: _new_factory(0),
+                 aten.new_ones.default: _new_factory(1), aten.new_full.default: _new_factory(None),
+                 aten.new_empty_strided.default: _new_factory(0, True)}.items():
+    lowers(_op)(_fn)
+
+_ = (RESHAPE, SCATTER)

@@ -1,0 +1,289 @@
+/* The CPU backend's virtual devices: one FIFO queue and worker thread per
+ * device, buffers with readiness, allocation accounting. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime_internal.h"
+#include "torchtpu/metrics.h"
+
+typedef struct tt_job_s {
+  struct tt_job_s *next;
+  tt_executable_t *exe;
+  int32_t num_inputs, num_outputs;
+  tt_input_value_t *inputs;
+  tt_buffer_t **outputs;
+} tt_job_t;
+
+typedef struct tt_device_s {
+  int32_t index;
+  pthread_t thread;
+  tt_job_t *head, *tail;
+  int64_t queued; /* jobs submitted and not yet finished */
+  int64_t bytes_in_use, peak_bytes;
+} tt_device_t;
+
+static pthread_mutex_t tt_rt_lock_ = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t tt_rt_work_ = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t tt_rt_done_ = PTHREAD_COND_INITIALIZER;
+static tt_device_t *tt_devices_ = NULL;
+static int32_t tt_num_devices_ = 0;
+
+static void *tt_device_worker(void *arg);
+
+tt_status_t tt_runtime_init(int32_t num_devices) {
+  pthread_mutex_lock(&tt_rt_lock_);
+  if (tt_num_devices_) {
+    int32_t have = tt_num_devices_;
+    pthread_mutex_unlock(&tt_rt_lock_);
+    if (have == num_devices) return NULL;
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "runtime already initialized with %d devices (asked for %d)", have,
+                          num_devices);
+  }
+  if (num_devices < 1 || num_devices > 1024) {
+    pthread_mutex_unlock(&tt_rt_lock_);
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "number of CPU devices must be in [1, 1024], got %d", num_devices);
+  }
+  tt_devices_ = calloc((size_t)num_devices, sizeof(tt_device_t));
+  if (!tt_devices_) {
+    pthread_mutex_unlock(&tt_rt_lock_);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory creating devices");
+  }
+  for (int32_t i = 0; i < num_devices; ++i) {
+    tt_devices_[i].index = i;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 8u << 20);
+    if (pthread_create(&tt_devices_[i].thread, &attr, tt_device_worker, &tt_devices_[i])) {
+      pthread_attr_destroy(&attr);
+      pthread_mutex_unlock(&tt_rt_lock_);
+      return tt_status_make(TT_RESOURCE_EXHAUSTED, "could not start worker for device %d", i);
+    }
+    pthread_detach(tt_devices_[i].thread);
+    pthread_attr_destroy(&attr);
+  }
+  tt_num_devices_ = num_devices;
+  pthread_mutex_unlock(&tt_rt_lock_);
+  return NULL;
+}
+
+int32_t tt_runtime_device_count(void) {
+  return __atomic_load_n(&tt_num_devices_, __ATOMIC_ACQUIRE);
+}
+
+void *tt_device_alloc(int32_t device, size_t nbytes) {
+  void *p = NULL;
+  /* 64-byte alignment for vector kernels. */
+  if (posix_memalign(&p, 64, nbytes ? nbytes : 1)) return NULL;
+  if (device >= 0 && device < tt_num_devices_) {
+    tt_device_t *d = &tt_devices_[device];
+    int64_t now = __atomic_add_fetch(&d->bytes_in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+    int64_t peak = __atomic_load_n(&d->peak_bytes, __ATOMIC_RELAXED);
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&d->peak_bytes, &peak, now, 1, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+    }
+  }
+  return p;
+}
+
+void tt_device_free(int32_t device, void *data, size_t nbytes) {
+  if (!data) return;
+  free(data);
+  if (device >= 0 && device < tt_num_devices_)
+    __atomic_sub_fetch(&tt_devices_[device].bytes_in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+}
+
+void tt_runtime_memory_stats(int32_t device, int64_t *out_bytes_in_use,
+                             int64_t *out_peak_bytes) {
+  *out_bytes_in_use = 0;
+  *out_peak_bytes = 0;
+  if (device < 0 || device >= tt_num_devices_) return;
+  *out_bytes_in_use = __atomic_load_n(&tt_devices_[device].bytes_in_use, __ATOMIC_RELAXED);
+  *out_peak_bytes = __atomic_load_n(&tt_devices_[device].peak_bytes, __ATOMIC_RELAXED);
+}
+
+/* ---- buffers ---- */
+
+tt_status_t tt_buffer_from_host(int32_t device, const void *host, size_t nbytes,
+                                tt_buffer_t **out_buffer) {
+  *out_buffer = NULL;
+  if (device < 0 || device >= tt_num_devices_)
+    return tt_status_make(TT_INVALID_ARGUMENT, "device xla:%d does not exist (%d devices)",
+                          device, tt_num_devices_);
+  int64_t t0 = tt_now_ns();
+  tt_buffer_t *b = calloc(1, sizeof(*b));
+  if (!b) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (buffer)");
+  b->data = tt_device_alloc(device, nbytes);
+  if (!b->data) {
+    free(b);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of device memory allocating %zu bytes",
+                          nbytes);
+  }
+  if (nbytes) memcpy(b->data, host, nbytes);
+  b->refcount = 1;
+  b->device = device;
+  b->nbytes = nbytes;
+  b->ready = 1;
+  tt_metric_add("TransferToDeviceTime", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
+  *out_buffer = b;
+  return NULL;
+}
+
+tt_buffer_t *tt_buffer_create_pending(int32_t device, size_t nbytes) {
+  tt_buffer_t *b = calloc(1, sizeof(*b));
+  if (!b) return NULL;
+  b->refcount = 1;
+  b->device = device;
+  b->nbytes = nbytes;
+  return b;
+}
+
+void tt_buffer_retain(tt_buffer_t *b) { __atomic_add_fetch(&b->refcount, 1, __ATOMIC_RELAXED); }
+
+void tt_buffer_release(tt_buffer_t *b) {
+  if (!b) return;
+  if (__atomic_sub_fetch(&b->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  tt_device_free(b->device, b->data, b->nbytes);
+  tt_status_free(b->error);
+  free(b);
+}
+
+int32_t tt_buffer_device(const tt_buffer_t *b) { return b->device; }
+size_t tt_buffer_size(const tt_buffer_t *b) { return b->nbytes; }
+void *tt_buffer_data(tt_buffer_t *b) { return b->data; }
+
+void tt_buffer_mark_ready(tt_buffer_t *b, tt_status_t error) {
+  pthread_mutex_lock(&tt_rt_lock_);
+  b->ready = 1;
+  b->error = error;
+  pthread_cond_broadcast(&tt_rt_done_);
+  pthread_mutex_unlock(&tt_rt_lock_);
+}
+
+tt_status_t tt_buffer_wait(tt_buffer_t *b) {
+  pthread_mutex_lock(&tt_rt_lock_);
+  while (!b->ready) pthread_cond_wait(&tt_rt_done_, &tt_rt_lock_);
+  tt_status_t err = b->error ? tt_status_make(tt_status_code(b->error), "%s",
+                                              tt_status_message(b->error))
+                             : NULL;
+  pthread_mutex_unlock(&tt_rt_lock_);
+  return err;
+}
+
+tt_status_t tt_buffer_to_host(tt_buffer_t *b, void *host, size_t nbytes) {
+  TT_RETURN_IF_ERROR(tt_buffer_wait(b));
+  if (nbytes != b->nbytes)
+    return tt_status_make(TT_INVALID_ARGUMENT, "copy to host: %zu bytes asked, buffer has %zu",
+                          nbytes, b->nbytes);
+  int64_t t0 = tt_now_ns();
+  if (nbytes) memcpy(host, b->data, nbytes);
+  tt_metric_add("TransferFromDeviceTime", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
+  return NULL;
+}
+
+/* ---- queues ---- */
+
+tt_status_t tt_executable_enqueue(tt_executable_t *exe, int32_t device,
+                                  const tt_input_value_t *inputs, int32_t num_inputs,
+                                  tt_buffer_t *const *outputs, int32_t num_outputs) {
+  if (device < 0 || device >= tt_num_devices_)
+    return tt_status_make(TT_INVALID_ARGUMENT, "device xla:%d does not exist", device);
+  tt_job_t *job = calloc(1, sizeof(*job));
+  if (!job) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (job)");
+  job->inputs = calloc((size_t)num_inputs + 1, sizeof(*job->inputs));
+  job->outputs = calloc((size_t)num_outputs + 1, sizeof(*job->outputs));
+  if (!job->inputs || !job->outputs) {
+    free(job->inputs);
+    free(job->outputs);
+    free(job);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (job)");
+  }
+  tt_executable_retain(exe);
+  job->exe = exe;
+  job->num_inputs = num_inputs;
+  job->num_outputs = num_outputs;
+  for (int32_t i = 0; i < num_inputs; ++i) {
+    job->inputs[i] = inputs[i];
+    if (inputs[i].buffer) tt_buffer_retain(inputs[i].buffer);
+  }
+  for (int32_t i = 0; i < num_outputs; ++i) {
+    job->outputs[i] = outputs[i];
+    tt_buffer_retain(outputs[i]);
+  }
+  pthread_mutex_lock(&tt_rt_lock_);
+  tt_device_t *d = &tt_devices_[device];
+  if (d->tail)
+    d->tail->next = job;
+  else
+    d->head = job;
+  d->tail = job;
+  d->queued++;
+  pthread_cond_broadcast(&tt_rt_work_);
+  pthread_mutex_unlock(&tt_rt_lock_);
+  return NULL;
+}
+
+static void tt_job_run(tt_device_t *d, tt_job_t *job) {
+  tt_status_t err = NULL;
+  /* Inputs produced by other queued work must be ready first. */
+  for (int32_t i = 0; i < job->num_inputs && !err; ++i)
+    if (job->inputs[i].buffer) err = tt_buffer_wait(job->inputs[i].buffer);
+  void **out_data = calloc((size_t)job->num_outputs + 1, sizeof(void *));
+  if (!err && !out_data) err = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory");
+  for (int32_t i = 0; i < job->num_outputs && !err; ++i) {
+    tt_buffer_t *b = job->outputs[i];
+    b->data = tt_device_alloc(d->index, b->nbytes);
+    if (!b->data)
+      err = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of device memory allocating %zu bytes",
+                           b->nbytes);
+    out_data[i] = b->data;
+  }
+  if (!err) {
+    int64_t t0 = tt_now_ns();
+    err = tt_executable_execute(job->exe, d->index, job->inputs, out_data);
+    tt_metric_add("ExecuteTime", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
+  }
+  free(out_data);
+  for (int32_t i = 0; i < job->num_outputs; ++i) {
+    tt_status_t e = err ? tt_status_make(tt_status_code(err), "%s", tt_status_message(err)) : NULL;
+    tt_buffer_mark_ready(job->outputs[i], e);
+    tt_buffer_release(job->outputs[i]);
+  }
+  tt_status_free(err);
+  for (int32_t i = 0; i < job->num_inputs; ++i)
+    if (job->inputs[i].buffer) tt_buffer_release(job->inputs[i].buffer);
+  tt_executable_release(job->exe);
+  free(job->inputs);
+  free(job->outputs);
+  free(job);
+}
+
+static void *tt_device_worker(void *arg) {
+  tt_device_t *d = arg;
+  for (;;) {
+    pthread_mutex_lock(&tt_rt_lock_);
+    while (!d->head) pthread_cond_wait(&tt_rt_work_, &tt_rt_lock_);
+    tt_job_t *job = d->head;
+    d->head = job->next;
+    if (!d->head) d->tail = NULL;
+    pthread_mutex_unlock(&tt_rt_lock_);
+    tt_job_run(d, job);
+    pthread_mutex_lock(&tt_rt_lock_);
+    d->queued--;
+    pthread_cond_broadcast(&tt_rt_done_);
+    pthread_mutex_unlock(&tt_rt_lock_);
+  }
+  return NULL;
+}
+
+void tt_runtime_wait(int32_t device) {
+  pthread_mutex_lock(&tt_rt_lock_);
+  for (int32_t i = 0; i < tt_num_devices_; ++i) {
+    if (device >= 0 && i != device) continue;
+    while (tt_devices_[i].queued > 0) pthread_cond_wait(&tt_rt_done_, &tt_rt_lock_);
+  }
+  pthread_mutex_unlock(&tt_rt_lock_);
+}

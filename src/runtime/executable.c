@@ -1,0 +1,323 @@
+/* Executables: a planned graph and its tier-0 executor, which walks the
+ * instruction list calling one kernel per instruction. Intermediate buffers
+ * are freed right after their last use (liveness from the graph), so peak
+ * memory follows the live set rather than the whole graph. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime_internal.h"
+#include "torchtpu/kernels.h"
+
+struct tt_executable_s {
+  int32_t refcount;
+  tt_graph_t *graph;
+  /* For each instruction, the output slot it is written to directly, or -1. */
+  int32_t *direct_output;
+};
+
+tt_status_t tt_executable_create(tt_graph_t *graph, tt_executable_t **out_exe) {
+  *out_exe = NULL;
+  tt_executable_t *e = calloc(1, sizeof(*e));
+  if (!e) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
+  e->direct_output = malloc(sizeof(int32_t) * ((size_t)graph->num_instrs + 1));
+  if (!e->direct_output) {
+    free(e);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
+  }
+  for (int32_t i = 0; i < graph->num_instrs; ++i) e->direct_output[i] = -1;
+  for (int32_t r = 0; r < graph->num_outputs; ++r) {
+    int32_t i = graph->output_instr[r];
+    tt_op_t op = graph->instrs[i].op;
+    if (e->direct_output[i] < 0 && op != TT_OP_PARAM && op != TT_OP_SCALAR)
+      e->direct_output[i] = r;
+  }
+  e->refcount = 1;
+  e->graph = graph;
+  *out_exe = e;
+  return NULL;
+}
+
+void tt_executable_retain(tt_executable_t *e) {
+  __atomic_add_fetch(&e->refcount, 1, __ATOMIC_RELAXED);
+}
+
+void tt_executable_release(tt_executable_t *e) {
+  if (!e || __atomic_sub_fetch(&e->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  tt_graph_destroy(e->graph);
+  free(e->direct_output);
+  free(e);
+}
+
+const tt_graph_t *tt_executable_graph(const tt_executable_t *e) { return e->graph; }
+
+static void tt_store_scalar(tt_dtype_t dt, double f, int64_t i, void *dst) {
+  switch (dt) {
+    case TT_F32: *(float *)dst = (float)f; break;
+    case TT_F64: *(double *)dst = f; break;
+    case TT_F16: *(uint16_t *)dst = tt_f32_to_f16((float)f); break;
+    case TT_BF16: *(uint16_t *)dst = tt_f32_to_bf16((float)f); break;
+    case TT_I8: *(int8_t *)dst = (int8_t)i; break;
+    case TT_U8: *(uint8_t *)dst = (uint8_t)i; break;
+    case TT_I16: *(int16_t *)dst = (int16_t)i; break;
+    case TT_I32: *(int32_t *)dst = (int32_t)i; break;
+    case TT_I64: *(int64_t *)dst = i; break;
+    case TT_BOOL: *(uint8_t *)dst = i != 0; break;
+    default: break;
+  }
+}
+
+static size_t tt_instr_bytes(const tt_instr_t *in) {
+  return (size_t)tt_shape_numel(&in->shape) * tt_dtype_size(in->dtype);
+}
+
+static tt_view_t tt_make_view(const tt_instr_t *in, void *data) {
+  tt_view_t v;
+  v.data = data;
+  v.dtype = in->dtype;
+  v.shape = in->shape;
+  return v;
+}
+
+static void tt_conv_params(const int64_t *ia, tt_conv2d_params_t *p) {
+  p->stride[0] = ia[0];
+  p->stride[1] = ia[1];
+  p->pad[0] = ia[2];
+  p->pad[1] = ia[3];
+  p->dilation[0] = ia[4];
+  p->dilation[1] = ia[5];
+  p->groups = ia[6];
+}
+
+static void tt_pool_params(const int64_t *ia, int avg, tt_pool2d_params_t *p) {
+  memset(p, 0, sizeof(*p));
+  p->kernel[0] = ia[0];
+  p->kernel[1] = ia[1];
+  p->stride[0] = ia[2];
+  p->stride[1] = ia[3];
+  p->pad[0] = ia[4];
+  p->pad[1] = ia[5];
+  if (avg) {
+    p->dilation[0] = p->dilation[1] = 1;
+    p->ceil_mode = (int)ia[6];
+    p->count_include_pad = (int)ia[7];
+    p->divisor_override = ia[8];
+  } else {
+    p->dilation[0] = ia[6];
+    p->dilation[1] = ia[7];
+    p->ceil_mode = (int)ia[8];
+  }
+}
+
+/* Runs one instruction into out (already allocated). */
+static tt_status_t tt_run_instr(const tt_graph_t *g, int32_t idx, void *const *vals,
+                                tt_view_t *out) {
+  const tt_instr_t *in = &g->instrs[idx];
+  const int64_t *ia = in->iattrs;
+  tt_view_t x[3];
+  for (int k = 0; k < in->num_operands && k < 3; ++k)
+    x[k] = tt_make_view(&g->instrs[in->operands[k]], vals[in->operands[k]]);
+  switch (in->op) {
+    case TT_OP_UNARY:
+      return tt_kernel_unary((tt_unary_op_t)ia[0], &x[0], in->fattrs[0], in->fattrs[1], out);
+    case TT_OP_BINARY:
+      return tt_kernel_binary((tt_binary_op_t)ia[0], &x[0], &x[1], out);
+    case TT_OP_WHERE:
+      return tt_kernel_where(&x[0], &x[1], &x[2], out);
+    case TT_OP_CONVERT:
+      return tt_kernel_convert(&x[0], out);
+    case TT_OP_BROADCAST:
+      return tt_kernel_broadcast(&x[0], out);
+    case TT_OP_RESHAPE:
+      memcpy(out->data, x[0].data, tt_instr_bytes(in));
+      return NULL;
+    case TT_OP_IOTA:
+      return tt_kernel_iota(in->fattrs[0], in->fattrs[1], out);
+    case TT_OP_REDUCE:
+      return tt_kernel_reduce((tt_reduce_op_t)ia[0], &x[0], (uint32_t)ia[1], out);
+    case TT_OP_SCAN:
+      return tt_kernel_scan((tt_scan_op_t)ia[0], &x[0], (int)ia[1], out);
+    case TT_OP_DOT:
+      return tt_kernel_dot(&x[0], &x[1], (int)ia[0], (int)ia[1], out);
+    case TT_OP_CONV2D:
+    case TT_OP_CONV2D_BWD_INPUT:
+    case TT_OP_CONV2D_BWD_WEIGHT: {
+      tt_conv2d_params_t p;
+      tt_conv_params(ia, &p);
+      if (in->op == TT_OP_CONV2D) return tt_kernel_conv2d(&x[0], &x[1], &p, out);
+      if (in->op == TT_OP_CONV2D_BWD_INPUT)
+        return tt_kernel_conv2d_backward_input(&x[0], &x[1], &p, out);
+      return tt_kernel_conv2d_backward_weight(&x[0], &x[1], &p, out);
+    }
+    case TT_OP_MAX_POOL2D:
+    case TT_OP_MAX_POOL2D_INDICES: {
+      tt_pool2d_params_t p;
+      tt_pool_params(ia, 0, &p);
+      /* The kernel makes both results; keep the one asked for. */
+      tt_view_t other;
+      other.shape = out->shape;
+      size_t n = (size_t)tt_shape_numel(&out->shape);
+      if (in->op == TT_OP_MAX_POOL2D) {
+        other.dtype = TT_I64;
+        other.data = malloc(n * 8 + 8);
+        if (!other.data) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory");
+        tt_status_t st = tt_kernel_max_pool2d(&x[0], &p, out, &other);
+        free(other.data);
+        return st;
+      }
+      other.dtype = x[0].dtype;
+      other.data = malloc(n * tt_dtype_size(x[0].dtype) + 8);
+      if (!other.data) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory");
+      tt_status_t st = tt_kernel_max_pool2d(&x[0], &p, &other, out);
+      free(other.data);
+      return st;
+    }
+    case TT_OP_MAX_POOL2D_BWD:
+      return tt_kernel_max_pool2d_backward(&x[0], &x[1], out);
+    case TT_OP_AVG_POOL2D: {
+      tt_pool2d_params_t p;
+      tt_pool_params(ia, 1, &p);
+      return tt_kernel_avg_pool2d(&x[0], &p, out);
+    }
+    case TT_OP_AVG_POOL2D_BWD: {
+      tt_pool2d_params_t p;
+      tt_pool_params(ia, 1, &p);
+      return tt_kernel_avg_pool2d_backward(&x[0], &p, out);
+    }
+    case TT_OP_ADAPTIVE_AVG_POOL2D:
+      return tt_kernel_adaptive_avg_pool2d(&x[0], out);
+    case TT_OP_ADAPTIVE_AVG_POOL2D_BWD:
+      return tt_kernel_adaptive_avg_pool2d_backward(&x[0], out);
+    case TT_OP_TRANSPOSE: {
+      int32_t perm[TT_MAX_RANK];
+      for (int d = 0; d < in->shape.rank; ++d) perm[d] = (int32_t)ia[d];
+      return tt_kernel_transpose(&x[0], perm, out);
+    }
+    case TT_OP_SLICE:
+    case TT_OP_SLICE_SCATTER: {
+      int r = g->instrs[in->operands[0]].shape.rank;
+      if (in->op == TT_OP_SLICE) return tt_kernel_slice(&x[0], ia, ia + 2 * r, out);
+      return tt_kernel_slice_scatter(&x[0], &x[1], ia, ia + 2 * r, out);
+    }
+    case TT_OP_CONCAT: {
+      int n = in->num_operands;
+      tt_view_t *vs = malloc(sizeof(tt_view_t) * (size_t)n);
+      const tt_view_t **ps = malloc(sizeof(tt_view_t *) * (size_t)n);
+      if (!vs || !ps) {
+        free(vs);
+        free(ps);
+        return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory");
+      }
+      for (int k = 0; k < n; ++k) {
+        vs[k] = tt_make_view(&g->instrs[in->operands[k]], vals[in->operands[k]]);
+        ps[k] = &vs[k];
+      }
+      tt_status_t st = tt_kernel_concat(ps, n, (int)ia[0], out);
+      free(vs);
+      free(ps);
+      return st;
+    }
+    case TT_OP_PAD: {
+      int r = in->shape.rank;
+      return tt_kernel_pad(&x[0], ia, ia + r, in->fattrs[0], out);
+    }
+    case TT_OP_FLIP:
+      return tt_kernel_flip(&x[0], (uint32_t)ia[0], out);
+    case TT_OP_INDEX_SELECT:
+      return tt_kernel_index_select(&x[0], (int)ia[0], &x[1], out);
+    case TT_OP_INDEX_ADD:
+      return tt_kernel_index_add(&x[0], (int)ia[0], &x[1], &x[2], out);
+    case TT_OP_GATHER:
+      return tt_kernel_gather(&x[0], (int)ia[0], &x[1], out);
+    case TT_OP_SCATTER:
+      return tt_kernel_scatter(&x[0], (int)ia[0], &x[1], &x[2], in->num_iattrs > 1 ? (int)ia[1] : 0,
+                               out);
+    case TT_OP_SOFTMAX:
+      return tt_kernel_softmax(&x[0], (int)ia[0], (int)ia[1], out);
+    case TT_OP_SOFTMAX_BWD:
+      return tt_kernel_softmax_backward(&x[0], &x[1], (int)ia[0], (int)ia[1], out);
+    case TT_OP_RNG: {
+      int64_t seed = *(const int64_t *)x[0].data;
+      return tt_kernel_rng((tt_rng_op_t)ia[0], (uint64_t)seed, 0, in->fattrs[0], in->fattrs[1],
+                           out);
+    }
+    default:
+      return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));
+  }
+}
+
+tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
+                                  const tt_input_value_t *inputs, void *const *output_data) {
+  const tt_graph_t *g = e->graph;
+  int32_t n = g->num_instrs;
+  void **vals = calloc((size_t)n + 1, sizeof(void *));
+  uint8_t *owned = calloc((size_t)n + 1, 1);
+  /* Scalars are stored inline: 8 bytes each. */
+  int64_t *scalars = calloc((size_t)n + 1, sizeof(int64_t));
+  tt_status_t st = NULL;
+  if (!vals || !owned || !scalars) {
+    st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (execute)");
+    goto done;
+  }
+  for (int32_t i = 0; i < n && !st; ++i) {
+    const tt_instr_t *in = &g->instrs[i];
+    if (in->op == TT_OP_PARAM) {
+      vals[i] = tt_buffer_data(inputs[in->input_index].buffer);
+    } else if (in->op == TT_OP_SCALAR) {
+      tt_store_scalar(in->dtype, inputs[in->input_index].scalar_f,
+                      inputs[in->input_index].scalar_i, &scalars[i]);
+      vals[i] = &scalars[i];
+    } else {
+      size_t bytes = tt_instr_bytes(in);
+      if (e->direct_output[i] >= 0) {
+        vals[i] = output_data[e->direct_output[i]];
+      } else {
+        vals[i] = tt_device_alloc(device, bytes);
+        if (!vals[i]) {
+          st = tt_status_make(TT_RESOURCE_EXHAUSTED,
+                              "out of device memory allocating %zu bytes for %%%d (%s)", bytes,
+                              i, tt_op_name(in->op));
+          break;
+        }
+        owned[i] = 1;
+      }
+      tt_view_t out = tt_make_view(in, vals[i]);
+      st = tt_run_instr(g, i, vals, &out);
+      if (st) {
+        tt_status_t wrapped = tt_status_make(tt_status_code(st), "%s", tt_status_message(st));
+        tt_status_free(st);
+        st = wrapped;
+        break;
+      }
+    }
+    /* Free operands whose last use was this instruction. */
+    for (int32_t k = 0; k < in->num_operands; ++k) {
+      int32_t o = in->operands[k];
+      if (owned[o] && g->instrs[o].last_use == i) {
+        tt_device_free(device, vals[o], tt_instr_bytes(&g->instrs[o]));
+        owned[o] = 0;
+      }
+    }
+  }
+  if (!st) {
+    /* Outputs not written in place: parameters, scalars, repeated roots. */
+    for (int32_t r = 0; r < g->num_outputs; ++r) {
+      int32_t i = g->output_instr[r];
+      if (e->direct_output[i] == r) continue;
+      size_t bytes = tt_instr_bytes(&g->instrs[i]);
+      if (bytes) memcpy(output_data[r], vals[i], bytes);
+    }
+  }
+done:
+  if (vals && owned)
+    for (int32_t i = 0; i < n; ++i)
+      if (owned[i]) tt_device_free(device, vals[i], tt_instr_bytes(&g->instrs[i]));
+  free(vals);
+  free(owned);
+  free(scalars);
+  return st;
+}
+
+tt_status_t tt_executable_run(tt_executable_t *e, const tt_input_value_t *inputs,
+                              void *const *outputs) {
+  return tt_executable_execute(e, -1, inputs, outputs);
+}

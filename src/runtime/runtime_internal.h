@@ -1,0 +1,29 @@
+/* Internal runtime structures shared by the runtime's files. */
+#ifndef TORCHTPU_RUNTIME_INTERNAL_H_
+#define TORCHTPU_RUNTIME_INTERNAL_H_
+
+#include <pthread.h>
+
+#include "torchtpu/runtime.h"
+
+struct tt_buffer_s {
+  int32_t refcount; /* atomic */
+  int32_t device;
+  size_t nbytes;
+  void *data;
+  int ready;           /* guarded by the runtime lock */
+  tt_status_t error;   /* producer's failure, owned */
+};
+
+/* Allocation accounting (bytes in use / peak) per device. */
+void *tt_device_alloc(int32_t device, size_t nbytes);
+void tt_device_free(int32_t device, void *data, size_t nbytes);
+/* Marks a pending buffer ready (error may be NULL; ownership of error is
+ * taken) and wakes waiters. */
+void tt_buffer_mark_ready(tt_buffer_t *buffer, tt_status_t error);
+
+/* Executes exe on the calling thread: inputs, and output data pointers. */
+tt_status_t tt_executable_execute(tt_executable_t *exe, int32_t device,
+                                  const tt_input_value_t *inputs,
+                                  void *const *output_data);
+#endif
