@@ -1,0 +1,102 @@
+"""Issue 2's benchmark: training-step time of torchtpu against eager PyTorch
+CPU measured in the same run, and the per-op tracing cost.
+
+Prints, for each model, the steady-state step time of eager PyTorch and of
+torchtpu (lazy tracing + cached graph + C kernels), and their ratio
+(torchtpu / eager; below 1 is faster). Then the cost of recording one tiny
+op on xla next to eager PyTorch's cost for the same op.
+
+Usage: bash scripts/bootstrap.sh && PJRT_DEVICE=CPU .venv/bin/python bench/bench_training.py
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import torch_xla
+import torch_xla.core.xla_model as xm
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
+from models import MLP, TinyTransformer, loss_of  # noqa: E402
+
+
+def batches(kind, n, batch):
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for _ in range(n):
+        if kind == "mlp":
+            out.append((torch.randn(batch, 512, generator=g), torch.randint(0, 10, (batch,), generator=g)))
+        else:
+            ids = torch.randint(0, 1000, (batch, 64), generator=g)
+            out.append((ids, torch.roll(ids, -1, 1)))
+    return out
+
+
+def build(kind):
+    torch.manual_seed(0)
+    if kind == "mlp":
+        return MLP(d_in=512, hidden=1024, classes=10)
+    return TinyTransformer(vocab=1000, d_model=128, heads=4, layers=2, seq=64)
+
+
+def time_steps(kind, device, steps, warmup, batch):
+    model = build(kind).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    data = batches(kind, steps + warmup, batch)
+    times = []
+    for i, (x, y) in enumerate(data):
+        t0 = time.perf_counter()
+        if device == "cpu":
+            opt.zero_grad()
+            loss_of(kind, model(x), y).backward()
+            opt.step()
+        else:
+            with torch_xla.step():
+                x, y = x.to(device), y.to(device)
+                opt.zero_grad()
+                loss_of(kind, model(x), y).backward()
+                opt.step()
+            xm.wait_device_ops()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def tiny_op_cost(device, n=2000):
+    x = torch.ones(4, device=device) if device == "cpu" else torch.ones(4).to(device)
+    y = x
+    t0 = time.perf_counter()
+    for _ in range(n):
+        y = y + 1.0
+    dt = (time.perf_counter() - t0) / n
+    if device != "cpu":
+        torch_xla.sync()
+        xm.wait_device_ops()
+    return dt * 1e6
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--batch", type=int, default=32)
+    args = p.parse_args()
+    torch.set_num_threads(os.cpu_count() or 1)
+    dev = torch_xla.device()
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, device {dev}")
+    print(f"{'model':<12}{'eager ms':>10}{'torchtpu ms':>13}{'ratio':>8}")
+    for kind in ("mlp", "transformer"):
+        eager = time_steps(kind, "cpu", args.steps, args.warmup, args.batch)
+        ours = time_steps(kind, dev, args.steps, args.warmup, args.batch)
+        print(f"{kind:<12}{eager * 1e3:>10.2f}{ours * 1e3:>13.2f}{ours / eager:>8.2f}")
+    e = tiny_op_cost("cpu")
+    o = tiny_op_cost(dev)
+    print(f"tiny op (x + 1.0 on 4 floats): eager {e:.1f} us/op, torchtpu tracing {o:.1f} us/op "
+          f"(ratio {o / e:.1f})")
+
+
+if __name__ == "__main__":
+    main()

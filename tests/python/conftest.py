@@ -1,0 +1,23 @@
+"""Test setup: the CPU backend with 4 virtual devices, in one process."""
+import os
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+os.environ.setdefault("CPU_NUM_DEVICES", "4")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_xla  # noqa: E402,F401
+import torch_xla.debug.metrics as met  # noqa: E402
+
+
+@pytest.fixture
+def dev():
+    return torch_xla.device()
+
+
+@pytest.fixture
+def clean_metrics():
+    torch_xla.sync(wait=True)
+    met.clear_all()
+    yield met

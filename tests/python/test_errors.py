@@ -1,0 +1,88 @@
+"""Part 7 of issue 2: mistakes raise what PyTorch raises on CPU, with the
+values named; nothing crashes."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_xla
+
+
+def same_error(fn, *cpu_args, match=None):
+    """fn raises the same exception type on CPU and on xla tensors, and the
+    xla message mentions `match` (the values involved)."""
+    with pytest.raises(Exception) as cpu_err:
+        fn(*cpu_args)
+    xla_args = [a.to("xla") if isinstance(a, torch.Tensor) else a for a in cpu_args]
+    with pytest.raises(Exception) as xla_err:
+        out = fn(*xla_args)
+        if isinstance(out, torch.Tensor):
+            out.cpu()
+    assert type(xla_err.value) is type(cpu_err.value), (xla_err.value, cpu_err.value)
+    if match:
+        assert match in str(xla_err.value), str(xla_err.value)
+    return xla_err.value
+
+
+def test_broadcast_mismatch():
+    same_error(lambda a, b: a + b, torch.ones(3), torch.ones(4),
+               match="The size of tensor a (3) must match the size of tensor b (4) at "
+                     "non-singleton dimension 0")
+
+
+def test_matmul_shapes():
+    same_error(torch.mm, torch.ones(2, 3), torch.ones(4, 5),
+               match="mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)")
+    same_error(F.linear, torch.ones(2, 3), torch.ones(4, 5), match="cannot be multiplied")
+
+
+def test_matmul_dtypes():
+    same_error(torch.mm, torch.ones(2, 3), torch.ones(3, 2, dtype=torch.int64),
+               match="same dtype")
+
+
+def test_dim_out_of_range():
+    same_error(lambda t: t.sum(5), torch.ones(2, 3),
+               match="Dimension out of range (expected to be in range of [-2, 1], but got 5)")
+    same_error(lambda t: t.softmax(-3), torch.ones(2, 3), match="Dimension out of range")
+
+
+def test_bad_view():
+    same_error(lambda t: t.view(5), torch.ones(2, 3), match="shape '[5]' is invalid for input of size 6")
+
+
+def test_cat_mismatch():
+    same_error(lambda a, b: torch.cat([a, b]), torch.ones(2, 3), torch.ones(2, 4),
+               match="Sizes of tensors must match except in dimension 0")
+
+
+def test_index_out_of_range():
+    same_error(lambda t, i: t.index_select(0, i), torch.ones(3, 2), torch.tensor([5]),
+               match="out of range")
+    same_error(lambda t, i: F.embedding(i, t), torch.ones(3, 2), torch.tensor([7]),
+               match="out of range")
+
+
+def test_conv_channels():
+    same_error(F.conv2d, torch.ones(1, 3, 8, 8), torch.ones(4, 2, 3, 3), match="channels")
+
+
+def test_device_mismatch():
+    a = torch.ones(3).to("xla:0")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        (a + torch.ones(3).to("xla:1")).cpu()
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        (a + torch.ones(3)).cpu()
+    # A 0-dim CPU tensor is a scalar, as in PyTorch.
+    assert (a + torch.tensor(2.0)).cpu().tolist() == [3, 3, 3]
+
+
+def test_unsupported_dtype():
+    with pytest.raises(TypeError, match="complex64"):
+        torch.ones(2, dtype=torch.complex64).to("xla")
+
+
+def test_engine_survives_errors():
+    with pytest.raises(IndexError):
+        torch.ones(3).to("xla").index_select(0, torch.tensor([9]).to("xla")).cpu()
+    torch_xla.sync()
+    assert (torch.ones(2).to("xla") * 2).cpu().tolist() == [2, 2]

@@ -1,0 +1,60 @@
+"""Part 6 of issue 2: torch_xla.debug.metrics names and report format."""
+import re
+
+import torch
+
+import torch_xla
+import torch_xla.debug.metrics as met
+
+
+def test_names_and_values(clean_metrics, dev):
+    x = torch.randn(3, 3).to(dev)
+    (x @ x).cpu()
+    torch_xla.sync()
+    names = met.metric_names()
+    for n in ("CompileTime", "ExecuteTime", "TransferToDeviceTime", "TransferFromDeviceTime"):
+        assert n in names, names
+    counters = met.counter_names()
+    for n in ("UncachedCompile", "CreateXlaTensor", "MarkStep"):
+        assert n in counters, counters
+    assert met.counter_value("UncachedCompile") >= 1
+    assert met.counter_value("NoSuchCounter") is None
+    total, acc, samples = met.metric_data("CompileTime")
+    assert total >= 1 and acc > 0 and len(samples) == total
+    assert all(isinstance(ts, int) and v > 0 for ts, v in samples)
+    assert met.metric_data("NoSuchMetric") is None
+
+
+def test_report_format(clean_metrics, dev):
+    (torch.ones(2).to(dev) + 1).cpu()
+    report = met.metrics_report()
+    block = re.search(r"Metric: CompileTime\n  TotalSamples: (\d+)\n  Accumulator: (\S+)\n"
+                      r"  ValueRate: (\S+) / second\n  Rate: (\S+) / second\n"
+                      r"  Percentiles: 1%=(\S+); 5%=\S+; 10%=\S+; 20%=\S+; 50%=\S+; 80%=\S+; "
+                      r"90%=\S+; 95%=\S+; 99%=(\S+)\n", report)
+    assert block, report
+    assert re.fullmatch(r"(\d+[dhms])*\d{3}ms\d{3}\.\d{3}us|\d{3}\.\d{3}us|\d{3}ms\d{3}\.\d{3}us"
+                        r"|\d{2}s\d{3}ms\d{3}\.\d{3}us", block.group(2)), block.group(2)
+    assert re.search(r"Counter: UncachedCompile\n  Value: \d+\n", report)
+    assert report.index("Metric:") < report.index("Counter:")
+
+
+def test_short_report_and_fallbacks(clean_metrics, dev):
+    x = torch.tensor([3.0, 1.0, 2.0]).to(dev)
+    torch.nonzero(x > 1.5).cpu()   # dynamic-shape op: CPU fallback, counted
+    short = met.short_metrics_report()
+    assert "Metric: CompileTime" in short or "Metric: TransferToDeviceTime" in short
+    assert "Counter: aten::nonzero\n  Value: 1\n" in short
+    assert "CreateXlaTensor" not in short
+    assert met.executed_fallback_ops() == ["aten::nonzero"]
+    assert met.counter_value("aten::nonzero") == 1
+
+
+def test_clear(dev):
+    (torch.ones(2).to(dev) * 3).cpu()
+    met.clear_counters()
+    assert met.counter_names() == []
+    assert met.metric_names() != []
+    met.clear_all()
+    assert met.metric_names() == [] and met.counter_names() == []
+    assert met.metrics_report() == ""
