@@ -17,6 +17,8 @@ typedef enum tt_metric_unit_e {
 
 void tt_counter_add(const char *name, int64_t delta);
 int64_t tt_counter_value(const char *name); /* 0 if absent */
+/* 1 and the value if the counter was ever created (even if cleared to 0). */
+int tt_counter_lookup(const char *name, int64_t *out_value);
 void tt_metric_add(const char *name, tt_metric_unit_t unit, double value);
 
 /* Monotonic clock in nanoseconds. */

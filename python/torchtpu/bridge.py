@@ -206,5 +206,32 @@ def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memor
     return wrap_user(_empty_handle(size, dtype, device))
 
 
+def _copy_from_xla_key(src, dst, non_blocking=False):
+    """Copies reaching the XLA key directly (the Python key excluded, as
+    torch.tensor(..., device='xla') does while it builds its result): the
+    destination is a fresh tensor, so its handle is replaced in place."""
+    if isinstance(dst, torch.Tensor) and torch._is_functional_tensor(dst):
+        torch._sync(dst)
+        dst_inner = torch._from_functional_tensor(dst)
+    else:
+        dst_inner = dst
+    if not isinstance(dst_inner, XlaTensor):
+        raise RuntimeError(f"cannot copy into a tensor on {dst.device} from the xla backend")
+    index = dst_inner._h.device
+    if isinstance(src, XlaTensor) or (isinstance(src, torch.Tensor) and src.device.type == "xla"):
+        h = handle_of(src)
+        if h.device != index:
+            h = _C.to_device(h, index)
+    else:
+        h = upload(src, index)
+    if h.dtype != dst_inner._h.dtype:
+        h = _C.op(5, [h], (dst_inner._h.dtype,))  # TT_OP_CONVERT
+    if tuple(h.shape) != tuple(dst_inner.shape):
+        h = _C.op(6, [h], tuple(dst_inner.shape))  # TT_OP_BROADCAST
+    dst_inner._h = h
+    return dst
+
+
 _lib.impl("empty.memory_format", _empty_memory_format, "XLA")
 _lib.impl("empty_strided", _empty_strided, "XLA")
+_lib.impl("_copy_from", _copy_from_xla_key, "XLA")

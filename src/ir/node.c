@@ -54,7 +54,9 @@ static tt_status_t tt_broadcast_shapes(const tt_shape_t *a, const tt_shape_t *b,
                                        tt_shape_t *out) {
   int r = a->rank > b->rank ? a->rank : b->rank;
   out->rank = r;
-  for (int i = 0; i < r; ++i) {
+  /* From the last dim back, as PyTorch does: its message names the last
+   * mismatching dim. */
+  for (int i = r - 1; i >= 0; --i) {
     int ia = a->rank - r + i, ib = b->rank - r + i;
     int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
     if (da != db && da != 1 && db != 1) {

@@ -98,6 +98,14 @@ int64_t tt_counter_value(const char *name) {
   return v;
 }
 
+int tt_counter_lookup(const char *name, int64_t *out_value) {
+  pthread_mutex_lock(&tt_metrics_lock_);
+  tt_counter_t *c = tt_find_counter(name, 0);
+  *out_value = c ? c->value : 0;
+  pthread_mutex_unlock(&tt_metrics_lock_);
+  return c != NULL;
+}
+
 void tt_metric_add(const char *name, tt_metric_unit_t unit, double value) {
   int64_t now = tt_now_ns();
   pthread_mutex_lock(&tt_metrics_lock_);

@@ -17,8 +17,8 @@ class SmallCNN(nn.Module):
     def __init__(self, classes=10):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, stride=1, padding=1, groups=2), nn.BatchNorm2d(16), nn.SiLU(),
+            nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2, bias=False), nn.BatchNorm2d(16), nn.SiLU(),
             nn.AvgPool2d(2), nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.ReLU(),
             nn.AdaptiveAvgPool2d(1))
         self.head = nn.Linear(16, classes)

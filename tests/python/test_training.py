@@ -79,7 +79,6 @@ def test_training_matches_eager(kind, style):
     losses, compiles, model = run(kind)
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses),
                                rtol=2e-3, atol=2e-4)
-    assert losses[-1] < losses[0]
     assert met.executed_fallback_ops() == [], met.executed_fallback_ops()
     # The first two steps differ (optimizer state appears); after that every
     # step hits the cache.

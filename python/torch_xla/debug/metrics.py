@@ -1,7 +1,7 @@
 """torch_xla.debug.metrics: counters and metrics kept by the C engine, with
 PyTorch/XLA's names and report format."""
 from torchtpu import _C
-from torchtpu.lowering import fallback as _fallback
+from torchtpu.lowering.fallback import fallback_names as _fallback_names
 
 _SHORT_METRICS = ["CompileTime", "ExecuteTime", "ExecuteReplicatedTime",
                   "TransferToDeviceTime", "TransferFromDeviceTime"]
@@ -26,9 +26,8 @@ def counter_names():
 
 
 def counter_value(name):
-    """Value of a counter, or None if it was never incremented."""
-    v = _C.counter_value(name)
-    return v if v or name in _C.counter_names() else None
+    """Value of a counter, or None if no such counter exists."""
+    return _C.counter_value(name)
 
 
 def metric_names():
@@ -54,8 +53,8 @@ def clear_all():
 
 
 def executed_fallback_ops():
-    """Names of the aten ops that ran on the CPU fallback path."""
-    return [n for n in _C.counter_names() if n.startswith("aten::")]
+    """Names of the ops that ran on the CPU fallback path since the counters
+    were last cleared (aten::<op>, or prims::<op> for PyTorch prims)."""
+    names = set(_fallback_names())
+    return [n for n in _C.counter_names() if n in names]
 
-
-_ = _fallback

@@ -389,7 +389,9 @@ static PyObject *py_counter_value(PyObject *m, PyObject *args) {
   (void)m;
   const char *name;
   if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
-  return PyLong_FromLongLong(tt_counter_value(name));
+  int64_t v = 0;
+  if (!tt_counter_lookup(name, &v)) Py_RETURN_NONE;
+  return PyLong_FromLongLong(v);
 }
 
 static PyObject *py_metric_add(PyObject *m, PyObject *args) {

@@ -9,7 +9,9 @@ from torchtpu.bridge import XlaTensor
 _fallback_names = set()
 
 
-def executed_fallback_ops():
+def fallback_names():
+    """Every counter name the fallback ever incremented (the metrics module
+    filters them by current value)."""
     return sorted(_fallback_names)
 
 

@@ -7,7 +7,7 @@ import torch
 from torchtpu import _C, bridge
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, IOTA, RNG, RNG_BERNOULLI, RNG_NORMAL, RNG_UNIFORM, TT_BOOL, TT_F32,
-    TT_I64, UN, UNARY, aten, broadcast, handle, lowers, op, reshape, scalar, tt, wrap)
+    TT_I64, UN, UNARY, WHERE, aten, broadcast, handle, lowers, op, reshape, scalar, tt, wrap)
 
 # ------------------------------------------------------------ device RNG
 # Per-device (seed, counter). Every random op consumes one counter value;
@@ -177,3 +177,31 @@ _lib.impl("full", _full, "XLA")
 _lib.impl("scalar_tensor", _scalar_tensor, "XLA")
 
 _ = (reshape, TT_BOOL)
+
+
+# ------------------------------------------------------------------ prims
+# PyTorch's decompositions sometimes emit prims directly.
+prims = torch.ops.prims
+
+
+@lowers(prims.where.default)
+def prims_where(cond, a, b):
+    from torchtpu.lowering.core import device_of, result_type
+    dev = device_of(cond, a, b)
+    rt = result_type(a, b)
+    return wrap(op(WHERE, [handle(cond, dev, TT_BOOL), handle(a, dev, tt(rt)),
+                           handle(b, dev, tt(rt))]))
+
+
+@lowers(prims.convert_element_type.default)
+def prims_convert_element_type(x, dtype):
+    return wrap(x._h if x._h.dtype == tt(dtype) else op(CONVERT, [x._h], (tt(dtype),)))
+
+
+@lowers(prims.broadcast_in_dim.default)
+def prims_broadcast_in_dim(x, shape, broadcast_dimensions):
+    # Place x's dims at broadcast_dimensions, size-1 elsewhere, then broadcast.
+    inter = [1] * len(shape)
+    for src, dst in enumerate(broadcast_dimensions):
+        inter[dst] = x.shape[src]
+    return wrap(broadcast(reshape(x._h, inter), shape))
