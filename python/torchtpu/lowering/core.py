@@ -104,6 +104,15 @@ def broadcast(h, shape):
     return h if tuple(h.shape) == shape else _C.op(BROADCAST, [h], shape)
 
 
+def iota(dev, n):
+    """0, 1, ..., n-1 as an I64 vector on device dev. An IOTA node has no
+    operand to carry a device (the engine places it on device 0), so this
+    scans ones broadcast from a scalar on dev."""
+    ones = broadcast(_C.scalar(dev, TT_I64, 1), [n])
+    count = _C.op(SCAN, [ones], (0, 0, TT_I64))
+    return _C.op(BINARY, [count, _C.scalar(dev, TT_I64, 1)], (BIN["sub"],))
+
+
 def cpu_operand(t):
     """A CPU tensor reaching an xla op: 0-dim values are accepted as scalars
     (as PyTorch does for CPU scalars mixed with device tensors)."""

@@ -5,9 +5,9 @@ import torch
 
 from torchtpu import _C, bridge
 from torchtpu.lowering.core import (
-    BROADCAST, CONCAT, CONVERT, FLIP, GATHER, INDEX_ADD, INDEX_SELECT, PAD, RESHAPE, SCATTER,
-    SLICE, SLICE_SCATTER, TRANSPOSE, TT_I64, XlaTensor, aten, broadcast, handle, lowers,
-    mask_of, norm_dim, norm_dims, op, reshape, scalar, tt, wrap)
+    BIN, BINARY, BROADCAST, CONCAT, CONVERT, FLIP, GATHER, INDEX_ADD, INDEX_SELECT, PAD, RESHAPE,
+    SCATTER, SLICE, SLICE_SCATTER, TRANSPOSE, TT_I64, WHERE, XlaTensor, aten, broadcast, handle,
+    iota, lowers, mask_of, norm_dim, norm_dims, op, reshape, scalar, tt, wrap)
 
 
 def _infer_view_shape(shape, numel):
@@ -319,6 +319,25 @@ def constant_pad_nd(x, pad, value=0):
     return wrap(op(PAD, [x._h], lo + hi, (float(value),)))
 
 
+def _triangle(upper):
+    name = "triu" if upper else "tril"
+
+    def fn(x, diagonal=0):
+        if x.dim() < 2:
+            raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+        dev = x._h.device
+        h, w = x.shape[-2], x.shape[-1]
+        diff = op(BINARY, [reshape(iota(dev, w), [1, w]), reshape(iota(dev, h), [h, 1])],
+                  (BIN["sub"],))
+        keep = op(BINARY, [diff, scalar(dev, TT_I64, diagonal)], (BIN["ge" if upper else "le"],))
+        return wrap(op(WHERE, [keep, x._h, scalar(dev, x._h.dtype, 0)]))
+    return fn
+
+
+lowers(aten.tril.default)(_triangle(False))
+lowers(aten.triu.default)(_triangle(True))
+
+
 @lowers(aten.flip.default)
 def flip(x, dims):
     dims = norm_dims(dims, x.dim())
@@ -363,33 +382,53 @@ def index_add(x, dim, index, source, alpha=1):
     return wrap(op(INDEX_ADD, [x._h, _index_h(index, x._h.device), src], (dim,)))
 
 
+def _check_index_dtype(name, index):
+    if index.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
+
+
+def _as_vector(h):
+    """A 0-dim operand of gather/scatter as a 1-element vector (PyTorch treats
+    a 0-dim self and index as 1-D)."""
+    return reshape(h, [1]) if len(h.shape) == 0 else h
+
+
 @lowers(aten.gather.default)
 def gather(x, dim, index, sparse_grad=False):
     dim = norm_dim(dim, x.dim())
-    if index.dtype != torch.int64:
-        raise RuntimeError("gather(): Expected dtype int64 for index")
-    return wrap(op(GATHER, [x._h, _index_h(index, x._h.device)], (dim,)))
+    if index.numel() == 0:  # PyTorch checks neither dtype nor rank then
+        return wrap(broadcast(scalar(x._h.device, x._h.dtype, 0), index.shape))
+    _check_index_dtype("gather", index)
+    ih = _as_vector(_index_h(index, x._h.device))
+    out = op(GATHER, [_as_vector(x._h), ih], (dim,))
+    return wrap(reshape(out, index.shape))
 
 
 @lowers(aten.scatter.src, aten.scatter.value)
 def scatter(x, dim, index, src):
     dim = norm_dim(dim, x.dim())
-    if index.dtype != torch.int64:
-        raise RuntimeError("scatter(): Expected dtype int64 for index")
+    if index.numel() == 0:
+        return wrap(x._h)
+    _check_index_dtype("scatter", index)
     dev = x._h.device
     if isinstance(src, XlaTensor):
-        s = handle(src, dev, x._h.dtype)
+        s = _as_vector(handle(src, dev, x._h.dtype))
     else:
-        s = broadcast(handle(src, dev, x._h.dtype), index.shape)
-    return wrap(op(SCATTER, [x._h, _index_h(index, dev), s], (dim, 0)))
+        s = broadcast(handle(src, dev, x._h.dtype), _as_vector(_index_h(index, dev)).shape)
+    ih = _as_vector(_index_h(index, dev))
+    return wrap(reshape(op(SCATTER, [_as_vector(x._h), ih, s], (dim, 0)), x.shape))
 
 
 @lowers(aten.scatter_add.default)
 def scatter_add(x, dim, index, src):
     dim = norm_dim(dim, x.dim())
+    if index.numel() == 0:
+        return wrap(x._h)
+    _check_index_dtype("scatter", index)
     dev = x._h.device
-    return wrap(op(SCATTER, [x._h, _index_h(index, dev), handle(src, dev, x._h.dtype)],
-                   (dim, 1)))
+    ih = _as_vector(_index_h(index, dev))
+    s = _as_vector(handle(src, dev, x._h.dtype))
+    return wrap(reshape(op(SCATTER, [_as_vector(x._h), ih, s], (dim, 1)), x.shape))
 
 
 @lowers(aten.index.Tensor)
@@ -439,6 +478,17 @@ def copy(dst, src, non_blocking=False):
         h = bridge.upload(src, dev)
     h = h if h.dtype == dst._h.dtype else op(CONVERT, [h], (dst._h.dtype,))
     return wrap(broadcast(h, dst.shape))
+
+
+@lowers(aten.copy_.default)
+def copy_inplace(dst, src, non_blocking=False):
+    """In-place copy into an inner tensor. Functionalization never emits it;
+    it comes from decompositions of ops whose schema hides a mutation
+    (native_batch_norm writes its running stats this way). The inner tensor
+    takes the new value, as PyTorch/XLA updates its tensor in place, so the
+    user's wrapper sees it."""
+    dst._h = copy(dst, src)._h
+    return dst
 
 
 @lowers(aten._copy_from.default)
