@@ -2,9 +2,9 @@
 import torch
 
 from torchtpu.lowering.core import (
-    CONVERT, REDUCE, RED_ALL, RED_ANY, RED_ARGMAX, RED_ARGMIN, RED_MAX, RED_MEAN, RED_MIN,
-    RED_PROD, RED_SUM, SCAN, TT_BOOL, TT_I64, aten, convert, lowers, mask_of, norm_dim,
-    norm_dims, op, reshape, tt, wrap)
+    BIN, BINARY, CONVERT, REDUCE, RED_ALL, RED_ANY, RED_ARGMAX, RED_ARGMIN, RED_MAX, RED_MEAN,
+    RED_MIN, RED_PROD, RED_SUM, SCAN, TT_BOOL, TT_I64, aten, convert, lowers, mask_of, norm_dim,
+    norm_dims, op, reshape, scalar, tt, wrap)
 
 
 def _reduce_h(h, red, dims, keepdim, out_dt):
@@ -136,6 +136,60 @@ def _anyall(red):
 
 lowers(aten.any.default, aten.any.dim, aten.any.dims)(_anyall(RED_ANY))
 lowers(aten.all.default, aten.all.dim, aten.all.dims)(_anyall(RED_ALL))
+
+
+def _var_h(x, dim, correction, keepdim):
+    """(var, mean) handles in x's dtype. bf16/f16 compute in f32, as PyTorch
+    does; the divisor is max(N - correction, 0)."""
+    dims = _dims(x, dim)
+    work = tt(torch.float32) if x.dtype in (torch.float16, torch.bfloat16) else x._h.dtype
+    h = convert(x._h, work)
+    if x.dim() == 0:
+        h = reshape(h, [1])
+        dims = [0]
+    mean = op(REDUCE, [h], (RED_MEAN, mask_of(dims), 1, work))
+    d = op(BINARY, [h, mean], (BIN["sub"],))
+    sq = op(BINARY, [d, d], (BIN["mul"],))
+    ss = op(REDUCE, [sq], (RED_SUM, mask_of(dims), int(keepdim), work))
+    n = 1
+    for i in dims:
+        n *= h.shape[i]
+    c = 1 if correction is None else correction
+    var = op(BINARY, [ss, scalar(h.device, work, max(n - c, 0))], (BIN["div"],))
+    if not keepdim:
+        mean = reshape(mean, ss.shape)
+    if x.dim() == 0:
+        var, mean = reshape(var, []), reshape(mean, [])
+    return convert(var, x._h.dtype), convert(mean, x._h.dtype)
+
+
+@lowers(aten.var.correction)
+def var(x, dim=None, *, correction=None, keepdim=False):
+    if not x.dtype.is_floating_point:
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+    return wrap(_var_h(x, dim, correction, keepdim)[0])
+
+
+@lowers(aten.var_mean.correction)
+def var_mean(x, dim=None, *, correction=None, keepdim=False):
+    if not x.dtype.is_floating_point:
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+    v, m = _var_h(x, dim, correction, keepdim)
+    return wrap(v), wrap(m)
+
+
+@lowers(aten.var.dim, aten.var.default)
+def var_unbiased(x, dim=None, unbiased=True, keepdim=False):
+    if isinstance(dim, bool):  # var.default(self, unbiased)
+        dim, unbiased = None, dim
+    return var(x, dim, correction=int(unbiased), keepdim=keepdim)
+
+
+@lowers(aten.var_mean.dim, aten.var_mean.default)
+def var_mean_unbiased(x, dim=None, unbiased=True, keepdim=False):
+    if isinstance(dim, bool):  # var_mean.default(self, unbiased)
+        dim, unbiased = None, dim
+    return var_mean(x, dim, correction=int(unbiased), keepdim=keepdim)
 
 
 def _scan(kind):
