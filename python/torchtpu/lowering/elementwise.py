@@ -195,10 +195,11 @@ def clamp(x, min=None, max=None):
     rt = result_type(*args)
     dev = x._h.device
     h = handle(x, dev, tt(rt))
+    # maximum/minimum propagate NaN (from x or a bound), as clamp does.
     if min is not None:
-        h = op(BINARY, [h, handle(min, dev, tt(rt))], (BIN["max"],))
+        h = op(BINARY, [h, handle(min, dev, tt(rt))], (BIN["maximum"],))
     if max is not None:
-        h = op(BINARY, [h, handle(max, dev, tt(rt))], (BIN["min"],))
+        h = op(BINARY, [h, handle(max, dev, tt(rt))], (BIN["minimum"],))
     return wrap(h)
 
 
