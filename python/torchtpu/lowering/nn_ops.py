@@ -5,9 +5,9 @@ import torch
 from torchtpu.lowering.core import (
     ADAPTIVE_AVG_POOL2D, ADAPTIVE_AVG_POOL2D_BWD, AVG_POOL2D, AVG_POOL2D_BWD, BIN, BINARY,
     BROADCAST, CONV2D, CONV2D_BWD_INPUT, CONV2D_BWD_WEIGHT, DOT, INDEX_ADD, INDEX_SELECT,
-    MAX_POOL2D, MAX_POOL2D_BWD, MAX_POOL2D_INDICES, REDUCE, RED_SUM, SOFTMAX, SOFTMAX_BWD,
-    TT_I64, WHERE, aten, broadcast, convert, handle, lowers, norm_dim, op, reshape,
-    result_type, scalar, tt, wrap)
+    MAX_POOL2D, MAX_POOL2D_BWD, MAX_POOL2D_INDICES, REDUCE, RED_MAX, RED_SUM, SOFTMAX,
+    SOFTMAX_BWD, TT_I64, UN, UNARY, WHERE, aten, broadcast, convert, handle, lowers, norm_dim, op,
+    reshape, result_type, scalar, tt, wrap)
 
 
 def _check_mm_dtypes(a, b, name):
@@ -134,13 +134,15 @@ def _pair(v, n=2):
 @lowers(aten.convolution.default)
 def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     from torchtpu.lowering.fallback import fallback
-    if transposed or x.dim() not in (3, 4) or not x.dtype.is_floating_point:
+    if transposed or x.dim() not in (3, 4) or x.dtype == torch.bool:
         return fallback(aten.convolution.default,
                         (x, w, bias, stride, padding, dilation, transposed, output_padding,
                          groups), {})
     if x.dtype != w.dtype:
         raise RuntimeError(
             f"Input type ({x.dtype}) and weight type ({w.dtype}) should be the same")
+    if not x.dtype.is_floating_point:
+        return _int_convolution(x, w, bias, stride, padding, dilation, groups)
     xh, wh = x._h, w._h
     conv1d = x.dim() == 3
     if conv1d:
@@ -155,6 +157,17 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
         shape = out.shape
         out = reshape(out, [shape[0], shape[1], shape[3]])
     return wrap(out)
+
+
+def _int_convolution(x, w, bias, stride, padding, dilation, groups):
+    """Integer convolution (PyTorch CPU allows it; the kernel is float only):
+    computed in f64, which is exact while every partial sum stays below 2**53,
+    then converted back."""
+    f64 = tt(torch.float64)
+    xf, wf = wrap(convert(x._h, f64)), wrap(convert(w._h, f64))
+    bf = None if bias is None else wrap(convert(bias._h, f64))
+    out = convolution(xf, wf, bf, stride, padding, dilation, False, [0], groups)
+    return wrap(convert(out._h, x._h.dtype))
 
 
 @lowers(aten.convolution_backward.default)
@@ -218,13 +231,28 @@ def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dila
 def avg_pool2d(x, kernel_size, stride=(), padding=(0,), ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     k, s, p, _ = _pool_args(kernel_size, stride, padding)
+    if divisor_override is not None and divisor_override < 0:
+        # PyTorch accepts a negative divisor; the kernel takes its magnitude.
+        y = avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       -divisor_override)
+        return wrap(op(UNARY, [y._h], (UN["neg"],), (0.0, 0.0)))
     attrs = (*k, *s, *p, int(ceil_mode), int(count_include_pad), int(divisor_override or 0))
+    if not x.dtype.is_floating_point:
+        # The kernel is float only. PyTorch's integer average is the window
+        # sum divided with truncation; f64 holds the sum exactly and the
+        # conversion back truncates toward zero.
+        h = op(AVG_POOL2D, [convert(x._h, tt(torch.float64))], attrs)
+        return wrap(convert(h, x._h.dtype))
     return wrap(op(AVG_POOL2D, [x._h], attrs))
 
 
 @lowers(aten.avg_pool2d_backward.default)
 def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                         divisor_override):
+    if divisor_override is not None and divisor_override < 0:
+        g = avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode,
+                                count_include_pad, -divisor_override)
+        return wrap(op(UNARY, [g._h], (UN["neg"],), (0.0, 0.0)))
     k, s, p, _ = _pool_args(kernel_size, stride, padding)
     attrs = (*k, *s, *p, int(ceil_mode), int(count_include_pad), int(divisor_override or 0))
     return wrap(op(AVG_POOL2D_BWD, [grad._h], attrs + tuple(x.shape)))
@@ -261,6 +289,35 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     flat = reshape(indices._h, [indices.numel()])
     out = op(INDEX_SELECT, [weight._h, flat], (0,))
     return wrap(reshape(out, [*indices.shape, weight.shape[1]]))
+
+
+@lowers(aten.embedding_renorm.default)
+def embedding_renorm(weight, indices, max_norm, norm_type):
+    """embedding(max_norm=...): rows named in indices whose norm_type-norm
+    exceeds max_norm are scaled by max_norm / (norm + 1e-7), as PyTorch's
+    embedding_renorm_; functionalization writes the result back to weight."""
+    dev = weight._h.device
+    n = weight.shape[0]
+    w = weight._h
+    a = op(UNARY, [w], (UN["abs"],), (0.0, 0.0))
+    if norm_type == float("inf"):
+        norm = op(REDUCE, [a], (RED_MAX, 2, 1, w.dtype))
+    elif norm_type == 1:
+        norm = op(REDUCE, [a], (RED_SUM, 2, 1, w.dtype))
+    else:
+        p = scalar(dev, w.dtype, norm_type)
+        s = op(REDUCE, [op(BINARY, [a, p], (BIN["pow"],))], (RED_SUM, 2, 1, w.dtype))
+        norm = op(BINARY, [s, scalar(dev, w.dtype, 1.0 / norm_type)], (BIN["pow"],))
+    idx = reshape(indices._h, [indices.numel()])
+    ones = broadcast(scalar(dev, TT_I64, 1), [indices.numel()])
+    hits = op(INDEX_ADD, [broadcast(scalar(dev, TT_I64, 0), [n]), idx, ones], (0,))
+    used = reshape(op(BINARY, [hits, scalar(dev, TT_I64, 0)], (BIN["gt"],)), [n, 1])
+    big = op(BINARY, [norm, scalar(dev, w.dtype, max_norm)], (BIN["gt"],))
+    eps = op(BINARY, [norm, scalar(dev, w.dtype, 1e-7)], (BIN["add"],))
+    scale = op(BINARY, [scalar(dev, w.dtype, max_norm), eps], (BIN["div"],))
+    scaled = op(BINARY, [w, scale], (BIN["mul"],))
+    keep = op(BINARY, [used, big], (BIN["logical_and"],))
+    return wrap(op(WHERE, [keep, scaled, w]))
 
 
 @lowers(aten.embedding_dense_backward.default)
