@@ -27,9 +27,10 @@ tt_status_t tt_tensor_from_host(int32_t device, tt_dtype_t dtype,
 /* New pending tensor holding a runtime scalar (0-d). */
 tt_status_t tt_tensor_scalar(int32_t device, tt_dtype_t dtype, double value_f,
                              int64_t value_i, tt_tensor_t **out);
-/* Records op over operand tensors (all on one device). Shape/dtype errors
- * come back as statuses naming the values. */
-tt_status_t tt_tensor_op(tt_op_t op, tt_tensor_t *const *operands,
+/* Records op over operand tensors (all on one device). device names the
+ * device for ops with no operands (IOTA) and is ignored otherwise. Shape/
+ * dtype errors come back as statuses naming the values. */
+tt_status_t tt_tensor_op(tt_op_t op, int32_t device, tt_tensor_t *const *operands,
                          int32_t num_operands, const int64_t *iattrs,
                          int32_t num_iattrs, const double *fattrs,
                          int32_t num_fattrs, tt_tensor_t **out);

@@ -189,6 +189,50 @@ def download(handle):
 _lib = torch.library.Library("aten", "IMPL")
 
 
+def want_inner():
+    """True inside functionalization (the Functionalize key excluded, as it
+    is while our __torch_dispatch__ runs under it): an op called there must
+    return the inner tensor. At top level, and in torch.tensor()'s builder
+    (which excludes Functionalize and Python together), it returns the
+    user-facing functional wrapper."""
+    excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+    return (excluded(torch._C.DispatchKey.Functionalize) and
+            not excluded(torch._C.DispatchKey.Python))
+
+
+def wrap_result(handle):
+    return XlaTensor(handle) if want_inner() else wrap_user(handle)
+
+
+def replace_value(dst, handle):
+    """Makes dst (an xla tensor, wrapped or inner) hold handle: the one
+    place an inner tensor changes value, used by out= factories and copies
+    that reach the XLA key directly."""
+    inner = dst
+    if torch._is_functional_tensor(dst):
+        torch._sync(dst)
+        inner = torch._from_functional_tensor(dst)
+    if not isinstance(inner, XlaTensor):
+        raise RuntimeError(f"expected an xla tensor as the destination, got one on {dst.device}")
+    if handle.dtype != inner._h.dtype:
+        handle = _C.op(5, [handle], (inner._h.dtype,))  # TT_OP_CONVERT
+    if tuple(handle.shape) != tuple(inner.shape):
+        if _numel(handle.shape) != _numel(inner.shape):
+            # PyTorch would resize out=; a tensor's shape is fixed here.
+            raise RuntimeError(f"out tensor of shape {tuple(inner.shape)} cannot hold a result "
+                               f"of shape {tuple(handle.shape)}")
+        handle = _C.op(7, [handle], tuple(inner.shape))  # TT_OP_RESHAPE
+    inner._h = handle
+    return dst
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
 def _empty_handle(size, dtype, device):
     dtype = dtype if dtype is not None else torch.get_default_dtype()
     index = device_index(device)
@@ -199,37 +243,26 @@ def _empty_handle(size, dtype, device):
 
 def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None,
                          memory_format=None):
-    return wrap_user(_empty_handle(size, dtype, device))
+    return wrap_result(_empty_handle(size, dtype, device))
 
 
 def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
-    return wrap_user(_empty_handle(size, dtype, device))
+    return wrap_result(_empty_handle(size, dtype, device))
 
 
 def _copy_from_xla_key(src, dst, non_blocking=False):
     """Copies reaching the XLA key directly (the Python key excluded, as
-    torch.tensor(..., device='xla') does while it builds its result): the
-    destination is a fresh tensor, so its handle is replaced in place."""
-    if isinstance(dst, torch.Tensor) and torch._is_functional_tensor(dst):
-        torch._sync(dst)
-        dst_inner = torch._from_functional_tensor(dst)
-    else:
-        dst_inner = dst
-    if not isinstance(dst_inner, XlaTensor):
-        raise RuntimeError(f"cannot copy into a tensor on {dst.device} from the xla backend")
-    index = dst_inner._h.device
-    if isinstance(src, XlaTensor) or (isinstance(src, torch.Tensor) and src.device.type == "xla"):
+    torch.tensor(..., device='xla') does while it builds its result)."""
+    index = inner_of(dst)._h.device
+    if isinstance(src, torch.Tensor) and src.device.type == "xla":
         h = handle_of(src)
         if h.device != index:
             h = _C.to_device(h, index)
     else:
         h = upload(src, index)
-    if h.dtype != dst_inner._h.dtype:
-        h = _C.op(5, [h], (dst_inner._h.dtype,))  # TT_OP_CONVERT
-    if tuple(h.shape) != tuple(dst_inner.shape):
-        h = _C.op(6, [h], tuple(dst_inner.shape))  # TT_OP_BROADCAST
-    dst_inner._h = h
-    return dst
+    if tuple(h.shape) != tuple(dst.shape):
+        h = _C.op(6, [h], tuple(dst.shape))  # TT_OP_BROADCAST
+    return replace_value(dst, h)
 
 
 _lib.impl("empty.memory_format", _empty_memory_format, "XLA")

@@ -137,15 +137,20 @@ static tt_node_t *tt_tensor_use_node(tt_tensor_t *t) {
   return t->data_node;
 }
 
-tt_status_t tt_tensor_op(tt_op_t op, tt_tensor_t *const *operands, int32_t num_operands,
+tt_status_t tt_tensor_op(tt_op_t op, int32_t device, tt_tensor_t *const *operands,
+                         int32_t num_operands,
                          const int64_t *iattrs, int32_t num_iattrs, const double *fattrs,
                          int32_t num_fattrs, tt_tensor_t **out) {
   *out = NULL;
   tt_node_t *small[8];
   tt_node_t **nodes = num_operands <= 8 ? small : malloc(sizeof(*nodes) * (size_t)num_operands);
   if (!nodes) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory");
-  int32_t device = num_operands ? operands[0]->device : 0;
-  tt_status_t st = NULL;
+  if (num_operands) device = operands[0]->device;
+  tt_status_t st = tt_check_device(device);
+  if (st) {
+    if (nodes != small) free(nodes);
+    return st;
+  }
   pthread_mutex_lock(&tt_lazy_lock_);
   for (int32_t i = 0; i < num_operands; ++i) {
     nodes[i] = tt_tensor_use_node(operands[i]);

@@ -102,9 +102,9 @@ static void test_lazy_sync_and_cache(void) {
     CHECK_OK(tt_tensor_scalar(0, TT_F32, 2.0 + step, 0, &k));
     int64_t mul = TT_BIN_MUL;
     tt_tensor_t *ops[2] = {a, k};
-    CHECK_OK(tt_tensor_op(TT_OP_BINARY, ops, 2, &mul, 1, NULL, 0, &m));
+    CHECK_OK(tt_tensor_op(TT_OP_BINARY, 0, ops, 2, &mul, 1, NULL, 0, &m));
     int64_t red[4] = {TT_RED_SUM, 2, 0, TT_F32};
-    CHECK_OK(tt_tensor_op(TT_OP_REDUCE, &m, 1, red, 4, NULL, 0, &r));
+    CHECK_OK(tt_tensor_op(TT_OP_REDUCE, 0, &m, 1, red, 4, NULL, 0, &r));
     CHECK(tt_tensor_is_pending(r));
     float out[2] = {0, 0};
     CHECK_OK(tt_tensor_to_host(r, out, sizeof(out)));
@@ -132,14 +132,14 @@ static void test_devices_and_errors(void) {
   CHECK_OK(tt_tensor_from_host(1, TT_F32, &s, x, &b));
   tt_tensor_t *ops[2] = {a, b};
   int64_t add = TT_BIN_ADD;
-  tt_status_t st = tt_tensor_op(TT_OP_BINARY, ops, 2, &add, 1, NULL, 0, &c);
+  tt_status_t st = tt_tensor_op(TT_OP_BINARY, 0, ops, 2, &add, 1, NULL, 0, &c);
   CHECK(st && strstr(tt_status_message(st), "same device"));
   tt_status_free(st);
   /* Copy across devices, then compute on device 1. */
   tt_tensor_t *a1 = NULL;
   CHECK_OK(tt_tensor_to_device(a, 1, &a1));
   tt_tensor_t *ops1[2] = {a1, b};
-  CHECK_OK(tt_tensor_op(TT_OP_BINARY, ops1, 2, &add, 1, NULL, 0, &c));
+  CHECK_OK(tt_tensor_op(TT_OP_BINARY, 0, ops1, 2, &add, 1, NULL, 0, &c));
   float out[4];
   CHECK_OK(tt_tensor_to_host(c, out, sizeof(out)));
   CHECK(out[3] == 8.0f);
@@ -151,7 +151,7 @@ static void test_devices_and_errors(void) {
   CHECK_OK(tt_tensor_from_host(0, TT_I64, &s1, idx, &ix));
   tt_tensor_t *sops[2] = {a, ix};
   int64_t dim0 = 0;
-  CHECK_OK(tt_tensor_op(TT_OP_INDEX_SELECT, sops, 2, &dim0, 1, NULL, 0, &sel));
+  CHECK_OK(tt_tensor_op(TT_OP_INDEX_SELECT, 0, sops, 2, &dim0, 1, NULL, 0, &sel));
   float one;
   st = tt_tensor_to_host(sel, &one, sizeof(one));
   CHECK(st && tt_status_code(st) == TT_OUT_OF_RANGE);
@@ -189,7 +189,7 @@ static void test_long_chain_release(void) {
   double f[2] = {0, 0};
   for (int i = 0; i < 200000; ++i) {
     tt_tensor_t *n = NULL;
-    tt_status_t st = tt_tensor_op(TT_OP_UNARY, &t, 1, &neg, 1, f, 2, &n);
+    tt_status_t st = tt_tensor_op(TT_OP_UNARY, 0, &t, 1, &neg, 1, f, 2, &n);
     if (st) {
       tt_status_free(st);
       break;

@@ -441,7 +441,7 @@ CASES += [
     Case("pad_2d_value", lambda x: F.pad(x, (1, 1, 2, 0), value=1.0), [T(2, 3, 4)], ALL),
     Case("pad_negative", lambda x: F.pad(x, (-1, 2)), [T(3, 4)], ALL),
     *[Case(f"pad_{m}", (lambda m: lambda x: F.pad(x, (1, 2, 2, 0), mode=m))(m),
-           [T(2, 3, 4)], FLOATS, xfail={dt: _ARANGE_OUT for dt in FLOATS})
+           [T(2, 3, 4)], FLOATS)
       for m in ("reflect", "replicate")],
     Case("pad_circular", lambda x: F.pad(x, (1, 2, 2, 0), mode="circular"), [T(2, 3, 4)], ALL),
     Case("gather_empty_index", lambda x, i: torch.gather(x, 0, i),
@@ -837,33 +837,23 @@ def test_dropout_module_train():
     assert 0.4 < (y == 0).float().mean().item() < 0.6
 
 
-# ------------------------------------------- known bugs in other layers
-# Factories live in python/torchtpu/lowering/misc_ops.py and the engine;
-# these reproducers stay xfail(strict) until those layers are fixed.
+# ------------------------------------------------------------ factories
+# Factories reached from inside decompositions and on other devices.
 
-@pytest.mark.xfail(strict=True, raises=NotImplementedError, reason=_ARANGE_OUT)
 def test_arange_inside_decomposition_roll():
     x = torch.arange(12.0).reshape(3, 4)
     assert torch.equal(torch.roll(x.to(torch_xla.device()), 1, 0).cpu(), torch.roll(x, 1, 0))
 
 
-@pytest.mark.xfail(strict=True, raises=NotImplementedError,
-                   reason="misc_ops: no XLA kernel for eye (aten::eye.m_out)")
 def test_eye_factory():
     assert torch.equal(torch.eye(3, device=torch_xla.device()).cpu(), torch.eye(3))
 
 
-@pytest.mark.xfail(strict=True, raises=NotImplementedError,
-                   reason="misc_ops: no XLA kernel for linspace (aten::linspace.out)")
 def test_linspace_factory():
     got = torch.linspace(0, 1, 5, device=torch_xla.device()).cpu()
     assert torch.equal(got, torch.linspace(0, 1, 5))
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=(
-    "engine/misc_ops: an IOTA node has no operand, and tt_tensor_op (src/lazy/tensor.c) puts "
-    "operand-less nodes on device 0, so torch.arange(5, device='xla:1') lives on xla:0; "
-    "adding an xla:1 tensor raises 'found at least two devices, xla:0 and xla:1'"))
 def test_arange_on_second_device():
     dev = torch_xla.device(1)
     got = torch.arange(5, device=dev) + torch.ones(5, dtype=torch.int64, device=dev)

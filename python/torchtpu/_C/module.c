@@ -199,11 +199,16 @@ static PyObject *py_scalar(PyObject *m, PyObject *args) {
   return wrap_tensor(t);
 }
 
-/* op(opcode, operands, iattrs=(), fattrs=()) */
+/* op(opcode, operands, iattrs=(), fattrs=(), device=0) */
 static PyObject *py_op(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
   (void)m;
-  if (nargs < 2 || nargs > 4)
-    return PyErr_Format(PyExc_TypeError, "op(opcode, operands, iattrs=(), fattrs=())");
+  if (nargs < 2 || nargs > 5)
+    return PyErr_Format(PyExc_TypeError, "op(opcode, operands, iattrs=(), fattrs=(), device=0)");
+  long device = 0;
+  if (nargs > 4) {
+    device = PyLong_AsLong(args[4]);
+    if (device == -1 && PyErr_Occurred()) return NULL;
+  }
   long op = PyLong_AsLong(args[0]);
   if (op == -1 && PyErr_Occurred()) return NULL;
   PyObject *ops = PySequence_Fast(args[1], "operands must be a sequence");
@@ -256,7 +261,8 @@ static PyObject *py_op(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
   }
   {
     tt_tensor_t *t = NULL;
-    tt_status_t st = tt_tensor_op((tt_op_t)op, ts, (int32_t)n, ia, (int32_t)ni, fa, (int32_t)nf, &t);
+    tt_status_t st = tt_tensor_op((tt_op_t)op, (int32_t)device, ts, (int32_t)n, ia, (int32_t)ni,
+                                  fa, (int32_t)nf, &t);
     result = st ? raise_status(st) : wrap_tensor(t);
   }
 out:

@@ -74,8 +74,9 @@ def wrap(h):
     return XlaTensor(h)
 
 
-def op(code, operands, iattrs=(), fattrs=()):
-    return _C.op(code, operands, iattrs, fattrs)
+def op(code, operands, iattrs=(), fattrs=(), device=0):
+    """Records one IR op; device matters only for ops without operands."""
+    return _C.op(code, operands, iattrs, fattrs, device)
 
 
 def scalar(dev, dt, value):
@@ -105,12 +106,8 @@ def broadcast(h, shape):
 
 
 def iota(dev, n):
-    """0, 1, ..., n-1 as an I64 vector on device dev. An IOTA node has no
-    operand to carry a device (the engine places it on device 0), so this
-    scans ones broadcast from a scalar on dev."""
-    ones = broadcast(_C.scalar(dev, TT_I64, 1), [n])
-    count = _C.op(SCAN, [ones], (0, 0, TT_I64))
-    return _C.op(BINARY, [count, _C.scalar(dev, TT_I64, 1)], (BIN["sub"],))
+    """0, 1, ..., n-1 as an I64 vector on device dev."""
+    return _C.op(IOTA, [], (TT_I64, n), (0.0, 1.0), dev)
 
 
 def cpu_operand(t):

@@ -121,41 +121,65 @@ def exponential(x, lambd=1.0, generator=None):
 
 
 # ------------------------------------------------------------- factories
-def _want_inner():
-    """Inside functionalization (Functionalize excluded) an op must return
-    the inner tensor; at top level, the user-facing wrapper."""
-    return torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Functionalize)
+# Functional factory overloads are registered for the XLA key directly (a
+# backend kernel wins over the composite ones, which would go through out=
+# variants that have no XLA kernel).
+_result = bridge.wrap_result
 
 
-def _result(h):
-    return bridge.XlaTensor(h) if _want_inner() else bridge.wrap_user(h)
+def _num(v):
+    return v.item() if isinstance(v, torch.Tensor) else v
 
 
 def _arange_h(index, start, end, step, dtype):
+    start, end, step = _num(start), _num(end), _num(step)
     if step == 0:
         raise RuntimeError("step must be nonzero")
-    n = math.ceil((end - start) / step)
-    if n < 0:
+    if (end - start) * step < 0:
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    n = max(math.ceil((end - start) / step), 0)
     if dtype is None:
         is_float = any(isinstance(v, float) for v in (start, end, step))
         dtype = torch.get_default_dtype() if is_float else torch.int64
     dt = tt(dtype)
     if dt in (TT_F32, 1, 2, 3):
-        return op(IOTA, [], (dt, n), (float(start), float(step)))
-    h = op(IOTA, [], (TT_I64, n), (float(start), float(step)))
+        return op(IOTA, [], (dt, n), (float(start), float(step)), index)
+    h = op(IOTA, [], (TT_I64, n), (float(start), float(step)), index)
     return op(CONVERT, [h], (dt,)) if dt != TT_I64 else h
+
+
+def _arange(end, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return _result(_arange_h(bridge.device_index(device), 0, end, 1, dtype))
+
+
+def _arange_start(start, end, *, dtype=None, layout=None, device=None, pin_memory=None):
+    return _result(_arange_h(bridge.device_index(device), start, end, 1, dtype))
 
 
 def _arange_start_step(start=0, end=None, step=1, *, dtype=None, layout=None, device=None,
                        pin_memory=None):
-    if isinstance(start, torch.Tensor):
-        start = start.item()
-    if isinstance(end, torch.Tensor):
-        end = end.item()
-    if isinstance(step, torch.Tensor):
-        step = step.item()
     return _result(_arange_h(bridge.device_index(device), start, end, step, dtype))
+
+
+def _linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
+    start, end = _num(start), _num(end)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dtype = dtype or torch.get_default_dtype()
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    h = op(IOTA, [], (1, steps), (float(start), float(step)), bridge.device_index(device))
+    return _result(op(CONVERT, [h], (tt(dtype),)))
+
+
+def _eye(n, m=None, *, dtype=None, layout=None, device=None, pin_memory=None):
+    m = n if m is None else m
+    if n < 0 or m < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {min(n, m)}")
+    index = bridge.device_index(device)
+    rows = reshape(op(IOTA, [], (TT_I64, n), (0.0, 1.0), index), [n, 1])
+    cols = reshape(op(IOTA, [], (TT_I64, m), (0.0, 1.0), index), [1, m])
+    eq = op(BINARY, [rows, cols], (BIN["eq"],))
+    return _result(op(CONVERT, [eq], (tt(dtype or torch.get_default_dtype()),)))
 
 
 def _full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
@@ -172,11 +196,11 @@ def _scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
 
 
 _lib = torch.library.Library("aten", "IMPL")
-_lib.impl("arange.start_step", _arange_start_step, "XLA")
-_lib.impl("full", _full, "XLA")
-_lib.impl("scalar_tensor", _scalar_tensor, "XLA")
-
-_ = (reshape, TT_BOOL)
+for _name, _fn in (("arange", _arange), ("arange.start", _arange_start),
+                   ("arange.start_step", _arange_start_step), ("linspace", _linspace),
+                   ("eye", _eye), ("eye.m", _eye), ("full", _full),
+                   ("scalar_tensor", _scalar_tensor)):
+    _lib.impl(_name, _fn, "XLA")
 
 
 # ------------------------------------------------------------------ prims

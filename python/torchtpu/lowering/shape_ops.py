@@ -7,7 +7,7 @@ from torchtpu import _C, bridge
 from torchtpu.lowering.core import (
     BIN, BINARY, BROADCAST, CONCAT, CONVERT, FLIP, GATHER, INDEX_ADD, INDEX_SELECT, PAD, RESHAPE,
     SCATTER, SLICE, SLICE_SCATTER, TRANSPOSE, TT_I64, WHERE, XlaTensor, aten, broadcast, handle,
-    iota, lowers, mask_of, norm_dim, norm_dims, op, reshape, scalar, tt, wrap)
+    UN, UNARY, iota, lowers, mask_of, norm_dim, norm_dims, op, reshape, scalar, tt, wrap)
 
 
 def _infer_view_shape(shape, numel):
@@ -556,3 +556,36 @@ for _op, _fn in {aten.new_empty.default: _new_factory(0), aten.new_zeros.default
     lowers(_op)(_fn)
 
 _ = (RESHAPE, SCATTER)
+
+
+def _pad_backward(reflect):
+    """Backward of replication/reflection padding: along each padded dim
+    (last first), the gradient of every output position is summed into its
+    source position (clamped, or mirrored) with index_add."""
+    def fn(grad, x, padding):
+        dev = grad._h.device
+        g = grad._h
+        for i in range(len(padding) // 2):
+            d = x.dim() - 1 - i
+            lo, hi = int(padding[2 * i]), int(padding[2 * i + 1])
+            size = x.shape[d]
+            pos = op(BINARY, [iota(dev, size + lo + hi), scalar(dev, TT_I64, lo)], (BIN["sub"],))
+            if reflect:   # p -> |p|, then (size-1) - |(size-1) - p|
+                last = scalar(dev, TT_I64, size - 1)
+                pos = op(UNARY, [pos], (UN["abs"],), (0.0, 0.0))
+                pos = op(BINARY, [last, pos], (BIN["sub"],))
+                pos = op(UNARY, [pos], (UN["abs"],), (0.0, 0.0))
+                pos = op(BINARY, [last, pos], (BIN["sub"],))
+            else:
+                pos = op(BINARY, [pos, scalar(dev, TT_I64, 0)], (BIN["max"],))
+                pos = op(BINARY, [pos, scalar(dev, TT_I64, size - 1)], (BIN["min"],))
+            shape = list(g.shape)
+            shape[d] = size
+            g = op(INDEX_ADD, [broadcast(scalar(dev, g.dtype, 0), shape), pos, g], (d,))
+        return wrap(g)
+    return fn
+
+
+for _n in (1, 2, 3):
+    lowers(getattr(aten, f"replication_pad{_n}d_backward").default)(_pad_backward(False))
+    lowers(getattr(aten, f"reflection_pad{_n}d_backward").default)(_pad_backward(True))
