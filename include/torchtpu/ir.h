@@ -56,6 +56,8 @@ typedef enum tt_op_e {
   TT_OP_SOFTMAX,       /* (x); i: [dim, log] */
   TT_OP_SOFTMAX_BWD,   /* (grad_out, y); i: [dim, log] */
   TT_OP_RNG,           /* (seed scalar I64); i: [tt_rng_op_t, dtype, dims...] f: [a, b] */
+  TT_OP_FUSED,         /* (inputs...); made by the fusion pass only: see tt_fused_t */
+  /* New ops go here, above TT_OP_COUNT. */
   TT_OP_COUNT
 } tt_op_t;
 
@@ -106,6 +108,25 @@ tt_node_t *tt_node_create_scalar(tt_dtype_t dtype, double value_f,
 void tt_node_retain(tt_node_t *node);
 void tt_node_release(tt_node_t *node);
 
+/* ---- fused elementwise kernels ------------------------------------- */
+/* One step of a fused elementwise program. args[k] >= 0 names an earlier
+ * step; args[k] < 0 names fused input -(args[k] + 1). */
+typedef struct tt_fused_op_s {
+  tt_op_t op;        /* TT_OP_UNARY, TT_OP_BINARY, TT_OP_WHERE or TT_OP_CONVERT */
+  tt_dtype_t dtype;  /* the step's result dtype (as the unfused op had it) */
+  int32_t num_args;
+  int32_t args[3];
+  int64_t code;      /* unary/binary op code, or the convert target dtype */
+  double alpha, beta;
+} tt_fused_op_t;
+
+/* A fused elementwise program: the last step is the result. Every input is
+ * broadcastable to the instruction's shape. */
+typedef struct tt_fused_s {
+  int32_t num_ops;
+  tt_fused_op_t *ops;
+} tt_fused_t;
+
 /* ---- linearised graphs -------------------------------------------- */
 typedef struct tt_instr_s {
   tt_op_t op;
@@ -118,6 +139,7 @@ typedef struct tt_instr_s {
   double fattrs[TT_MAX_FATTRS];
   int32_t input_index;  /* PARAM/SCALAR: position among graph inputs */
   int32_t last_use;     /* index of the last instruction reading this one */
+  const tt_fused_t *fused; /* TT_OP_FUSED: the program (owned by the graph) */
 } tt_instr_t;
 
 typedef struct tt_graph_s {

@@ -15,7 +15,7 @@ static const char *const tt_op_names_[TT_OP_COUNT] = {
     "avg_pool2d", "avg_pool2d_bwd", "adaptive_avg_pool2d",
     "adaptive_avg_pool2d_bwd", "transpose", "slice", "slice_scatter", "concat",
     "pad", "flip", "index_select", "index_add", "gather", "scatter", "softmax",
-    "softmax_bwd", "rng",
+    "softmax_bwd", "rng", "fused",
 };
 
 const char *tt_op_name(tt_op_t op) {
