@@ -7,6 +7,7 @@
 
 #include "torchtpu/lazy.h"
 #include "torchtpu/metrics.h"
+#include "torchtpu/passes.h"
 
 struct tt_tensor_s {
   int32_t refcount; /* atomic */
@@ -250,9 +251,14 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
     tt_executable_retain(exe);
     tt_counter_add("CachedCompile", 1);
   } else {
-    /* tt_executable_create takes the graph; keep what we need first. */
-    st = tt_executable_create(g, &exe);
+    /* Optimise (the result keeps g's cache key), then plan. */
+    tt_optimize_options_t opts;
+    tt_optimize_options_from_env(&opts);
+    tt_graph_t *opt = NULL;
+    st = tt_graph_optimize(g, &opts, &opt);
+    if (!st) st = tt_executable_create(opt, &exe);
     if (st) {
+      tt_graph_destroy(opt);
       tt_graph_destroy(g);
       free(inputs);
       goto done;
@@ -260,7 +266,6 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
     tt_cache_insert(exe);
     tt_counter_add("UncachedCompile", 1);
     tt_metric_add("CompileTime", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
-    g = NULL; /* owned by exe now */
   }
   const tt_graph_t *eg = tt_executable_graph(exe);
   int32_t ni = eg->num_inputs;

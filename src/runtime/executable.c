@@ -198,6 +198,16 @@ static tt_status_t tt_run_instr(const tt_graph_t *g, int32_t idx, void *const *v
       if (in->op == TT_OP_SLICE) return tt_kernel_slice(&x[0], ia, ia + 2 * r, out);
       return tt_kernel_slice_scatter(&x[0], &x[1], ia, ia + 2 * r, out);
     }
+    case TT_OP_FUSED: {
+      int n = in->num_operands;
+      tt_view_t *vs = malloc(sizeof(tt_view_t) * (size_t)(n ? n : 1));
+      if (!vs) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory");
+      for (int k = 0; k < n; ++k)
+        vs[k] = tt_make_view(&g->instrs[in->operands[k]], vals[in->operands[k]]);
+      tt_status_t st = tt_execute_fused(in, vs, n, out);
+      free(vs);
+      return st;
+    }
     case TT_OP_CONCAT: {
       int n = in->num_operands;
       tt_view_t *vs = malloc(sizeof(tt_view_t) * (size_t)n);

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 
+#include "torchtpu/kernels.h"
 #include "torchtpu/runtime.h"
 
 struct tt_buffer_s {
@@ -21,6 +22,10 @@ void tt_device_free(int32_t device, void *data, size_t nbytes);
 /* Marks a pending buffer ready (error may be NULL; ownership of error is
  * taken) and wakes waiters. */
 void tt_buffer_mark_ready(tt_buffer_t *buffer, tt_status_t error);
+
+/* Tier-0 execution of one TT_OP_FUSED instruction (fused_exec.c). */
+tt_status_t tt_execute_fused(const tt_instr_t *instr, const tt_view_t *inputs,
+                             int32_t num_inputs, tt_view_t *out);
 
 /* Executes exe on the calling thread: inputs, and output data pointers. */
 tt_status_t tt_executable_execute(tt_executable_t *exe, int32_t device,

@@ -1,0 +1,66 @@
+/* torchtpu graph passes: rewrites of a linearised graph before execution.
+ *
+ * Passes run on a tt_work_t, a mutable copy of a tt_graph_t in which an
+ * instruction can be replaced by another (its uses are forwarded) or
+ * rewritten in place. Graph inputs (PARAM/SCALAR) keep their positions, so
+ * the caller supplies input values exactly as for the unoptimised graph.
+ * Each pass is one file with one entry point; the verifier runs between
+ * passes when TORCHTPU_VERIFY_IR=1 (and always in the C tests).
+ */
+#ifndef TORCHTPU_PASSES_H_
+#define TORCHTPU_PASSES_H_
+
+#include "torchtpu/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tt_work_s {
+  int32_t num_instrs, cap;
+  tt_instr_t *instrs;     /* operands arrays are malloc'd per instruction */
+  int32_t *forward;       /* forward[i] == i unless i was replaced */
+  int32_t num_outputs;
+  int32_t *outputs;
+  int32_t num_inputs;
+} tt_work_t;
+
+/* Copies graph into a new work graph (*out owned by caller). */
+tt_status_t tt_work_from_graph(const tt_graph_t *graph, tt_work_t **out);
+void tt_work_destroy(tt_work_t *work);
+/* Follows forwarding to the final replacement of instruction i. */
+int32_t tt_work_resolve(const tt_work_t *work, int32_t i);
+/* Use counts after forwarding (outputs count as uses); caller frees. */
+int32_t *tt_work_use_counts(const tt_work_t *work);
+/* Builds a compact graph from the live instructions (those reachable from
+ * outputs, plus every input). *out is owned by the caller. */
+tt_status_t tt_work_to_graph(const tt_work_t *work, tt_graph_t **out);
+
+/* Checks operand order, operand counts and that shape inference agrees for
+ * non-fused instructions. Returns the first violation. */
+tt_status_t tt_verify_work(const tt_work_t *work, const char *after_pass);
+
+/* The passes. */
+tt_status_t tt_pass_simplify(tt_work_t *work);   /* algebraic/structural */
+tt_status_t tt_pass_cse(tt_work_t *work);        /* common subexpressions */
+tt_status_t tt_pass_fuse_elementwise(tt_work_t *work);
+
+typedef struct tt_optimize_options_s {
+  int fuse;    /* elementwise fusion */
+  int verify;  /* verifier between passes */
+} tt_optimize_options_t;
+
+/* Options from the environment: TORCHTPU_FUSION=0 disables fusion,
+ * TORCHTPU_VERIFY_IR=1 enables the verifier. */
+void tt_optimize_options_from_env(tt_optimize_options_t *opts);
+
+/* Runs the pipeline simplify -> CSE -> fusion -> DCE (compaction) over
+ * graph and returns the optimised graph (owned by the caller). The input
+ * graph is not modified. */
+tt_status_t tt_graph_optimize(const tt_graph_t *graph, const tt_optimize_options_t *opts,
+                              tt_graph_t **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TORCHTPU_PASSES_H_ */

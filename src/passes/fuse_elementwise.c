@@ -1,0 +1,201 @@
+/* Elementwise fusion: unary/binary/where/convert ops whose results are
+ * read only inside the group and have the group's shape are merged into
+ * one TT_OP_FUSED instruction, so the intermediates never touch
+ * memory. Fused programs compute in f32 and round each step to its own
+ * dtype (BF16/F16/BOOL), so results equal the unfused graph's. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "torchtpu/kernels.h"
+#include "torchtpu/passes.h"
+
+static int tt_floatish(tt_dtype_t dt) {
+  return dt == TT_F32 || dt == TT_F16 || dt == TT_BF16 || dt == TT_BOOL;
+}
+
+static int tt_is_real(tt_dtype_t dt) { return dt == TT_F32 || dt == TT_F16 || dt == TT_BF16; }
+
+/* Whether instruction in (with resolved operands) can be a fused step. */
+static int tt_fusible(const tt_work_t *w, const tt_instr_t *in) {
+  if (!tt_floatish(in->dtype)) return 0;
+  const tt_instr_t *x0 = in->num_operands ? &w->instrs[tt_work_resolve(w, in->operands[0])] : NULL;
+  switch (in->op) {
+    case TT_OP_UNARY: {
+      int64_t code = in->iattrs[0];
+      if (code == TT_UN_BITWISE_NOT) return 0;
+      if (x0->dtype == TT_BOOL) return code == TT_UN_LOGICAL_NOT;
+      return tt_is_real(x0->dtype);
+    }
+    case TT_OP_BINARY: {
+      int64_t code = in->iattrs[0];
+      if (code == TT_BIN_BITWISE_AND || code == TT_BIN_BITWISE_OR || code == TT_BIN_BITWISE_XOR ||
+          code == TT_BIN_SHIFT_LEFT || code == TT_BIN_SHIFT_RIGHT)
+        return 0;
+      if (x0->dtype == TT_BOOL)
+        return code == TT_BIN_LOGICAL_AND || code == TT_BIN_LOGICAL_OR ||
+               code == TT_BIN_LOGICAL_XOR || code == TT_BIN_EQ || code == TT_BIN_NE;
+      return tt_is_real(x0->dtype);
+    }
+    case TT_OP_WHERE:
+      return 1;
+    case TT_OP_CONVERT:
+      /* Sources load into f32 as the convert kernel converts them; f64
+       * would round twice (and tiny values would lose their truth). */
+      return x0->dtype != TT_F64;
+    default:
+      return 0;
+  }
+}
+
+typedef struct tt_group_s {
+  int32_t *members; /* instruction indices, ascending once sorted */
+  int32_t count, cap;
+} tt_group_t;
+
+static int tt_group_add(tt_group_t *g, int32_t i) {
+  if (g->count == g->cap) {
+    int32_t ncap = g->cap ? g->cap * 2 : 16;
+    int32_t *n = realloc(g->members, sizeof(int32_t) * (size_t)ncap);
+    if (!n) return 0;
+    g->members = n;
+    g->cap = ncap;
+  }
+  g->members[g->count++] = i;
+  return 1;
+}
+
+static int tt_cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+tt_status_t tt_pass_fuse_elementwise(tt_work_t *w) {
+  int32_t n = w->num_instrs;
+  int32_t *uses = tt_work_use_counts(w);
+  uint8_t *is_output = calloc((size_t)n + 1, 1);
+  uint8_t *claimed = calloc((size_t)n + 1, 1);
+  int32_t *user_start = NULL, *users = NULL, *fill = NULL;
+  uint8_t *in_group = NULL;
+  int32_t *step_of = malloc(sizeof(int32_t) * ((size_t)n + 1));
+  tt_group_t group = {0};
+  tt_status_t st = NULL;
+  if (!uses || !is_output || !claimed || !step_of) {
+    st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (fusion)");
+    goto done;
+  }
+  for (int32_t r = 0; r < w->num_outputs; ++r) is_output[tt_work_resolve(w, w->outputs[r])] = 1;
+  /* Users of every live instruction (CSR), so a producer with several
+   * consumers can join a group once all of them are members. */
+  user_start = calloc((size_t)n + 2, sizeof(int32_t));
+  in_group = calloc((size_t)n + 1, 1);
+  if (!user_start || !in_group) goto oom;
+  for (int32_t i = 0; i < n; ++i) {
+    if (w->forward[i] != i || uses[i] == 0) continue;
+    for (int32_t k = 0; k < w->instrs[i].num_operands; ++k)
+      user_start[tt_work_resolve(w, w->instrs[i].operands[k]) + 1]++;
+  }
+  for (int32_t i = 0; i < n; ++i) user_start[i + 1] += user_start[i];
+  users = malloc(sizeof(int32_t) * ((size_t)user_start[n] + 1));
+  fill = calloc((size_t)n + 1, sizeof(int32_t));
+  if (!users || !fill) goto oom;
+  for (int32_t i = 0; i < n; ++i) {
+    if (w->forward[i] != i || uses[i] == 0) continue;
+    for (int32_t k = 0; k < w->instrs[i].num_operands; ++k) {
+      int32_t o = tt_work_resolve(w, w->instrs[i].operands[k]);
+      users[user_start[o] + fill[o]++] = i;
+    }
+  }
+  for (int32_t c = n - 1; c >= 0; --c) {
+    tt_instr_t *root = &w->instrs[c];
+    if (w->forward[c] != c || claimed[c] || uses[c] == 0 || !tt_fusible(w, root)) continue;
+    group.count = 0;
+    if (!tt_group_add(&group, c)) goto oom;
+    in_group[c] = 1;
+    for (int changed = 1; changed;) {
+      changed = 0;
+      for (int32_t g = 0; g < group.count; ++g) {
+        const tt_instr_t *m = &w->instrs[group.members[g]];
+        for (int32_t k = 0; k < m->num_operands; ++k) {
+          int32_t p = tt_work_resolve(w, m->operands[k]);
+          const tt_instr_t *pi = &w->instrs[p];
+          if (in_group[p] || claimed[p] || is_output[p] || !tt_fusible(w, pi) ||
+              !tt_shape_equal(&pi->shape, &root->shape))
+            continue;
+          int all_inside = 1;
+          for (int32_t u = user_start[p]; u < user_start[p + 1]; ++u)
+            all_inside &= in_group[users[u]];
+          if (!all_inside) continue;
+          if (!tt_group_add(&group, p)) goto oom;
+          in_group[p] = 1;
+          changed = 1;
+        }
+      }
+    }
+    for (int32_t g = 0; g < group.count; ++g) in_group[group.members[g]] = 0;
+    if (group.count < 2) continue;
+    qsort(group.members, (size_t)group.count, sizeof(int32_t), tt_cmp_i32);
+    /* Steps in index order (a topological order); external inputs are the
+     * operands that are not members. */
+    tt_fused_t *f = calloc(1, sizeof(*f));
+    tt_fused_op_t *ops = calloc((size_t)group.count, sizeof(tt_fused_op_t));
+    int32_t *inputs = malloc(sizeof(int32_t) * ((size_t)group.count * 3 + 1));
+    if (!f || !ops || !inputs) {
+      free(f);
+      free(ops);
+      free(inputs);
+      goto oom;
+    }
+    int32_t num_inputs = 0;
+    for (int32_t g = 0; g < group.count; ++g) step_of[group.members[g]] = g;
+    for (int32_t g = 0; g < group.count; ++g) {
+      const tt_instr_t *m = &w->instrs[group.members[g]];
+      tt_fused_op_t *s = &ops[g];
+      s->op = m->op;
+      s->dtype = m->dtype;
+      s->num_args = m->num_operands;
+      s->code = m->op == TT_OP_WHERE ? 0 : m->iattrs[0];
+      s->alpha = m->fattrs[0];
+      s->beta = m->fattrs[1];
+      for (int32_t k = 0; k < m->num_operands; ++k) {
+        int32_t p = tt_work_resolve(w, m->operands[k]);
+        int member = 0;
+        for (int32_t h = 0; h < g; ++h) member |= group.members[h] == p;
+        if (member) {
+          s->args[k] = step_of[p];
+        } else {
+          int32_t slot = -1;
+          for (int32_t q = 0; q < num_inputs; ++q)
+            if (inputs[q] == p) slot = q;
+          if (slot < 0) {
+            slot = num_inputs;
+            inputs[num_inputs++] = p;
+          }
+          s->args[k] = -(slot + 1);
+        }
+      }
+    }
+    f->num_ops = group.count;
+    f->ops = ops;
+    free(root->operands);
+    root->operands = inputs;
+    root->num_operands = num_inputs;
+    root->op = TT_OP_FUSED;
+    root->num_iattrs = 0;
+    root->fused = f;
+    for (int32_t g = 0; g < group.count; ++g) claimed[group.members[g]] = 1;
+  }
+  goto done;
+oom:
+  st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (fusion)");
+done:
+  free(group.members);
+  free(uses);
+  free(is_output);
+  free(claimed);
+  free(user_start);
+  free(users);
+  free(fill);
+  free(in_group);
+  free(step_of);
+  return st;
+}

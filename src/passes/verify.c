@@ -1,0 +1,68 @@
+/* The IR verifier: structural invariants every pass must keep. */
+#include "torchtpu/passes.h"
+
+static int tt_broadcastable(const tt_shape_t *x, const tt_shape_t *to) {
+  if (x->rank > to->rank) return 0;
+  for (int i = 0; i < x->rank; ++i) {
+    int64_t d = x->dims[i], t = to->dims[to->rank - x->rank + i];
+    if (d != t && d != 1) return 0;
+  }
+  return 1;
+}
+
+tt_status_t tt_verify_work(const tt_work_t *w, const char *after) {
+  int32_t inputs_seen = 0;
+  for (int32_t i = 0; i < w->num_instrs; ++i) {
+    const tt_instr_t *in = &w->instrs[i];
+    if (w->forward[i] != i) {
+      if (w->forward[i] < 0 || w->forward[i] >= w->num_instrs)
+        return tt_status_make(TT_INTERNAL, "verify after %s: %%%d forwards to %d", after, i,
+                              w->forward[i]);
+      continue;
+    }
+    if (in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR) {
+      if (in->input_index < 0 || in->input_index >= w->num_inputs)
+        return tt_status_make(TT_INTERNAL, "verify after %s: input %%%d has index %d", after, i,
+                              in->input_index);
+      inputs_seen++;
+    }
+    for (int32_t k = 0; k < in->num_operands; ++k) {
+      int32_t o = tt_work_resolve(w, in->operands[k]);
+      if (o < 0 || o >= i)
+        return tt_status_make(TT_INTERNAL,
+                              "verify after %s: %%%d (%s) operand %d is %%%d, not earlier", after,
+                              i, tt_op_name(in->op), k, o);
+      const tt_instr_t *x = &w->instrs[o];
+      int elementwise = in->op == TT_OP_UNARY || in->op == TT_OP_BINARY ||
+                        in->op == TT_OP_WHERE || in->op == TT_OP_FUSED;
+      if (elementwise && !tt_broadcastable(&x->shape, &in->shape))
+        return tt_status_make(TT_INTERNAL,
+                              "verify after %s: %%%d (%s) operand %%%d does not broadcast to its "
+                              "shape", after, i, tt_op_name(in->op), o);
+    }
+    if (in->op == TT_OP_FUSED) {
+      const tt_fused_t *f = in->fused;
+      if (!f || f->num_ops < 1)
+        return tt_status_make(TT_INTERNAL, "verify after %s: %%%d fused without program", after, i);
+      for (int32_t s = 0; s < f->num_ops; ++s)
+        for (int32_t a = 0; a < f->ops[s].num_args; ++a) {
+          int32_t arg = f->ops[s].args[a];
+          if (arg >= s || (arg < 0 && -arg - 1 >= in->num_operands))
+            return tt_status_make(TT_INTERNAL, "verify after %s: %%%d fused step %d arg %d bad",
+                                  after, i, s, arg);
+        }
+      if (f->ops[f->num_ops - 1].dtype != in->dtype)
+        return tt_status_make(TT_INTERNAL, "verify after %s: %%%d fused result dtype differs",
+                              after, i);
+    }
+  }
+  if (inputs_seen != w->num_inputs)
+    return tt_status_make(TT_INTERNAL, "verify after %s: %d inputs live, %d expected", after,
+                          inputs_seen, w->num_inputs);
+  for (int32_t r = 0; r < w->num_outputs; ++r) {
+    int32_t o = tt_work_resolve(w, w->outputs[r]);
+    if (o < 0 || o >= w->num_instrs)
+      return tt_status_make(TT_INTERNAL, "verify after %s: output %d is %%%d", after, r, o);
+  }
+  return NULL;
+}
