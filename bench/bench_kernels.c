@@ -1,0 +1,224 @@
+/* Throughput of the CPU kernels (absolute numbers: GFLOP/s, GB/s, ms).
+ *
+ * Build and run from the repository root:
+ *   cc -std=c11 -O3 -D_GNU_SOURCE -Iinclude -Isrc -pthread
+ *      -o build/bench_kernels bench/bench_kernels.c src/base/[star].c
+ *      src/kernels/[star].c -lm
+ * (one line; [star] is the shell glob *).
+ *   build/bench_kernels            # all threads
+ *   TORCHTPU_NUM_THREADS=1 build/bench_kernels
+ *   build/bench_kernels gemm       # only benchmarks whose name contains "gemm"
+ *
+ * For the ratio against PyTorch, time the same shapes with torch in the
+ * same session (see the op list printed here).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/kernel_util.h"
+#include "torchtpu/kernels.h"
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static tt_view_t make(tt_dtype_t dt, int rank, const int64_t *dims) {
+  tt_view_t v;
+  memset(&v, 0, sizeof v);
+  v.dtype = dt;
+  v.shape.rank = rank;
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) {
+    v.shape.dims[i] = dims[i];
+    n *= dims[i];
+  }
+  v.data = malloc((size_t)n * tt_dtype_size(dt));
+  for (int64_t i = 0; i < n; ++i) {
+    tt_set_f64(v.data, dt, i, (double)((i * 7919) % 1000) / 500.0 - 1.0);
+  }
+  return v;
+}
+
+static int64_t numel(const tt_view_t *v) {
+  int64_t n = 1;
+  for (int i = 0; i < v->shape.rank; ++i) n *= v->shape.dims[i];
+  return n;
+}
+
+static const char *g_filter = NULL;
+
+/* Seconds per call: the best of 7 rounds of at least 50 ms each, after a
+ * warm-up call (the minimum filters out other load on a shared machine). */
+typedef void (*bench_fn_t)(void *);
+static double time_it(bench_fn_t fn, void *arg) {
+  fn(arg);
+  double best = 1e30;
+  for (int round = 0; round < 7; ++round) {
+    int reps = 0;
+    double t0 = now_s(), t;
+    do {
+      fn(arg);
+      ++reps;
+      t = now_s() - t0;
+    } while (t < 0.05);
+    if (t / reps < best) best = t / reps;
+  }
+  return best;
+}
+
+static int wanted(const char *name) { return !g_filter || strstr(name, g_filter); }
+
+static void check(tt_status_t st) {
+  if (st) {
+    fprintf(stderr, "error: %s\n", tt_status_message(st));
+    exit(1);
+  }
+}
+
+/* ---- GEMM ---------------------------------------------------------------- */
+
+typedef struct {
+  tt_view_t a, b, c;
+  int ta, tb;
+} dot_arg_t;
+
+static void run_dot(void *p) {
+  dot_arg_t *d = (dot_arg_t *)p;
+  check(tt_kernel_dot(&d->a, &d->b, d->ta, d->tb, &d->c));
+}
+
+static void bench_gemm(tt_dtype_t dt, int64_t n, int tb, int64_t batch) {
+  char name[96];
+  snprintf(name, sizeof name, "gemm %s %lldx%lld%s batch %lld", tt_dtype_name(dt),
+           (long long)n, (long long)n, tb ? " (B transposed)" : "", (long long)batch);
+  if (!wanted(name)) return;
+  dot_arg_t d = {.ta = 0, .tb = tb};
+  int64_t dims[3] = {batch, n, n};
+  d.a = make(dt, 3, dims);
+  d.b = make(dt, 3, dims);
+  d.c = make(dt, 3, dims);
+  double t = time_it(run_dot, &d);
+  printf("%-48s %9.3f ms %8.1f GFLOP/s\n", name, t * 1e3,
+         2.0 * (double)(batch * n * n * n) / t * 1e-9);
+  free(d.a.data);
+  free(d.b.data);
+  free(d.c.data);
+}
+
+/* ---- conv ---------------------------------------------------------------- */
+
+typedef struct {
+  tt_view_t x, w, o;
+  tt_conv2d_params_t p;
+  int which;
+} conv_arg_t;
+
+static void run_conv(void *p) {
+  conv_arg_t *c = (conv_arg_t *)p;
+  if (c->which == 0) check(tt_kernel_conv2d(&c->x, &c->w, &c->p, &c->o));
+  if (c->which == 1) check(tt_kernel_conv2d_backward_input(&c->o, &c->w, &c->p, &c->x));
+  if (c->which == 2) check(tt_kernel_conv2d_backward_weight(&c->o, &c->x, &c->p, &c->w));
+}
+
+static void bench_conv(int64_t N, int64_t C, int64_t H, int64_t O, int64_t k,
+                       int64_t groups) {
+  static const char *kinds[3] = {"forward", "backward_input", "backward_weight"};
+  for (int which = 0; which < 3; ++which) {
+    char name[128];
+    snprintf(name, sizeof name, "conv2d %s N%lld C%lld %lldx%lld O%lld k%lld g%lld",
+             kinds[which], (long long)N, (long long)C, (long long)H, (long long)H,
+             (long long)O, (long long)k, (long long)groups);
+    if (!wanted(name)) continue;
+    conv_arg_t c = {.which = which};
+    int64_t xd[4] = {N, C, H, H}, wd[4] = {O, C / groups, k, k}, od[4] = {N, O, H, H};
+    c.x = make(TT_F32, 4, xd);
+    c.w = make(TT_F32, 4, wd);
+    c.o = make(TT_F32, 4, od);
+    c.p = (tt_conv2d_params_t){{1, 1}, {k / 2, k / 2}, {1, 1}, groups};
+    double t = time_it(run_conv, &c);
+    double flops = 2.0 * (double)(N * O * H * H) * (double)(C / groups * k * k);
+    printf("%-48s %9.3f ms %8.1f GFLOP/s\n", name, t * 1e3, flops / t * 1e-9);
+    free(c.x.data);
+    free(c.w.data);
+    free(c.o.data);
+  }
+}
+
+/* ---- memory-bound kernels --------------------------------------------------- */
+
+typedef struct {
+  tt_view_t x, y, o;
+  int op;
+  int kind; /* 0 unary, 1 binary, 2 reduce, 3 softmax, 4 transpose */
+  uint32_t mask;
+} mem_arg_t;
+
+static void run_mem(void *p) {
+  mem_arg_t *m = (mem_arg_t *)p;
+  static const int32_t perm[2] = {1, 0};
+  switch (m->kind) {
+    case 0: check(tt_kernel_unary((tt_unary_op_t)m->op, &m->x, 0.01, 0, &m->o)); break;
+    case 1: check(tt_kernel_binary((tt_binary_op_t)m->op, &m->x, &m->y, &m->o)); break;
+    case 2: check(tt_kernel_reduce((tt_reduce_op_t)m->op, &m->x, m->mask, &m->o)); break;
+    case 3: check(tt_kernel_softmax(&m->x, 1, 0, &m->o)); break;
+    default: check(tt_kernel_transpose(&m->x, perm, &m->o)); break;
+  }
+}
+
+static void bench_mem(const char *name, int kind, int op, int64_t rows,
+                      int64_t cols, int y_scalar, uint32_t mask) {
+  if (!wanted(name)) return;
+  mem_arg_t m = {.kind = kind, .op = op, .mask = mask};
+  int64_t d[2] = {rows, cols}, od[2] = {rows, cols}, one[1] = {1};
+  m.x = make(TT_F32, 2, d);
+  m.y = y_scalar ? make(TT_F32, 0, one) : make(TT_F32, 2, d);
+  if (kind == 2) {
+    od[0] = (mask & 1) ? 1 : rows;
+    od[1] = (mask & 2) ? 1 : cols;
+  }
+  if (kind == 4) {
+    od[0] = cols;
+    od[1] = rows;
+  }
+  m.o = make(TT_F32, 2, od);
+  double t = time_it(run_mem, &m);
+  double bytes = (double)(numel(&m.x) + numel(&m.o)) * 4.0;
+  if (kind == 1 && !y_scalar) bytes += (double)numel(&m.y) * 4.0;
+  printf("%-48s %9.3f ms %8.1f GB/s\n", name, t * 1e3, bytes / t * 1e-9);
+  free(m.x.data);
+  free(m.y.data);
+  free(m.o.data);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) g_filter = argv[1];
+  printf("threads %d, GEMM micro-kernel %s\n", tt_num_threads(), tt_sgemm_isa_name());
+  bench_gemm(TT_F32, 256, 0, 1);
+  bench_gemm(TT_F32, 512, 0, 1);
+  bench_gemm(TT_F32, 1024, 0, 1);
+  bench_gemm(TT_F32, 2048, 0, 1);
+  bench_gemm(TT_F32, 512, 1, 1);
+  bench_gemm(TT_F32, 64, 0, 64);
+  bench_gemm(TT_BF16, 1024, 0, 1);
+  bench_conv(8, 64, 56, 64, 3, 1);
+  bench_conv(8, 64, 56, 64, 3, 64);
+  bench_conv(8, 256, 14, 256, 1, 1);
+  const int64_t R = 4096, C = 1024;
+  bench_mem("add f32 4M", 1, TT_BIN_ADD, R, C, 0, 0);
+  bench_mem("mul f32 4M by scalar", 1, TT_BIN_MUL, R, C, 1, 0);
+  bench_mem("exp f32 4M", 0, TT_UN_EXP, R, C, 0, 0);
+  bench_mem("sigmoid f32 4M", 0, TT_UN_SIGMOID, R, C, 0, 0);
+  bench_mem("tanh f32 4M", 0, TT_UN_TANH, R, C, 0, 0);
+  bench_mem("gelu_erf f32 4M", 0, TT_UN_GELU_ERF, R, C, 0, 0);
+  bench_mem("relu f32 4M", 0, TT_UN_RELU, R, C, 0, 0);
+  bench_mem("sum f32 4096x1024 over dim 1", 2, TT_RED_SUM, R, C, 0, 2);
+  bench_mem("sum f32 4096x1024 over dim 0", 2, TT_RED_SUM, R, C, 0, 1);
+  bench_mem("max f32 4096x1024 over dim 1", 2, TT_RED_MAX, R, C, 0, 2);
+  bench_mem("softmax f32 4096x1024 dim 1", 3, 0, R, C, 0, 0);
+  bench_mem("transpose f32 4096x1024", 4, 0, R, C, 0, 0);
+  return 0;
+}

@@ -1,0 +1,687 @@
+/* 2-D convolution: forward, backward-input and backward-weight.
+ *
+ * F32/F16/BF16 go through the packed f32 GEMM, one GEMM per (image, group),
+ * with the im2col matrix packed on the fly (never materialised) for the
+ * forward and weight passes:
+ *   forward:   out[g]  (Og x OHW)  = W[g] (Og x K) * col (K x OHW)
+ *   bwd input: gcol    (K x OHW)   = W[g]^T * grad_out[g], then col2im
+ *   bwd weight: gW[g]  (Og x K)   += grad_out[g] * col^T
+ * with K = Cg*kh*kw. A 1x1 / stride 1 / no-padding convolution uses the
+ * input itself as the column matrix. Images run in parallel when there
+ * are enough of them, otherwise each GEMM is parallel. The weight gradient
+ * sums over images into min(N, 4) partial buffers (image n goes to n % 4)
+ * that are added in order, so it does not depend on the thread count.
+ *
+ * Convolutions with one input channel per group (depthwise, and plain
+ * convolutions of single-channel inputs) use direct loops instead: their
+ * GEMMs would be one row tall. F64 uses plain direct loops throughout.
+ */
+#include <stdlib.h>
+
+#include "kernels/kernel_util.h"
+
+typedef struct tt_conv_geom_s {
+  int64_t N, C, H, W, O, KH, KW, OH, OW, G, Cg, Og, K;
+  int64_t sh, sw, ph, pw, dh, dw;
+} tt_conv_geom_t;
+
+/* Validates shapes and parameters; fills g. x_shape/w_shape/o_shape are the
+ * shapes of the three operands, whichever is being computed. */
+static tt_status_t tt_conv_geom(const char *name, const tt_view_t *x,
+                                const tt_view_t *w, const tt_view_t *o,
+                                const tt_conv2d_params_t *p,
+                                tt_conv_geom_t *g) {
+  TT_RETURN_IF_ERROR(tt_check_view(name, "input", x));
+  TT_RETURN_IF_ERROR(tt_check_view(name, "weight", w));
+  TT_RETURN_IF_ERROR(tt_check_view(name, "output", o));
+  if (!p) return tt_status_make(TT_INVALID_ARGUMENT, "%s: params is NULL", name);
+  if (x->shape.rank != 4 || w->shape.rank != 4 || o->shape.rank != 4) {
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "%s: input, weight and output must be rank 4 "
+                          "(got %d, %d, %d)",
+                          name, (int)x->shape.rank, (int)w->shape.rank,
+                          (int)o->shape.rank);
+  }
+  if (!tt_dtype_is_float(x->dtype) || x->dtype != w->dtype ||
+      x->dtype != o->dtype) {
+    return tt_status_make(TT_TYPE_ERROR,
+                          "%s: input (%s), weight (%s) and output (%s) must "
+                          "share one floating-point dtype",
+                          name, tt_dtype_name(x->dtype), tt_dtype_name(w->dtype),
+                          tt_dtype_name(o->dtype));
+  }
+  for (int d = 0; d < 2; ++d) {
+    if (p->stride[d] < 1 || p->dilation[d] < 1 || p->pad[d] < 0) {
+      return tt_status_make(TT_INVALID_ARGUMENT,
+                            "%s: stride (%lld, %lld) and dilation (%lld, %lld) "
+                            "must be >= 1 and padding (%lld, %lld) >= 0",
+                            name, (long long)p->stride[0],
+                            (long long)p->stride[1], (long long)p->dilation[0],
+                            (long long)p->dilation[1], (long long)p->pad[0],
+                            (long long)p->pad[1]);
+    }
+  }
+  g->N = x->shape.dims[0];
+  g->C = x->shape.dims[1];
+  g->H = x->shape.dims[2];
+  g->W = x->shape.dims[3];
+  g->O = w->shape.dims[0];
+  g->Cg = w->shape.dims[1];
+  g->KH = w->shape.dims[2];
+  g->KW = w->shape.dims[3];
+  g->G = p->groups;
+  g->sh = p->stride[0];
+  g->sw = p->stride[1];
+  g->ph = p->pad[0];
+  g->pw = p->pad[1];
+  g->dh = p->dilation[0];
+  g->dw = p->dilation[1];
+  if (g->G < 1 || g->C % g->G != 0 || g->O % g->G != 0 ||
+      g->Cg * g->G != g->C) {
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "%s: groups=%lld does not fit input channels %lld, "
+                          "output channels %lld and weight in-channels %lld",
+                          name, (long long)g->G, (long long)g->C,
+                          (long long)g->O, (long long)g->Cg);
+  }
+  g->Og = g->O / g->G;
+  g->K = g->Cg * g->KH * g->KW;
+  int64_t eh = g->H + 2 * g->ph - g->dh * (g->KH - 1) - 1;
+  int64_t ew = g->W + 2 * g->pw - g->dw * (g->KW - 1) - 1;
+  g->OH = eh < 0 ? 0 : eh / g->sh + 1;
+  g->OW = ew < 0 ? 0 : ew / g->sw + 1;
+  if (eh < 0 || ew < 0 || g->KH < 1 || g->KW < 1) {
+    char b1[160], b2[160];
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "%s: kernel %s does not fit padded input %s",
+                          name, tt_dims_str(&w->shape, b1, sizeof b1),
+                          tt_dims_str(&x->shape, b2, sizeof b2));
+  }
+  if (o->shape.dims[0] != g->N || o->shape.dims[1] != g->O ||
+      o->shape.dims[2] != g->OH || o->shape.dims[3] != g->OW) {
+    char b1[160];
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "%s: output shape %s, expected [%lld, %lld, %lld, %lld]",
+                          name, tt_dims_str(&o->shape, b1, sizeof b1),
+                          (long long)g->N, (long long)g->O, (long long)g->OH,
+                          (long long)g->OW);
+  }
+  return NULL;
+}
+
+static int tt_conv_is_pointwise(const tt_conv_geom_t *g) {
+  return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 &&
+         g->pw == 0;
+}
+
+/* Valid output range [lo, hi) along one axis for kernel tap offset `off`
+ * (= tap*dilation - pad): positions whose input index o*s + off is in
+ * [0, len). */
+static void tt_conv_range(int64_t out_len, int64_t s, int64_t off, int64_t len,
+                          int64_t *lo, int64_t *hi) {
+  int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+  int64_t h = len - off <= 0 ? 0 : (len - off - 1) / s + 1;
+  *lo = tt_min64(l, out_len);
+  *hi = tt_max64(*lo, tt_min64(h, out_len));
+}
+
+/* ---- implicit im2col ----------------------------------------------------
+ * The GEMMs read the column matrix col[(c*KH + i)*KW + j][oh*OW + ow] =
+ * x[c][oh*sh - ph + i*dh][ow*sw - pw + j*dw] (0 in the padding) without
+ * materialising it: these callbacks pack GEMM panels straight from x. A
+ * panel's output positions are cut into runs inside one output row, so
+ * each (tap, run) is one strided (for stride 1, contiguous) copy. */
+
+typedef struct tt_conv_pack_s {
+  const tt_conv_geom_t *g;
+  const tt_view_t *x;
+  int64_t xoff; /* element offset of the group's first channel */
+} tt_conv_pack_t;
+
+typedef struct tt_conv_run_s {
+  int64_t q, len, oh, ow; /* panel column q.. covers (oh, ow..) */
+} tt_conv_run_t;
+
+/* Splits output positions [p0, p0 + w) into runs within one output row. */
+static int tt_conv_runs(const tt_conv_geom_t *g, int64_t p0, int64_t w,
+                        tt_conv_run_t *runs) {
+  int n = 0;
+  for (int64_t q = 0; q < w;) {
+    int64_t p = p0 + q, oh = p / g->OW, ow = p % g->OW;
+    int64_t len = tt_min64(w - q, g->OW - ow);
+    runs[n++] = (tt_conv_run_t){q, len, oh, ow};
+    q += len;
+  }
+  return n;
+}
+
+/* Valid range [lo, hi) of t in [0, len) with 0 <= iw0 + t*sw < W. */
+static TT_ALWAYS_INLINE void tt_conv_valid(const tt_conv_geom_t *g, int64_t iw0,
+                                           int64_t len, int64_t *lo, int64_t *hi) {
+  if (g->sw == 1) {
+    *lo = tt_min64(len, tt_max64(0, -iw0));
+    *hi = tt_max64(*lo, tt_min64(len, g->W - iw0));
+  } else {
+    tt_conv_range(len, g->sw, iw0, g->W, lo, hi);
+  }
+}
+
+static TT_ALWAYS_INLINE float tt_conv_ld(const tt_view_t *x, int64_t i) {
+  switch (x->dtype) {
+    case TT_F32: return ((const float *)x->data)[i];
+    case TT_F16: return tt_f16_to_f32(((const uint16_t *)x->data)[i]);
+    case TT_BF16: return tt_bf16_to_f32(((const uint16_t *)x->data)[i]);
+    default: return (float)((const double *)x->data)[i];
+  }
+}
+
+/* The taps (c, i, j) of k = tap, stepped without divisions. */
+typedef struct tt_conv_tap_s {
+  int64_t c, i, j;
+} tt_conv_tap_t;
+
+static TT_ALWAYS_INLINE tt_conv_tap_t tt_conv_tap(const tt_conv_geom_t *g, int64_t tap) {
+  int64_t KK = g->KH * g->KW;
+  tt_conv_tap_t t = {tap / KK, (tap % KK) / g->KW, tap % g->KW};
+  return t;
+}
+
+static TT_ALWAYS_INLINE void tt_conv_tap_next(const tt_conv_geom_t *g, tt_conv_tap_t *t) {
+  if (++t->j == g->KW) {
+    t->j = 0;
+    if (++t->i == g->KH) {
+      t->i = 0;
+      ++t->c;
+    }
+  }
+}
+
+/* Forward: B(k, p) = col[k][p], k = tap (c, i, j), p = output position;
+ * one packed row per tap, filled run by run. */
+static void tt_conv_pack_fwd(const void *arg, int64_t k0, int64_t kc, int64_t j0,
+                             int64_t w, int nr, float *dst) {
+  const tt_conv_pack_t *cp = (const tt_conv_pack_t *)arg;
+  const tt_conv_geom_t *g = cp->g;
+  const tt_view_t *x = cp->x;
+  tt_conv_run_t runs[TT_GEMM_PANEL_MAX];
+  int nrun = tt_conv_runs(g, j0, w, runs);
+  int64_t HW = g->H * g->W;
+  tt_conv_tap_t tap = tt_conv_tap(g, k0);
+  for (int64_t k = 0; k < kc; ++k, tt_conv_tap_next(g, &tap)) {
+    float *d = dst + k * nr;
+    int64_t plane = cp->xoff + tap.c * HW;
+    for (int r = 0; r < nrun; ++r) {
+      const tt_conv_run_t *ru = &runs[r];
+      float *dr = d + ru->q;
+      int64_t ih = ru->oh * g->sh - g->ph + tap.i * g->dh;
+      if (ih < 0 || ih >= g->H) {
+        for (int64_t t = 0; t < ru->len; ++t) dr[t] = 0.0f;
+        continue;
+      }
+      int64_t iw0 = ru->ow * g->sw - g->pw + tap.j * g->dw, lo, hi;
+      tt_conv_valid(g, iw0, ru->len, &lo, &hi);
+      int64_t src = plane + ih * g->W + iw0;
+      for (int64_t t = 0; t < lo; ++t) dr[t] = 0.0f;
+      if (x->dtype == TT_F32 && g->sw == 1) {
+        const float *sp = (const float *)x->data + src;
+        for (int64_t t = lo; t < hi; ++t) dr[t] = sp[t];
+      } else {
+        for (int64_t t = lo; t < hi; ++t) dr[t] = tt_conv_ld(x, src + t * g->sw);
+      }
+      for (int64_t t = hi; t < ru->len; ++t) dr[t] = 0.0f;
+    }
+    for (int64_t q = w; q < nr; ++q) d[q] = 0.0f;
+  }
+}
+
+/* Backward-weight: B(p, q) = col[q][p] (the transposed column matrix), q a
+ * tap, p an output position. Filled in blocks of 16 positions so the panel
+ * rows being written stay in L1. */
+static void tt_conv_pack_bwd_w(const void *arg, int64_t p0, int64_t pc,
+                               int64_t j0, int64_t w, int nr, float *dst) {
+  const tt_conv_pack_t *cp = (const tt_conv_pack_t *)arg;
+  const tt_conv_geom_t *g = cp->g;
+  const tt_view_t *x = cp->x;
+  int64_t HW = g->H * g->W;
+  int64_t plane[TT_GEMM_PANEL_MAX], di[TT_GEMM_PANEL_MAX], dj[TT_GEMM_PANEL_MAX];
+  tt_conv_tap_t tap = tt_conv_tap(g, j0);
+  for (int64_t q = 0; q < w; ++q, tt_conv_tap_next(g, &tap)) {
+    plane[q] = cp->xoff + tap.c * HW;
+    di[q] = tap.i * g->dh - g->ph;
+    dj[q] = tap.j * g->dw - g->pw;
+  }
+  int64_t p = p0, row = 0;
+  while (row < pc) {
+    int64_t oh = p / g->OW, ow = p % g->OW;
+    int64_t len = tt_min64(tt_min64(pc - row, g->OW - ow), 16);
+    float *d = dst + row * nr;
+    for (int64_t q = 0; q < w; ++q) {
+      int64_t ih = oh * g->sh + di[q];
+      if (ih < 0 || ih >= g->H) {
+        for (int64_t t = 0; t < len; ++t) d[t * nr + q] = 0.0f;
+        continue;
+      }
+      int64_t iw0 = ow * g->sw + dj[q], lo, hi;
+      tt_conv_valid(g, iw0, len, &lo, &hi);
+      int64_t src = plane[q] + ih * g->W + iw0;
+      for (int64_t t = 0; t < lo; ++t) d[t * nr + q] = 0.0f;
+      if (x->dtype == TT_F32) {
+        const float *sp = (const float *)x->data + src;
+        for (int64_t t = lo; t < hi; ++t) d[t * nr + q] = sp[t * g->sw];
+      } else {
+        for (int64_t t = lo; t < hi; ++t) d[t * nr + q] = tt_conv_ld(x, src + t * g->sw);
+      }
+      for (int64_t t = hi; t < len; ++t) d[t * nr + q] = 0.0f;
+    }
+    for (int64_t t = 0; t < len; ++t) {
+      for (int64_t q = w; q < nr; ++q) d[t * nr + q] = 0.0f;
+    }
+    row += len;
+    p += len;
+  }
+}
+
+/* gx[c][ih][iw] += col[...] for Cg channels of an f32 image gradient. */
+static void tt_col2im_add(const tt_conv_geom_t *g, const float *col, float *gx) {
+  int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
+  for (int64_t c = 0; c < g->Cg; ++c) {
+    for (int64_t i = 0; i < g->KH; ++i) {
+      for (int64_t j = 0; j < g->KW; ++j) {
+        const float *src = col + ((c * g->KH + i) * g->KW + j) * OHW;
+        int64_t ohlo, ohhi, owlo, owhi;
+        tt_conv_range(g->OH, g->sh, i * g->dh - g->ph, g->H, &ohlo, &ohhi);
+        tt_conv_range(g->OW, g->sw, j * g->dw - g->pw, g->W, &owlo, &owhi);
+        for (int64_t oh = ohlo; oh < ohhi; ++oh) {
+          int64_t ih = oh * g->sh - g->ph + i * g->dh;
+          float *d = gx + c * HW + ih * g->W + owlo * g->sw - g->pw + j * g->dw;
+          const float *s = src + oh * g->OW + owlo;
+          for (int64_t t = 0; t < owhi - owlo; ++t) d[t * g->sw] += s[t];
+        }
+      }
+    }
+  }
+}
+
+/* ---- im2col + GEMM paths (F32 / F16 / BF16) ----------------------------- */
+
+typedef enum { TT_CONV_FWD, TT_CONV_BWD_IN, TT_CONV_BWD_W } tt_conv_kind_t;
+
+typedef struct tt_conv_ctx_s {
+  tt_conv_kind_t kind;
+  tt_conv_geom_t g;
+  const tt_view_t *x;   /* input (FWD, BWD_W) */
+  const tt_view_t *w;   /* weight (FWD, BWD_IN) */
+  const tt_view_t *go;  /* grad_out (BWD_*) */
+  tt_view_t *out;       /* out / grad_x / grad_w */
+  int inner_parallel;   /* GEMMs may use the pool */
+  int64_t nparts;       /* BWD_W: partial buffers */
+  float *partials;      /* BWD_W: [nparts, O*K] */
+  _Atomic int failed;
+} tt_conv_ctx_t;
+
+/* Forward or backward-input for images [begin, end). */
+static void tt_conv_images_range(void *arg, int64_t begin, int64_t end) {
+  tt_conv_ctx_t *c = (tt_conv_ctx_t *)arg;
+  const tt_conv_geom_t *g = &c->g;
+  int64_t OHW = g->OH * g->OW, HW = g->H * g->W;
+  int pointwise = tt_conv_is_pointwise(g);
+  int out_f32 = c->out->dtype == TT_F32;
+  int64_t img = c->kind == TT_CONV_FWD ? g->O * OHW : g->C * HW;
+  int need_col = c->kind == TT_CONV_BWD_IN && !pointwise;
+  float *col = need_col ? (float *)malloc((size_t)(g->K * OHW) * sizeof(float)) : NULL;
+  float *tmp = out_f32 ? NULL : (float *)malloc((size_t)img * sizeof(float));
+  if ((need_col && !col) || (!out_f32 && !tmp)) {
+    c->failed = 1;
+    free(col);
+    free(tmp);
+    return;
+  }
+  size_t es = tt_dtype_size(c->out->dtype);
+  for (int64_t n = begin; n < end; ++n) {
+    float *dst = out_f32 ? (float *)c->out->data + n * img : tmp;
+    if (c->kind == TT_CONV_BWD_IN && !pointwise) memset(dst, 0, (size_t)img * sizeof(float));
+    for (int64_t gi = 0; gi < g->G; ++gi) {
+      tt_sgemm_args_t a = {0};
+      tt_conv_pack_t pk = {g, c->x, 0};
+      if (c->kind == TT_CONV_FWD) {
+        int64_t xoff = (n * g->C + gi * g->Cg) * HW;
+        a.m = g->Og;
+        a.n = OHW;
+        a.k = g->K;
+        a.a = (const char *)c->w->data + (size_t)(gi * g->Og * g->K) * es;
+        a.a_dtype = c->w->dtype;
+        a.rsa = g->K;
+        a.csa = 1;
+        if (pointwise) {
+          a.b = (const char *)c->x->data + (size_t)xoff * es;
+          a.b_dtype = c->x->dtype;
+        } else {
+          pk.xoff = xoff;
+          a.pack_b = tt_conv_pack_fwd;
+          a.pack_b_ctx = &pk;
+        }
+        a.rsb = OHW;
+        a.csb = 1;
+        a.c = dst + gi * g->Og * OHW;
+        a.ldc = OHW;
+      } else {
+        a.m = g->K;
+        a.n = OHW;
+        a.k = g->Og;
+        a.a = (const char *)c->w->data + (size_t)(gi * g->Og * g->K) * es;
+        a.a_dtype = c->w->dtype;
+        a.rsa = 1;
+        a.csa = g->K;
+        a.b = (const char *)c->go->data + (size_t)((n * g->O + gi * g->Og) * OHW) * es;
+        a.b_dtype = c->go->dtype;
+        a.rsb = OHW;
+        a.csb = 1;
+        a.c = pointwise ? dst + gi * g->Cg * HW : col;
+        a.ldc = OHW;
+      }
+      tt_status_t st = tt_sgemm(&a, c->inner_parallel);
+      if (st) {
+        tt_status_free(st);
+        c->failed = 1;
+        break;
+      }
+      if (c->kind == TT_CONV_BWD_IN && !pointwise) {
+        tt_col2im_add(g, col, dst + gi * g->Cg * HW);
+      }
+    }
+    if (!out_f32) tt_store_f32(tmp, img, c->out->data, c->out->dtype, n * img);
+  }
+  free(col);
+  free(tmp);
+}
+
+/* Backward-weight for partial buffers [begin, end). */
+static void tt_conv_bwd_w_range(void *arg, int64_t begin, int64_t end) {
+  tt_conv_ctx_t *c = (tt_conv_ctx_t *)arg;
+  const tt_conv_geom_t *g = &c->g;
+  int64_t OHW = g->OH * g->OW, HW = g->H * g->W;
+  int pointwise = tt_conv_is_pointwise(g);
+  size_t es = tt_dtype_size(c->x->dtype);
+  for (int64_t part = begin; part < end; ++part) {
+    float *gw = c->partials + part * g->O * g->K;
+    memset(gw, 0, (size_t)(g->O * g->K) * sizeof(float));
+    for (int64_t n = part; n < g->N; n += c->nparts) {
+      for (int64_t gi = 0; gi < g->G; ++gi) {
+        int64_t xoff = (n * g->C + gi * g->Cg) * HW;
+        tt_sgemm_args_t a = {0};
+        a.m = g->Og;
+        a.n = g->K;
+        a.k = OHW;
+        a.a = (const char *)c->go->data + (size_t)((n * g->O + gi * g->Og) * OHW) * es;
+        a.a_dtype = c->go->dtype;
+        a.rsa = OHW;
+        a.csa = 1;
+        tt_conv_pack_t pk = {g, c->x, xoff};
+        if (pointwise) {
+          a.b = (const char *)c->x->data + (size_t)xoff * es;
+          a.b_dtype = c->x->dtype;
+        } else {
+          a.pack_b = tt_conv_pack_bwd_w;
+          a.pack_b_ctx = &pk;
+        }
+        a.rsb = 1;
+        a.csb = OHW;
+        a.c = gw + gi * g->Og * g->K;
+        a.ldc = g->K;
+        a.accumulate = 1;
+        tt_status_t st = tt_sgemm(&a, c->inner_parallel);
+        if (st) {
+          tt_status_free(st);
+          c->failed = 1;
+        }
+      }
+    }
+  }
+}
+
+/* ---- direct paths ---------------------------------------------------------- */
+
+/* One input channel per group (f32 class): item = (n, o) output plane for
+ * FWD, (n, c) input plane for BWD_IN, o for BWD_W. */
+static void tt_conv_direct_range(void *arg, int64_t begin, int64_t end) {
+  tt_conv_ctx_t *c = (tt_conv_ctx_t *)arg;
+  const tt_conv_geom_t *g = &c->g;
+  int64_t OHW = g->OH * g->OW, HW = g->H * g->W, KK = g->KH * g->KW;
+  float *xp = (float *)malloc((size_t)tt_max64(HW, 1) * sizeof(float));
+  float *op = (float *)malloc((size_t)tt_max64(OHW, 1) * sizeof(float));
+  float *wk = (float *)malloc((size_t)KK * sizeof(float));
+  double *acc = (double *)malloc((size_t)KK * sizeof(double));
+  if (!xp || !op || !wk || !acc) {
+    c->failed = 1;
+    free(xp); free(op); free(wk); free(acc);
+    return;
+  }
+  for (int64_t t = begin; t < end; ++t) {
+    if (c->kind == TT_CONV_FWD) {
+      int64_t n = t / g->O, o = t % g->O, ci = o / g->Og;
+      tt_load_f32(c->x->data, c->x->dtype, (n * g->C + ci) * HW, 1, HW, xp);
+      tt_load_f32(c->w->data, c->w->dtype, o * KK, 1, KK, wk);
+      memset(op, 0, (size_t)OHW * sizeof(float));
+      for (int64_t i = 0; i < g->KH; ++i) {
+        for (int64_t j = 0; j < g->KW; ++j) {
+          float wv = wk[i * g->KW + j];
+          int64_t ohlo, ohhi, owlo, owhi;
+          tt_conv_range(g->OH, g->sh, i * g->dh - g->ph, g->H, &ohlo, &ohhi);
+          tt_conv_range(g->OW, g->sw, j * g->dw - g->pw, g->W, &owlo, &owhi);
+          for (int64_t oh = ohlo; oh < ohhi; ++oh) {
+            const float *s = xp + (oh * g->sh - g->ph + i * g->dh) * g->W +
+                             owlo * g->sw - g->pw + j * g->dw;
+            float *d = op + oh * g->OW + owlo;
+            if (g->sw == 1) {
+              for (int64_t q = 0; q < owhi - owlo; ++q) d[q] += wv * s[q];
+            } else {
+              for (int64_t q = 0; q < owhi - owlo; ++q) d[q] += wv * s[q * g->sw];
+            }
+          }
+        }
+      }
+      tt_store_f32(op, OHW, c->out->data, c->out->dtype, (n * g->O + o) * OHW);
+    } else if (c->kind == TT_CONV_BWD_IN) {
+      int64_t n = t / g->C, ci = t % g->C;
+      memset(xp, 0, (size_t)HW * sizeof(float));
+      for (int64_t o = ci * g->Og; o < (ci + 1) * g->Og; ++o) {
+        tt_load_f32(c->go->data, c->go->dtype, (n * g->O + o) * OHW, 1, OHW, op);
+        tt_load_f32(c->w->data, c->w->dtype, o * KK, 1, KK, wk);
+        for (int64_t i = 0; i < g->KH; ++i) {
+          for (int64_t j = 0; j < g->KW; ++j) {
+            float wv = wk[i * g->KW + j];
+            int64_t ohlo, ohhi, owlo, owhi;
+            tt_conv_range(g->OH, g->sh, i * g->dh - g->ph, g->H, &ohlo, &ohhi);
+            tt_conv_range(g->OW, g->sw, j * g->dw - g->pw, g->W, &owlo, &owhi);
+            for (int64_t oh = ohlo; oh < ohhi; ++oh) {
+              float *d = xp + (oh * g->sh - g->ph + i * g->dh) * g->W +
+                         owlo * g->sw - g->pw + j * g->dw;
+              const float *s = op + oh * g->OW + owlo;
+              for (int64_t q = 0; q < owhi - owlo; ++q) d[q * g->sw] += wv * s[q];
+            }
+          }
+        }
+      }
+      tt_store_f32(xp, HW, c->out->data, c->out->dtype, (n * g->C + ci) * HW);
+    } else {
+      int64_t o = t, ci = o / g->Og;
+      for (int64_t q = 0; q < KK; ++q) acc[q] = 0;
+      for (int64_t n = 0; n < g->N; ++n) {
+        tt_load_f32(c->x->data, c->x->dtype, (n * g->C + ci) * HW, 1, HW, xp);
+        tt_load_f32(c->go->data, c->go->dtype, (n * g->O + o) * OHW, 1, OHW, op);
+        for (int64_t i = 0; i < g->KH; ++i) {
+          for (int64_t j = 0; j < g->KW; ++j) {
+            int64_t ohlo, ohhi, owlo, owhi;
+            tt_conv_range(g->OH, g->sh, i * g->dh - g->ph, g->H, &ohlo, &ohhi);
+            tt_conv_range(g->OW, g->sw, j * g->dw - g->pw, g->W, &owlo, &owhi);
+            float s = 0.0f;
+            for (int64_t oh = ohlo; oh < ohhi; ++oh) {
+              const float *xs = xp + (oh * g->sh - g->ph + i * g->dh) * g->W +
+                                owlo * g->sw - g->pw + j * g->dw;
+              const float *gs = op + oh * g->OW + owlo;
+              for (int64_t q = 0; q < owhi - owlo; ++q) s += gs[q] * xs[q * g->sw];
+            }
+            acc[i * g->KW + j] += s;
+          }
+        }
+      }
+      for (int64_t q = 0; q < KK; ++q) {
+        tt_set_f64(c->out->data, c->out->dtype, o * KK + q, acc[q]);
+      }
+    }
+  }
+  free(xp); free(op); free(wk); free(acc);
+}
+
+/* F64: naive direct loops; item as in tt_conv_direct_range but over all
+ * channels of the group. */
+static void tt_conv_f64_range(void *arg, int64_t begin, int64_t end) {
+  tt_conv_ctx_t *c = (tt_conv_ctx_t *)arg;
+  const tt_conv_geom_t *g = &c->g;
+  int64_t OHW = g->OH * g->OW, HW = g->H * g->W, KK = g->KH * g->KW;
+  const double *wd = c->w ? (const double *)c->w->data : NULL;
+  const double *xd = c->x ? (const double *)c->x->data : NULL;
+  const double *god = c->go ? (const double *)c->go->data : NULL;
+  double *od = (double *)c->out->data;
+  for (int64_t t = begin; t < end; ++t) {
+    if (c->kind == TT_CONV_FWD) {
+      int64_t n = t / g->O, o = t % g->O, gi = o / g->Og;
+      double *dst = od + (n * g->O + o) * OHW;
+      for (int64_t q = 0; q < OHW; ++q) dst[q] = 0;
+      for (int64_t cc = 0; cc < g->Cg; ++cc) {
+        const double *xs = xd + (n * g->C + gi * g->Cg + cc) * HW;
+        for (int64_t i = 0; i < g->KH; ++i) {
+          for (int64_t j = 0; j < g->KW; ++j) {
+            double wv = wd[(o * g->Cg + cc) * KK + i * g->KW + j];
+            for (int64_t oh = 0; oh < g->OH; ++oh) {
+              int64_t ih = oh * g->sh - g->ph + i * g->dh;
+              if (ih < 0 || ih >= g->H) continue;
+              for (int64_t ow = 0; ow < g->OW; ++ow) {
+                int64_t iw = ow * g->sw - g->pw + j * g->dw;
+                if (iw >= 0 && iw < g->W) dst[oh * g->OW + ow] += wv * xs[ih * g->W + iw];
+              }
+            }
+          }
+        }
+      }
+    } else if (c->kind == TT_CONV_BWD_IN) {
+      int64_t n = t / g->C, ci = t % g->C, gi = ci / g->Cg, cc = ci % g->Cg;
+      double *dst = od + (n * g->C + ci) * HW;
+      for (int64_t q = 0; q < HW; ++q) dst[q] = 0;
+      for (int64_t o = gi * g->Og; o < (gi + 1) * g->Og; ++o) {
+        const double *gs = god + (n * g->O + o) * OHW;
+        for (int64_t i = 0; i < g->KH; ++i) {
+          for (int64_t j = 0; j < g->KW; ++j) {
+            double wv = wd[(o * g->Cg + cc) * KK + i * g->KW + j];
+            for (int64_t oh = 0; oh < g->OH; ++oh) {
+              int64_t ih = oh * g->sh - g->ph + i * g->dh;
+              if (ih < 0 || ih >= g->H) continue;
+              for (int64_t ow = 0; ow < g->OW; ++ow) {
+                int64_t iw = ow * g->sw - g->pw + j * g->dw;
+                if (iw >= 0 && iw < g->W) dst[ih * g->W + iw] += wv * gs[oh * g->OW + ow];
+              }
+            }
+          }
+        }
+      }
+    } else {
+      int64_t o = t, gi = o / g->Og;
+      for (int64_t cc = 0; cc < g->Cg; ++cc) {
+        for (int64_t i = 0; i < g->KH; ++i) {
+          for (int64_t j = 0; j < g->KW; ++j) {
+            double s = 0;
+            for (int64_t n = 0; n < g->N; ++n) {
+              const double *xs = xd + (n * g->C + gi * g->Cg + cc) * HW;
+              const double *gs = god + (n * g->O + o) * OHW;
+              for (int64_t oh = 0; oh < g->OH; ++oh) {
+                int64_t ih = oh * g->sh - g->ph + i * g->dh;
+                if (ih < 0 || ih >= g->H) continue;
+                for (int64_t ow = 0; ow < g->OW; ++ow) {
+                  int64_t iw = ow * g->sw - g->pw + j * g->dw;
+                  if (iw >= 0 && iw < g->W) s += gs[oh * g->OW + ow] * xs[ih * g->W + iw];
+                }
+              }
+            }
+            od[(o * g->Cg + cc) * KK + i * g->KW + j] = s;
+          }
+        }
+      }
+    }
+  }
+}
+
+/* ---- entry points ---------------------------------------------------------- */
+
+static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
+  const tt_conv_geom_t *g = &c->g;
+  int64_t nt = tt_num_threads();
+  int64_t items = c->kind == TT_CONV_FWD    ? g->N * g->O
+                  : c->kind == TT_CONV_BWD_IN ? g->N * g->C
+                                              : g->O;
+  if (tt_view_numel(c->out) == 0) return NULL;
+  if (c->kind == TT_CONV_BWD_W && g->N == 0) return tt_kernel_fill(0.0, c->out);
+  if (c->out->dtype == TT_F64) {
+    tt_parallel_for(items, 1, tt_conv_f64_range, c);
+    return NULL;
+  }
+  if (g->Cg == 1) {
+    tt_parallel_for(items, 1, tt_conv_direct_range, c);
+  } else if (c->kind != TT_CONV_BWD_W) {
+    int batch_parallel = g->N >= 4 * nt || (g->N >= nt && g->N % nt == 0);
+    c->inner_parallel = !batch_parallel;
+    tt_parallel_for(g->N, 1, tt_conv_images_range, c);
+  } else {
+    c->nparts = tt_min64(g->N, 4);
+    int64_t per = g->O * g->K;
+    c->partials = (float *)malloc((size_t)(c->nparts * per) * sizeof(float));
+    if (!c->partials) {
+      return tt_status_make(TT_RESOURCE_EXHAUSTED,
+                            "conv2d_backward_weight: out of memory");
+    }
+    c->inner_parallel = c->nparts == 1;
+    if (c->nparts == 1) {
+      tt_conv_bwd_w_range(c, 0, 1);
+    } else {
+      tt_parallel_for(c->nparts, 1, tt_conv_bwd_w_range, c);
+    }
+    for (int64_t p = 1; p < c->nparts; ++p) {
+      const float *src = c->partials + p * per;
+      for (int64_t q = 0; q < per; ++q) c->partials[q] += src[q];
+    }
+    tt_store_f32(c->partials, per, c->out->data, c->out->dtype, 0);
+    free(c->partials);
+  }
+  if (c->failed) {
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "conv2d: out of memory");
+  }
+  return NULL;
+}
+
+tt_status_t tt_kernel_conv2d(const tt_view_t *x, const tt_view_t *w,
+                             const tt_conv2d_params_t *p, tt_view_t *out) {
+  tt_conv_ctx_t c = {.kind = TT_CONV_FWD, .x = x, .w = w, .out = out};
+  TT_RETURN_IF_ERROR(tt_conv_geom("conv2d", x, w, out, p, &c.g));
+  return tt_conv_run(&c);
+}
+
+tt_status_t tt_kernel_conv2d_backward_input(const tt_view_t *grad_out,
+                                            const tt_view_t *w,
+                                            const tt_conv2d_params_t *p,
+                                            tt_view_t *grad_x) {
+  tt_conv_ctx_t c = {.kind = TT_CONV_BWD_IN, .w = w, .go = grad_out,
+                     .out = grad_x};
+  TT_RETURN_IF_ERROR(
+      tt_conv_geom("conv2d_backward_input", grad_x, w, grad_out, p, &c.g));
+  return tt_conv_run(&c);
+}
+
+tt_status_t tt_kernel_conv2d_backward_weight(const tt_view_t *grad_out,
+                                             const tt_view_t *x,
+                                             const tt_conv2d_params_t *p,
+                                             tt_view_t *grad_w) {
+  tt_conv_ctx_t c = {.kind = TT_CONV_BWD_W, .x = x, .go = grad_out,
+                     .out = grad_w};
+  TT_RETURN_IF_ERROR(
+      tt_conv_geom("conv2d_backward_weight", x, grad_w, grad_out, p, &c.g));
+  return tt_conv_run(&c);
+}

@@ -1,0 +1,665 @@
+/* Matrix products: the packed, cache-blocked f32 GEMM (tt_sgemm) and the
+ * batched tt_kernel_dot built on it.
+ *
+ * f32 GEMM, BLIS style, with the roles of A and B swapped because C is
+ * row-major and vectors run along N:
+ *
+ *   for jc over N in blocks of NC:
+ *     for pc over K in blocks of KC:
+ *       pack B[pc:pc+KC, jc:jc+NC] into NR-wide panels    (L2 resident)
+ *       for ic over M in steps of MR:
+ *         pack A[ic:ic+MR, pc:pc+KC] into one MR-tall panel (L1 resident)
+ *         for jr over NC in steps of NR:
+ *           micro-kernel: C[ic:ic+MR, jc+jr:+NR] (+)= Apanel * Bpanel
+ *
+ * Micro-kernel contract: given kc >= 1, a packed A panel (MR floats per k)
+ * and a packed B panel (NR floats per k, 64-byte aligned), compute the full
+ * MR x NR tile and store it to c with row stride ldc, adding to what is
+ * there when `accumulate` is set. Packing pads partial panels with zeros,
+ * so edge tiles run the same kernel into a scratch tile that is then
+ * clipped. Variants: AVX-512 12x32, AVX2+FMA 6x16, portable C 4x16; the
+ * best the CPU supports is picked at run time.
+ *
+ * Packing reads A and B through (row stride, column stride) pairs, so
+ * transposed operands cost nothing extra, and widens F16/BF16 to f32.
+ *
+ * Parallelism: a large GEMM packs each B block once into a shared buffer
+ * (in parallel) and then spreads (A panel, B panel group) items over the
+ * pool; a batch of many or small GEMMs runs whole problems in parallel,
+ * each with its own packing buffers.
+ *
+ * F64 and integer products use plain row-times-matrix loops (f64 / int64
+ * accumulation), parallel over output rows.
+ */
+#include <immintrin.h>
+#include <stdlib.h>
+
+#include "kernels/kernel_util.h"
+
+#define TT_GEMM_KC TT_GEMM_KC_MAX
+#define TT_GEMM_NC 512
+#define TT_GEMM_MR_MAX 12
+#define TT_GEMM_NR_MAX TT_GEMM_PANEL_MAX
+
+typedef void (*tt_ukr_fn_t)(int64_t kc, const float *a, const float *b,
+                            float *c, int64_t ldc, int accumulate);
+
+typedef struct tt_ukr_s {
+  int mr, nr;
+  tt_ukr_fn_t fn;
+  const char *name;
+} tt_ukr_t;
+
+/* ---- micro-kernels ------------------------------------------------------ */
+
+static void tt_ukr_generic_4x16(int64_t kc, const float *a, const float *b,
+                                float *c, int64_t ldc, int accumulate) {
+  float acc[4][16] = {{0}};
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int i = 0; i < 4; ++i) {
+      float av = a[k * 4 + i];
+      for (int j = 0; j < 16; ++j) acc[i][j] += av * b[k * 16 + j];
+    }
+  }
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+    }
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TT_HAVE_X86_UKR 1
+
+__attribute__((target("avx2,fma"))) static void tt_ukr_avx2_6x16(
+    int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+    int accumulate) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    __m256 av;
+#define TT_ROW(i)                              \
+  av = _mm256_broadcast_ss(a + i);             \
+  c##i##0 = _mm256_fmadd_ps(av, b0, c##i##0);  \
+  c##i##1 = _mm256_fmadd_ps(av, b1, c##i##1);
+    TT_ROW(0) TT_ROW(1) TT_ROW(2) TT_ROW(3) TT_ROW(4) TT_ROW(5)
+#undef TT_ROW
+    a += 6;
+    b += 16;
+  }
+#define TT_STORE(i)                                                    \
+  if (accumulate) {                                                    \
+    c##i##0 = _mm256_add_ps(c##i##0, _mm256_loadu_ps(c + i * ldc));    \
+    c##i##1 = _mm256_add_ps(c##i##1, _mm256_loadu_ps(c + i * ldc + 8)); \
+  }                                                                    \
+  _mm256_storeu_ps(c + i * ldc, c##i##0);                              \
+  _mm256_storeu_ps(c + i * ldc + 8, c##i##1);
+  TT_STORE(0) TT_STORE(1) TT_STORE(2) TT_STORE(3) TT_STORE(4) TT_STORE(5)
+#undef TT_STORE
+}
+
+__attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32(
+    int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+    int accumulate) {
+  __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
+  __m512 c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
+  __m512 c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps();
+  __m512 c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps();
+  __m512 c40 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps();
+  __m512 c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps();
+  __m512 c60 = _mm512_setzero_ps(), c61 = _mm512_setzero_ps();
+  __m512 c70 = _mm512_setzero_ps(), c71 = _mm512_setzero_ps();
+  __m512 c80 = _mm512_setzero_ps(), c81 = _mm512_setzero_ps();
+  __m512 c90 = _mm512_setzero_ps(), c91 = _mm512_setzero_ps();
+  __m512 c100 = _mm512_setzero_ps(), c101 = _mm512_setzero_ps();
+  __m512 c110 = _mm512_setzero_ps(), c111 = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+    __m512 av;
+#define TT_ROW(i)                              \
+  av = _mm512_set1_ps(a[i]);                   \
+  c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0);  \
+  c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1);
+    TT_ROW(0) TT_ROW(1) TT_ROW(2) TT_ROW(3) TT_ROW(4) TT_ROW(5)
+    TT_ROW(6) TT_ROW(7) TT_ROW(8) TT_ROW(9) TT_ROW(10) TT_ROW(11)
+#undef TT_ROW
+    a += 12;
+    b += 32;
+  }
+#define TT_STORE(i)                                                       \
+  if (accumulate) {                                                       \
+    c##i##0 = _mm512_add_ps(c##i##0, _mm512_loadu_ps(c + i * ldc));       \
+    c##i##1 = _mm512_add_ps(c##i##1, _mm512_loadu_ps(c + i * ldc + 16));  \
+  }                                                                       \
+  _mm512_storeu_ps(c + i * ldc, c##i##0);                                 \
+  _mm512_storeu_ps(c + i * ldc + 16, c##i##1);
+  TT_STORE(0) TT_STORE(1) TT_STORE(2) TT_STORE(3) TT_STORE(4) TT_STORE(5)
+  TT_STORE(6) TT_STORE(7) TT_STORE(8) TT_STORE(9) TT_STORE(10) TT_STORE(11)
+#undef TT_STORE
+}
+#endif
+
+static const tt_ukr_t tt_ukr_generic_ = {4, 16, tt_ukr_generic_4x16, "generic"};
+#ifdef TT_HAVE_X86_UKR
+static const tt_ukr_t tt_ukr_avx2_ = {6, 16, tt_ukr_avx2_6x16, "avx2"};
+static const tt_ukr_t tt_ukr_avx512_ = {12, 32, tt_ukr_avx512_12x32, "avx512"};
+#endif
+
+static _Atomic int tt_sgemm_forced_ = TT_SGEMM_ISA_AUTO;
+
+static int tt_cpu_has_(tt_sgemm_isa_t isa) {
+#ifdef TT_HAVE_X86_UKR
+  __builtin_cpu_init();
+  if (isa == TT_SGEMM_ISA_AVX512) return __builtin_cpu_supports("avx512f");
+  if (isa == TT_SGEMM_ISA_AVX2) {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }
+#endif
+  return isa == TT_SGEMM_ISA_GENERIC || isa == TT_SGEMM_ISA_AUTO;
+}
+
+int tt_sgemm_force_isa(tt_sgemm_isa_t isa) {
+  if (!tt_cpu_has_(isa)) return 0;
+  tt_sgemm_forced_ = isa;
+  return 1;
+}
+
+static const tt_ukr_t *tt_ukr_select_(void) {
+  tt_sgemm_isa_t isa = (tt_sgemm_isa_t)tt_sgemm_forced_;
+#ifdef TT_HAVE_X86_UKR
+  if (isa == TT_SGEMM_ISA_AUTO) {
+    isa = tt_cpu_has_(TT_SGEMM_ISA_AVX512) ? TT_SGEMM_ISA_AVX512
+          : tt_cpu_has_(TT_SGEMM_ISA_AVX2) ? TT_SGEMM_ISA_AVX2
+                                           : TT_SGEMM_ISA_GENERIC;
+  }
+  if (isa == TT_SGEMM_ISA_AVX512) return &tt_ukr_avx512_;
+  if (isa == TT_SGEMM_ISA_AVX2) return &tt_ukr_avx2_;
+#else
+  (void)isa;
+#endif
+  return &tt_ukr_generic_;
+}
+
+const char *tt_sgemm_isa_name(void) { return tt_ukr_select_()->name; }
+
+/* ---- packing ------------------------------------------------------------ */
+
+static TT_ALWAYS_INLINE float tt_gemm_ld(const void *p, tt_dtype_t dt,
+                                         int64_t i) {
+  if (dt == TT_F32) return ((const float *)p)[i];
+  if (dt == TT_F16) return tt_f16_to_f32(((const uint16_t *)p)[i]);
+  return tt_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+/* Packs B(pc.., jc..) (kc x nc) into NR-wide panels, zero-padding the last. */
+static TT_ALWAYS_INLINE void tt_pack_b_body(const tt_sgemm_args_t *g,
+                                            tt_dtype_t dt, int64_t pc,
+                                            int64_t kc, int64_t jc, int64_t nc,
+                                            int nr, float *dst) {
+  if (g->csb == 1) {
+    /* Row-major B: read each source row once, front to back, and deal it
+     * out to the panels (reading down a column of panels would touch a
+     * new, unprefetched line every row). */
+    for (int64_t k = 0; k < kc; ++k) {
+      int64_t row = (pc + k) * g->rsb + jc;
+      for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+        int64_t w = tt_min64(nr, nc - j0);
+        float *d = dst + j0 * kc + k * nr;
+        if (dt == TT_F32 && w == nr) {
+          memcpy(d, (const float *)g->b + row + j0, (size_t)nr * sizeof(float));
+          continue;
+        }
+        for (int64_t j = 0; j < w; ++j) d[j] = tt_gemm_ld(g->b, dt, row + j0 + j);
+        for (int64_t j = w; j < nr; ++j) d[j] = 0.0f;
+      }
+    }
+    return;
+  }
+  for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+    int64_t w = tt_min64(nr, nc - j0);
+    float *panel = dst + j0 * kc;
+    const int64_t base = pc * g->rsb + (jc + j0) * g->csb;
+    {
+      /* Column-major (transposed) B: transpose in blocks of 16 k so the
+       * panel rows being written stay in L1. */
+      for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+        int64_t k1 = tt_min64(kc, k0 + 16);
+        for (int64_t j = 0; j < w; ++j) {
+          int64_t col = base + j * g->csb;
+          for (int64_t k = k0; k < k1; ++k) {
+            panel[k * nr + j] = tt_gemm_ld(g->b, dt, col + k * g->rsb);
+          }
+        }
+      }
+      if (w < nr) {
+        for (int64_t k = 0; k < kc; ++k) {
+          for (int64_t j = w; j < nr; ++j) panel[k * nr + j] = 0.0f;
+        }
+      }
+    }
+  }
+}
+
+static void tt_pack_b(const tt_sgemm_args_t *g, int64_t pc, int64_t kc,
+                      int64_t jc, int64_t nc, int nr, float *dst) {
+  if (g->pack_b) {
+    for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+      g->pack_b(g->pack_b_ctx, pc, kc, jc + j0, tt_min64(nr, nc - j0), nr, dst + j0 * kc);
+    }
+    return;
+  }
+  switch (g->b_dtype) {
+    case TT_F32: tt_pack_b_body(g, TT_F32, pc, kc, jc, nc, nr, dst); break;
+    case TT_F16: tt_pack_b_body(g, TT_F16, pc, kc, jc, nc, nr, dst); break;
+    default: tt_pack_b_body(g, TT_BF16, pc, kc, jc, nc, nr, dst); break;
+  }
+}
+
+/* Packs A(ic.., pc..) (mr x kc) into one MR-tall panel. */
+static TT_ALWAYS_INLINE void tt_pack_a_body(const tt_sgemm_args_t *g,
+                                            tt_dtype_t dt, int64_t ic,
+                                            int64_t mr, int64_t pc, int64_t kc,
+                                            int MR, float *dst) {
+  const int64_t base = ic * g->rsa + pc * g->csa;
+  if (g->rsa == 1 && mr == MR) {
+    for (int64_t k = 0; k < kc; ++k) {
+      int64_t col = base + k * g->csa;
+      for (int i = 0; i < MR; ++i) dst[k * MR + i] = tt_gemm_ld(g->a, dt, col + i);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < mr; ++i) {
+    int64_t row = base + i * g->rsa;
+    for (int64_t k = 0; k < kc; ++k) {
+      dst[k * MR + i] = tt_gemm_ld(g->a, dt, row + k * g->csa);
+    }
+  }
+  for (int64_t i = mr; i < MR; ++i) {
+    for (int64_t k = 0; k < kc; ++k) dst[k * MR + i] = 0.0f;
+  }
+}
+
+static void tt_pack_a(const tt_sgemm_args_t *g, int64_t ic, int64_t mr,
+                      int64_t pc, int64_t kc, int MR, float *dst) {
+  switch (g->a_dtype) {
+    case TT_F32: tt_pack_a_body(g, TT_F32, ic, mr, pc, kc, MR, dst); break;
+    case TT_F16: tt_pack_a_body(g, TT_F16, ic, mr, pc, kc, MR, dst); break;
+    default: tt_pack_a_body(g, TT_BF16, ic, mr, pc, kc, MR, dst); break;
+  }
+}
+
+/* ---- serial driver -------------------------------------------------------- */
+
+typedef struct tt_gemm_bufs_s {
+  float *apack; /* KC * MR */
+  float *bpack; /* KC * round_up(min(NC, n), NR) */
+} tt_gemm_bufs_t;
+
+static tt_status_t tt_gemm_bufs_alloc(const tt_ukr_t *u, int64_t n, int64_t k,
+                                      tt_gemm_bufs_t *bufs) {
+  int64_t kc = tt_min64(TT_GEMM_KC, tt_max64(k, 1));
+  int64_t nc = tt_min64(TT_GEMM_NC, tt_max64(n, 1));
+  nc = (nc + u->nr - 1) / u->nr * u->nr;
+  size_t asz = ((size_t)(kc * u->mr) * sizeof(float) + 63) / 64 * 64;
+  size_t bsz = ((size_t)(kc * nc) * sizeof(float) + 63) / 64 * 64;
+  bufs->apack = (float *)aligned_alloc(64, asz);
+  bufs->bpack = (float *)aligned_alloc(64, bsz);
+  if (!bufs->apack || !bufs->bpack) {
+    free(bufs->apack);
+    free(bufs->bpack);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED,
+                          "gemm: cannot allocate %zu bytes of packing buffers",
+                          asz + bsz);
+  }
+  return NULL;
+}
+
+static void tt_gemm_bufs_free(tt_gemm_bufs_t *bufs) {
+  free(bufs->apack);
+  free(bufs->bpack);
+}
+
+/* Runs the micro-kernels of one packed A panel (rows ic.., mr of them)
+ * against B panels [q0, q1) of the packed block at (jc, pc). */
+static void tt_gemm_panel(const tt_sgemm_args_t *g, const tt_ukr_t *u,
+                          const float *apack, const float *bpack, int64_t ic,
+                          int64_t mr, int64_t jc, int64_t nc, int64_t kc,
+                          int acc, int64_t q0, int64_t q1) {
+  const int MR = u->mr, NR = u->nr;
+  float tile[TT_GEMM_MR_MAX * TT_GEMM_NR_MAX];
+  for (int64_t q = q0; q < q1; ++q) {
+    int64_t jr = q * NR;
+    int64_t nr = tt_min64(NR, nc - jr);
+    float *c = g->c + ic * g->ldc + jc + jr;
+    const float *bp = bpack + jr * kc;
+    if (mr == MR && nr == NR) {
+      u->fn(kc, apack, bp, c, g->ldc, acc);
+      continue;
+    }
+    u->fn(kc, apack, bp, tile, NR, 0);
+    for (int64_t i = 0; i < mr; ++i) {
+      for (int64_t j = 0; j < nr; ++j) {
+        c[i * g->ldc + j] = acc ? c[i * g->ldc + j] + tile[i * NR + j] : tile[i * NR + j];
+      }
+    }
+  }
+}
+
+static void tt_gemm_zero_c(const tt_sgemm_args_t *g) {
+  if (g->accumulate) return;
+  for (int64_t i = 0; i < g->m; ++i) {
+    memset(g->c + i * g->ldc, 0, (size_t)g->n * sizeof(float));
+  }
+}
+
+static void tt_sgemm_serial(const tt_sgemm_args_t *g, const tt_ukr_t *u,
+                            tt_gemm_bufs_t *bufs) {
+  if (g->k == 0) {
+    tt_gemm_zero_c(g);
+    return;
+  }
+  for (int64_t jc = 0; jc < g->n; jc += TT_GEMM_NC) {
+    int64_t nc = tt_min64(TT_GEMM_NC, g->n - jc);
+    int64_t npanels = (nc + u->nr - 1) / u->nr;
+    for (int64_t pc = 0; pc < g->k; pc += TT_GEMM_KC) {
+      int64_t kc = tt_min64(TT_GEMM_KC, g->k - pc);
+      int acc = g->accumulate || pc > 0;
+      tt_pack_b(g, pc, kc, jc, nc, u->nr, bufs->bpack);
+      for (int64_t ic = 0; ic < g->m; ic += u->mr) {
+        int64_t mr = tt_min64(u->mr, g->m - ic);
+        tt_pack_a(g, ic, mr, pc, kc, u->mr, bufs->apack);
+        tt_gemm_panel(g, u, bufs->apack, bufs->bpack, ic, mr, jc, nc, kc, acc,
+                      0, npanels);
+      }
+    }
+  }
+}
+
+/* ---- parallel drivers ------------------------------------------------------ */
+
+/* One large GEMM: each (jc, pc) block of B is packed once, in parallel, into
+ * a shared buffer; then items = (A panel, group of B panels) run in
+ * parallel, claimed dynamically so a slow thread does not hold the rest
+ * back. Every C tile is computed by one item in a fixed order, so the
+ * result does not depend on the thread count. */
+typedef struct tt_gemm_par_s {
+  const tt_sgemm_args_t *g;
+  const tt_ukr_t *u;
+  float *bpack;
+  int64_t jc, nc, pc, kc;
+  int acc;
+  int64_t npanels, ngroups;
+} tt_gemm_par_t;
+
+static void tt_gemm_pack_range(void *arg, int64_t begin, int64_t end) {
+  const tt_gemm_par_t *p = (const tt_gemm_par_t *)arg;
+  int64_t NR = p->u->nr;
+  int64_t j0 = begin * NR, j1 = tt_min64(p->nc, end * NR);
+  tt_pack_b(p->g, p->pc, p->kc, p->jc + j0, j1 - j0, (int)NR, p->bpack + j0 * p->kc);
+}
+
+static void tt_gemm_compute_range(void *arg, int64_t begin, int64_t end) {
+  const tt_gemm_par_t *p = (const tt_gemm_par_t *)arg;
+  const tt_ukr_t *u = p->u;
+  float apack[TT_GEMM_MR_MAX * TT_GEMM_KC] __attribute__((aligned(64)));
+  int64_t packed = -1;
+  for (int64_t t = begin; t < end; ++t) {
+    int64_t panel = t / p->ngroups, grp = t % p->ngroups;
+    int64_t ic = panel * u->mr, mr = tt_min64(u->mr, p->g->m - ic);
+    if (panel != packed) {
+      tt_pack_a(p->g, ic, mr, p->pc, p->kc, u->mr, apack);
+      packed = panel;
+    }
+    int64_t q0 = grp * p->npanels / p->ngroups;
+    int64_t q1 = (grp + 1) * p->npanels / p->ngroups;
+    tt_gemm_panel(p->g, u, apack, p->bpack, ic, mr, p->jc, p->nc, p->kc, p->acc,
+                  q0, q1);
+  }
+}
+
+static tt_status_t tt_sgemm_parallel(const tt_sgemm_args_t *g, const tt_ukr_t *u) {
+  if (g->k == 0) {
+    tt_gemm_zero_c(g);
+    return NULL;
+  }
+  tt_gemm_bufs_t bufs;
+  TT_RETURN_IF_ERROR(tt_gemm_bufs_alloc(u, g->n, g->k, &bufs));
+  int64_t nt = tt_num_threads();
+  int64_t mpanels = (g->m + u->mr - 1) / u->mr;
+  tt_gemm_par_t p = {.g = g, .u = u, .bpack = bufs.bpack};
+  for (p.jc = 0; p.jc < g->n; p.jc += TT_GEMM_NC) {
+    p.nc = tt_min64(TT_GEMM_NC, g->n - p.jc);
+    p.npanels = (p.nc + u->nr - 1) / u->nr;
+    /* Enough items for dynamic balancing; split B panels only when M is
+     * too short to provide them. */
+    p.ngroups = mpanels >= 4 * nt ? 1 : tt_min64(p.npanels, (4 * nt + mpanels - 1) / mpanels);
+    for (p.pc = 0; p.pc < g->k; p.pc += TT_GEMM_KC) {
+      p.kc = tt_min64(TT_GEMM_KC, g->k - p.pc);
+      p.acc = g->accumulate || p.pc > 0;
+      tt_parallel_for(p.npanels, 1, tt_gemm_pack_range, &p);
+      tt_parallel_for(mpanels * p.ngroups, 1, tt_gemm_compute_range, &p);
+    }
+  }
+  tt_gemm_bufs_free(&bufs);
+  return NULL;
+}
+
+/* Many independent problems of the same size, one serial GEMM per item. */
+typedef struct tt_gemm_batch_s {
+  const tt_ukr_t *u;
+  const tt_sgemm_args_t *probs;
+  _Atomic int failed;
+} tt_gemm_batch_t;
+
+static void tt_gemm_batch_range(void *arg, int64_t begin, int64_t end) {
+  tt_gemm_batch_t *job = (tt_gemm_batch_t *)arg;
+  const tt_sgemm_args_t *g0 = &job->probs[begin];
+  tt_gemm_bufs_t bufs;
+  tt_status_t st = tt_gemm_bufs_alloc(job->u, g0->n, g0->k, &bufs);
+  if (st) {
+    tt_status_free(st);
+    job->failed = 1;
+    return;
+  }
+  for (int64_t t = begin; t < end; ++t) tt_sgemm_serial(&job->probs[t], job->u, &bufs);
+  tt_gemm_bufs_free(&bufs);
+}
+
+/* Runs nprobs problems with the same m, n, k: in parallel across problems
+ * when there are many (or they are small), otherwise one after the other,
+ * each split across the threads. */
+static tt_status_t tt_sgemm_many(const tt_sgemm_args_t *probs, int64_t nprobs,
+                                 int parallel) {
+  if (nprobs <= 0) return NULL;
+  const tt_sgemm_args_t *g = &probs[0];
+  if (g->m == 0 || g->n == 0) return NULL;
+  const tt_ukr_t *u = tt_ukr_select_();
+  double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
+  int64_t nt = tt_num_threads();
+  if (parallel && nt > 1 && flops * (double)nprobs >= 2e6 &&
+      (nprobs < 2 * nt && flops >= 4e6)) {
+    for (int64_t i = 0; i < nprobs; ++i) TT_RETURN_IF_ERROR(tt_sgemm_parallel(&probs[i], u));
+    return NULL;
+  }
+  tt_gemm_batch_t job = {.u = u, .probs = probs};
+  int64_t grain = parallel && flops * (double)nprobs >= 2e6 ? 1 : nprobs;
+  tt_parallel_for(nprobs, grain, tt_gemm_batch_range, &job);
+  if (job.failed) {
+    return tt_status_make(TT_RESOURCE_EXHAUSTED,
+                          "gemm: cannot allocate packing buffers");
+  }
+  return NULL;
+}
+
+tt_status_t tt_sgemm(const tt_sgemm_args_t *args, int parallel) {
+  return tt_sgemm_many(args, 1, parallel);
+}
+
+/* ---- tt_kernel_dot --------------------------------------------------------- */
+
+typedef struct tt_dot_ctx_s {
+  const tt_view_t *a, *b;
+  tt_view_t *out;
+  int trans_a;
+  int64_t M, N, K, Bb;
+  const void *bmat; /* [Bb, K, N] in the compute type (double or int64) */
+} tt_dot_ctx_t;
+
+/* F64 / integer: one output row per item. */
+static void tt_dot_rows_range(void *arg, int64_t begin, int64_t end) {
+  const tt_dot_ctx_t *c = (const tt_dot_ctx_t *)arg;
+  int is_int = tt_class_of(c->a->dtype) == TT_CLASS_INT;
+  int64_t M = c->M, N = c->N, K = c->K;
+  for (int64_t r = begin; r < end; ++r) {
+    int64_t bi = r / M, i = r % M;
+    int64_t bb = c->Bb == 1 ? 0 : bi;
+    int64_t abase = bi * M * K;
+    for (int64_t j0 = 0; j0 < N; j0 += TT_BLOCK) {
+      int64_t w = tt_min64(TT_BLOCK, N - j0);
+      if (is_int) {
+        uint64_t acc[TT_BLOCK];
+        const int64_t *bm = (const int64_t *)c->bmat + bb * K * N;
+        memset(acc, 0, sizeof(acc));
+        for (int64_t k = 0; k < K; ++k) {
+          int64_t ai = c->trans_a ? abase + k * M + i : abase + i * K + k;
+          uint64_t av = (uint64_t)tt_get_i64(c->a->data, c->a->dtype, ai);
+          const int64_t *brow = bm + k * N + j0;
+          for (int64_t j = 0; j < w; ++j) acc[j] += av * (uint64_t)brow[j];
+        }
+        tt_store_i64((const int64_t *)acc, w, c->out->data, c->out->dtype,
+                     r * N + j0);
+      } else {
+        double acc[TT_BLOCK];
+        const double *bm = (const double *)c->bmat + bb * K * N;
+        memset(acc, 0, sizeof(acc));
+        for (int64_t k = 0; k < K; ++k) {
+          int64_t ai = c->trans_a ? abase + k * M + i : abase + i * K + k;
+          double av = tt_get_f64(c->a->data, c->a->dtype, ai);
+          const double *brow = bm + k * N + j0;
+          for (int64_t j = 0; j < w; ++j) acc[j] += av * brow[j];
+        }
+        tt_store_f64(acc, w, c->out->data, c->out->dtype, r * N + j0);
+      }
+    }
+  }
+}
+
+static tt_status_t tt_dot_rows(tt_dot_ctx_t *c, int trans_b) {
+  int is_int = tt_class_of(c->a->dtype) == TT_CLASS_INT;
+  int64_t K = c->K, N = c->N, total = c->Bb * K * N;
+  size_t es = is_int ? sizeof(int64_t) : sizeof(double);
+  void *bm = malloc((size_t)tt_max64(total, 1) * es);
+  if (!bm) {
+    return tt_status_make(TT_RESOURCE_EXHAUSTED,
+                          "dot: cannot allocate %lld elements", (long long)total);
+  }
+  /* B in [Bb, K, N] order and the compute type, so rows stream. */
+  for (int64_t bb = 0; bb < c->Bb; ++bb) {
+    for (int64_t k = 0; k < K; ++k) {
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t src = bb * K * N + (trans_b ? j * K + k : k * N + j);
+        int64_t dst = bb * K * N + k * N + j;
+        if (is_int) {
+          ((int64_t *)bm)[dst] = tt_get_i64(c->b->data, c->b->dtype, src);
+        } else {
+          ((double *)bm)[dst] = tt_get_f64(c->b->data, c->b->dtype, src);
+        }
+      }
+    }
+  }
+  c->bmat = bm;
+  int64_t rows = c->out->shape.dims[0] * c->M;
+  int64_t grain = tt_max64(1, TT_GRAIN / tt_max64(1, K * N));
+  tt_parallel_for(rows, grain, tt_dot_rows_range, c);
+  free(bm);
+  return NULL;
+}
+
+tt_status_t tt_kernel_dot(const tt_view_t *a, const tt_view_t *b, int trans_a,
+                          int trans_b, tt_view_t *out) {
+  static const char *name = "dot";
+  TT_RETURN_IF_ERROR(tt_check_view(name, "a", a));
+  TT_RETURN_IF_ERROR(tt_check_view(name, "b", b));
+  TT_RETURN_IF_ERROR(tt_check_view(name, "out", out));
+  if (a->shape.rank != 3 || b->shape.rank != 3 || out->shape.rank != 3) {
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "dot: a, b and out must be rank 3, got ranks %d, %d, %d",
+                          (int)a->shape.rank, (int)b->shape.rank,
+                          (int)out->shape.rank);
+  }
+  if (a->dtype != b->dtype || a->dtype != out->dtype) {
+    return tt_status_make(TT_TYPE_ERROR,
+                          "dot: a (%s), b (%s) and out (%s) must have the same "
+                          "dtype",
+                          tt_dtype_name(a->dtype), tt_dtype_name(b->dtype),
+                          tt_dtype_name(out->dtype));
+  }
+  int64_t B = a->shape.dims[0];
+  int64_t M = trans_a ? a->shape.dims[2] : a->shape.dims[1];
+  int64_t K = trans_a ? a->shape.dims[1] : a->shape.dims[2];
+  int64_t Bb = b->shape.dims[0];
+  int64_t Kb = trans_b ? b->shape.dims[2] : b->shape.dims[1];
+  int64_t N = trans_b ? b->shape.dims[1] : b->shape.dims[2];
+  char s1[160], s2[160], s3[160];
+  if (Kb != K || (Bb != B && Bb != 1) || out->shape.dims[0] != B ||
+      out->shape.dims[1] != M || out->shape.dims[2] != N) {
+    return tt_status_make(
+        TT_INVALID_ARGUMENT,
+        "dot: shapes do not match: a %s (trans %d), b %s (trans %d), out %s",
+        tt_dims_str(&a->shape, s1, sizeof s1), trans_a,
+        tt_dims_str(&b->shape, s2, sizeof s2), trans_b,
+        tt_dims_str(&out->shape, s3, sizeof s3));
+  }
+  if (B == 0 || M == 0 || N == 0) return NULL;
+  tt_dot_ctx_t ctx = {.a = a, .b = b, .out = out, .trans_a = trans_a,
+                      .M = M, .N = N, .K = K, .Bb = Bb};
+  if (tt_class_of(a->dtype) != TT_CLASS_F32) return tt_dot_rows(&ctx, trans_b);
+
+  /* F32 / F16 / BF16 through the packed f32 GEMM. Non-f32 outputs go
+   * through an f32 buffer and are rounded once at the end. */
+  float *cbuf = out->dtype == TT_F32 ? (float *)out->data : NULL;
+  if (!cbuf) {
+    cbuf = (float *)malloc((size_t)(B * M * N) * sizeof(float));
+    if (!cbuf) {
+      return tt_status_make(TT_RESOURCE_EXHAUSTED,
+                            "dot: cannot allocate %lld floats",
+                            (long long)(B * M * N));
+    }
+  }
+  tt_sgemm_args_t *probs = (tt_sgemm_args_t *)malloc((size_t)B * sizeof(*probs));
+  if (!probs) {
+    if (cbuf != out->data) free(cbuf);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "dot: out of memory");
+  }
+  size_t es = tt_dtype_size(a->dtype);
+  for (int64_t bi = 0; bi < B; ++bi) {
+    tt_sgemm_args_t *g = &probs[bi];
+    memset(g, 0, sizeof(*g));
+    g->m = M;
+    g->n = N;
+    g->k = K;
+    g->a = (const char *)a->data + (size_t)(bi * M * K) * es;
+    g->a_dtype = a->dtype;
+    g->rsa = trans_a ? 1 : K;
+    g->csa = trans_a ? M : 1;
+    g->b = (const char *)b->data + (size_t)((Bb == 1 ? 0 : bi) * K * N) * es;
+    g->b_dtype = b->dtype;
+    g->rsb = trans_b ? 1 : N;
+    g->csb = trans_b ? K : 1;
+    g->c = cbuf + bi * M * N;
+    g->ldc = N;
+    g->accumulate = 0;
+  }
+  tt_status_t st = tt_sgemm_many(probs, B, 1);
+  free(probs);
+  if (cbuf != out->data) {
+    if (!st) tt_store_f32(cbuf, B * M * N, out->data, out->dtype, 0);
+    free(cbuf);
+  }
+  return st;
+}

@@ -1,0 +1,203 @@
+/* Internal helpers shared by the CPU kernels: view validation, dtype
+ * conversion on load/store, the broadcasting index iterator, and the f32
+ * GEMM entry point that conv2d reuses. Nothing here is part of the public
+ * API; tests may include it to reach internal variants. */
+#ifndef TORCHTPU_KERNELS_KERNEL_UTIL_H_
+#define TORCHTPU_KERNELS_KERNEL_UTIL_H_
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "torchtpu/kernels.h"
+
+/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and the
+ * loader picks one at run time (the engine is built without -march). */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define TT_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TT_TARGET_CLONES
+#endif
+#define TT_ALWAYS_INLINE inline __attribute__((always_inline))
+
+#define TT_PI 3.14159265358979323846
+#define TT_SQRT1_2 0.70710678118654752440
+
+/* Elements processed per step by the blocked load/compute/store loops. */
+#define TT_BLOCK 1024
+/* Elements per tt_parallel_for chunk for elementwise work. */
+#define TT_GRAIN 32768
+
+/* What a dtype computes in (kernels.h "Arithmetic"). */
+typedef enum tt_class_e {
+  TT_CLASS_F32 = 0, /* F32, F16, BF16 */
+  TT_CLASS_F64 = 1,
+  TT_CLASS_INT = 2, /* integers and BOOL, in int64 */
+} tt_class_t;
+
+static inline tt_class_t tt_class_of(tt_dtype_t dt) {
+  if (dt == TT_F32 || dt == TT_F16 || dt == TT_BF16) return TT_CLASS_F32;
+  if (dt == TT_F64) return TT_CLASS_F64;
+  return TT_CLASS_INT;
+}
+
+static inline int64_t tt_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t tt_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Checks that v is usable: known dtype, rank in [0, TT_MAX_RANK], dims >= 0,
+ * data non-NULL when it has elements. `what` names the argument in the
+ * message ("x", "out", ...). */
+tt_status_t tt_check_view(const char *op, const char *what, const tt_view_t *v);
+int64_t tt_view_numel(const tt_view_t *v);
+/* Formats dims as "[2, 3]" into buf (at least 128 bytes); returns buf. */
+const char *tt_dims_str(const tt_shape_t *s, char *buf, size_t size);
+/* Contiguous row-major strides (in elements). */
+void tt_contiguous_strides(const tt_shape_t *s, int64_t *strides);
+
+/* Float -> integer as x86 PyTorch does it: truncate toward zero; NaN and
+ * out-of-range values become the minimum of the 32- or 64-bit type (what
+ * cvttss2si produces), narrower types go through int32 then wrap. */
+static inline int64_t tt_f64_to_i64_trunc(double v) {
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+    return INT64_MIN;
+  return (int64_t)v;
+}
+static inline int32_t tt_f64_to_i32_trunc(double v) {
+  if (!(v > -2147483649.0 && v < 2147483648.0)) return INT32_MIN;
+  return (int32_t)v;
+}
+
+/* Scalar element access, converting to/from the compute types. */
+double tt_get_f64(const void *data, tt_dtype_t dt, int64_t i);
+int64_t tt_get_i64(const void *data, tt_dtype_t dt, int64_t i);
+void tt_set_f64(void *data, tt_dtype_t dt, int64_t i, double v);
+void tt_set_i64(void *data, tt_dtype_t dt, int64_t i, int64_t v);
+
+/* Block conversions: n elements starting at element `off`, `stride`
+ * elements apart (0 = the same element repeated), into a dense buffer of
+ * the compute type; and back, from a dense buffer into dst at dst[off..]. */
+void tt_load_f32(const void *src, tt_dtype_t dt, int64_t off, int64_t stride,
+                 int64_t n, float *dst);
+void tt_load_f64(const void *src, tt_dtype_t dt, int64_t off, int64_t stride,
+                 int64_t n, double *dst);
+void tt_load_i64(const void *src, tt_dtype_t dt, int64_t off, int64_t stride,
+                 int64_t n, int64_t *dst);
+void tt_store_f32(const float *src, int64_t n, void *dst, tt_dtype_t dt,
+                  int64_t off);
+void tt_store_f64(const double *src, int64_t n, void *dst, tt_dtype_t dt,
+                  int64_t off);
+void tt_store_i64(const int64_t *src, int64_t n, void *dst, tt_dtype_t dt,
+                  int64_t off);
+
+/* ---- broadcasting iterator -------------------------------------------
+ * Operand 0 is the (contiguous) output; operands 1.. are inputs
+ * right-aligned against it. Dims of size 1 in the output are dropped and
+ * adjacent dims merged where every operand allows, so a same-shape
+ * elementwise op becomes rank 1 with unit strides. */
+#define TT_ITER_MAX_OPS 4
+typedef struct tt_iter_s {
+  int rank; /* >= 1 */
+  int nops;
+  int64_t dims[TT_MAX_RANK];
+  int64_t strides[TT_ITER_MAX_OPS][TT_MAX_RANK]; /* elements; 0 = broadcast */
+} tt_iter_t;
+
+typedef struct tt_iter_pos_s {
+  int64_t idx[TT_MAX_RANK];
+  int64_t off[TT_ITER_MAX_OPS];
+} tt_iter_pos_t;
+
+/* Builds the iterator; fails with TT_INVALID_ARGUMENT naming the shapes if
+ * an input does not broadcast to out. */
+tt_status_t tt_iter_init(const char *op, const tt_shape_t *out,
+                         const tt_view_t *const *inputs, int ninputs,
+                         tt_iter_t *it);
+/* Positions pos at flat output index `flat`. */
+void tt_iter_seek(const tt_iter_t *it, int64_t flat, tt_iter_pos_t *pos);
+/* Elements left in the innermost dim from pos. */
+static inline int64_t tt_iter_inner_left(const tt_iter_t *it,
+                                         const tt_iter_pos_t *pos) {
+  return it->dims[it->rank - 1] - pos->idx[it->rank - 1];
+}
+/* Advances pos by n elements (n <= tt_iter_inner_left). */
+void tt_iter_advance(const tt_iter_t *it, tt_iter_pos_t *pos, int64_t n);
+
+/* ---- f32 GEMM (gemm.c) -------------------------------------------------
+ * c[i*ldc + j] = (accumulate ? c[...] : 0) + sum_k A(i,k) * B(k,j) with
+ * A(i,k) = a[i*rsa + k*csa] and B(k,j) = b[k*rsb + j*csb]. a and b may be
+ * F32, F16 or BF16 (widened while packing); c is f32. `parallel` lets it
+ * split the work over the thread pool.
+ *
+ * Instead of b, a caller may supply pack_b, which writes one packed panel
+ * of an implicit B (im2col for convolutions): B(k0 + k, j0 + j) into
+ * dst[k*nr + j] for k < kc, j < w, and zeros for w <= j < nr. It is called
+ * concurrently from several threads for different panels. */
+#define TT_GEMM_KC_MAX 512   /* largest kc a pack_b callback receives */
+#define TT_GEMM_PANEL_MAX 32 /* largest nr (panel width) */
+typedef void (*tt_pack_b_fn_t)(const void *ctx, int64_t k0, int64_t kc,
+                               int64_t j0, int64_t w, int nr, float *dst);
+
+typedef struct tt_sgemm_args_s {
+  int64_t m, n, k;
+  const void *a;
+  tt_dtype_t a_dtype;
+  int64_t rsa, csa;
+  const void *b;
+  tt_dtype_t b_dtype;
+  int64_t rsb, csb;
+  float *c;
+  int64_t ldc;
+  int accumulate;
+  tt_pack_b_fn_t pack_b; /* optional; replaces b/b_dtype/rsb/csb */
+  const void *pack_b_ctx;
+} tt_sgemm_args_t;
+
+tt_status_t tt_sgemm(const tt_sgemm_args_t *args, int parallel);
+
+/* Micro-kernel variants, for tests and benchmarks: TT_SGEMM_ISA_AUTO picks
+ * the best the CPU supports. tt_sgemm_force_isa returns 0 if the CPU
+ * cannot run the requested variant (the setting is then unchanged). */
+typedef enum tt_sgemm_isa_e {
+  TT_SGEMM_ISA_AUTO = 0,
+  TT_SGEMM_ISA_GENERIC = 1,
+  TT_SGEMM_ISA_AVX2 = 2,
+  TT_SGEMM_ISA_AVX512 = 3,
+} tt_sgemm_isa_t;
+int tt_sgemm_force_isa(tt_sgemm_isa_t isa);
+const char *tt_sgemm_isa_name(void);
+
+/* One Philox-4x32-10 block (rng.c), for the known-answer test. */
+void tt_philox4x32_10_for_test(const uint32_t ctr[4], const uint32_t key[2],
+                               uint32_t out[4]);
+
+/* Vectorisable expf (max error about 1 ulp), used by softmax and the
+ * elementwise exp family. */
+static inline float tt_expf_fast(float x) {
+  /* exp(x) = 2^n * exp(r), n = round(x/ln2), |r| <= ln2/2; Cephes' expf
+   * polynomial for exp(r). Clamping keeps n in [-150, 128]: below, the
+   * result is 0; above, the scaling overflows to +inf; NaN passes. */
+  float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  /* Round to nearest with the 1.5*2^23 trick (no libm call). */
+  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  /* 2^n as two factors so n down to -150 still yields subnormals. */
+  int32_t ni = n == n ? (int32_t)n : 0;
+  int32_t n1 = ni / 2;
+  int32_t n2 = ni - n1;
+  uint32_t b1 = (uint32_t)(n1 + 127) << 23;
+  uint32_t b2 = (uint32_t)(n2 + 127) << 23;
+  float s1, s2;
+  memcpy(&s1, &b1, 4);
+  memcpy(&s2, &b2, 4);
+  return p * s1 * s2;
+}
+
+#endif /* TORCHTPU_KERNELS_KERNEL_UTIL_H_ */

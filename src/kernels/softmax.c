@@ -1,0 +1,275 @@
+/* softmax / log_softmax along one dim, forward and backward.
+ *
+ * x is viewed as [A, L, B] with L the softmax dim. B == 1 (the last dim, the
+ * common case) works on contiguous rows; B > 1 works on panels of up to
+ * TT_SM_COLS columns at once so the loops still run along memory. The
+ * forward pass is the stable one: m = max, e = exp(x - m), s = sum e,
+ * softmax = e * (1/s), log_softmax = (x - m) - log(s); all -inf rows give
+ * NaN as in PyTorch. F32/F16/BF16 compute in float (F16/BF16 through a
+ * float copy of the panel), F64 in double.
+ * Backward: softmax  gx = y * (g - sum(g*y));
+ *           log_softmax gx = g - exp(y) * sum(g).
+ */
+#include <stdlib.h>
+
+#include "kernels/kernel_util.h"
+
+#define TT_SM_COLS 64
+
+/* Forward over a panel: x, y are [L, w] with row stride ld (elements). */
+TT_TARGET_CLONES
+static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
+                                 int64_t ld, int log_out) {
+  float m[TT_SM_COLS], s[TT_SM_COLS];
+  if (w == 1) {
+    /* Contiguous row: reduce along the row with several lanes. */
+    float mx[16];
+    for (int q = 0; q < 16; ++q) mx[q] = -INFINITY;
+    int64_t l = 0;
+    int nan = 0;
+    for (; l + 16 <= L; l += 16) {
+      for (int q = 0; q < 16; ++q) {
+        float v = x[l + q];
+        nan |= v != v;
+        mx[q] = v > mx[q] ? v : mx[q];
+      }
+    }
+    float mm = -INFINITY;
+    for (int q = 0; q < 16; ++q) mm = mx[q] > mm ? mx[q] : mm;
+    for (; l < L; ++l) {
+      nan |= x[l] != x[l];
+      mm = x[l] > mm ? x[l] : mm;
+    }
+    if (nan) mm = NAN;
+    float acc[16] = {0};
+    l = 0;
+    for (; l + 16 <= L; l += 16) {
+      for (int q = 0; q < 16; ++q) {
+        float e = tt_expf_fast(x[l + q] - mm);
+        if (!log_out) y[l + q] = e;
+        acc[q] += e;
+      }
+    }
+    float sum = 0;
+    for (int q = 0; q < 16; ++q) sum += acc[q];
+    for (; l < L; ++l) {
+      float e = tt_expf_fast(x[l] - mm);
+      if (!log_out) y[l] = e;
+      sum += e;
+    }
+    if (log_out) {
+      float ls = logf(sum);
+      for (l = 0; l < L; ++l) y[l] = (x[l] - mm) - ls;
+    } else {
+      float inv = 1.0f / sum;
+      for (l = 0; l < L; ++l) y[l] *= inv;
+    }
+    return;
+  }
+  for (int64_t j = 0; j < w; ++j) {
+    m[j] = -INFINITY;
+    s[j] = 0.0f;
+  }
+  for (int64_t l = 0; l < L; ++l) {
+    const float *xr = x + l * ld;
+    for (int64_t j = 0; j < w; ++j) {
+      float v = xr[j];
+      if (m[j] == m[j] && (v > m[j] || v != v)) m[j] = v; /* NaN sticks */
+    }
+  }
+  for (int64_t l = 0; l < L; ++l) {
+    const float *xr = x + l * ld;
+    float *yr = y + l * ld;
+    for (int64_t j = 0; j < w; ++j) {
+      float e = tt_expf_fast(xr[j] - m[j]);
+      if (!log_out) yr[j] = e;
+      s[j] += e;
+    }
+  }
+  if (log_out) {
+    for (int64_t j = 0; j < w; ++j) s[j] = logf(s[j]);
+    for (int64_t l = 0; l < L; ++l) {
+      for (int64_t j = 0; j < w; ++j) y[l * ld + j] = (x[l * ld + j] - m[j]) - s[j];
+    }
+  } else {
+    for (int64_t j = 0; j < w; ++j) s[j] = 1.0f / s[j];
+    for (int64_t l = 0; l < L; ++l) {
+      for (int64_t j = 0; j < w; ++j) y[l * ld + j] *= s[j];
+    }
+  }
+}
+
+static void tt_softmax_panel_f64(const double *x, double *y, int64_t L,
+                                 int64_t w, int64_t ld, int log_out) {
+  for (int64_t j = 0; j < w; ++j) {
+    double m = -INFINITY, s = 0;
+    int nan = 0;
+    for (int64_t l = 0; l < L; ++l) {
+      double v = x[l * ld + j];
+      nan |= v != v;
+      m = v > m ? v : m;
+    }
+    if (nan) m = NAN;
+    for (int64_t l = 0; l < L; ++l) s += exp(x[l * ld + j] - m);
+    if (log_out) {
+      double ls = log(s);
+      for (int64_t l = 0; l < L; ++l) y[l * ld + j] = (x[l * ld + j] - m) - ls;
+    } else {
+      for (int64_t l = 0; l < L; ++l) y[l * ld + j] = exp(x[l * ld + j] - m) / s;
+    }
+  }
+}
+
+/* Backward over a panel: g (grad_out), y (forward output), gx. */
+TT_TARGET_CLONES
+static void tt_softmax_bwd_panel_f32(const float *g, const float *y, float *gx,
+                                     int64_t L, int64_t w, int64_t ld,
+                                     int log_out) {
+  float s[TT_SM_COLS];
+  for (int64_t j = 0; j < w; ++j) s[j] = 0.0f;
+  for (int64_t l = 0; l < L; ++l) {
+    for (int64_t j = 0; j < w; ++j) {
+      s[j] += log_out ? g[l * ld + j] : g[l * ld + j] * y[l * ld + j];
+    }
+  }
+  for (int64_t l = 0; l < L; ++l) {
+    for (int64_t j = 0; j < w; ++j) {
+      int64_t k = l * ld + j;
+      gx[k] = log_out ? g[k] - tt_expf_fast(y[k]) * s[j] : y[k] * (g[k] - s[j]);
+    }
+  }
+}
+
+static void tt_softmax_bwd_panel_f64(const double *g, const double *y,
+                                     double *gx, int64_t L, int64_t w,
+                                     int64_t ld, int log_out) {
+  for (int64_t j = 0; j < w; ++j) {
+    double s = 0;
+    for (int64_t l = 0; l < L; ++l) {
+      s += log_out ? g[l * ld + j] : g[l * ld + j] * y[l * ld + j];
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      int64_t k = l * ld + j;
+      gx[k] = log_out ? g[k] - exp(y[k]) * s : y[k] * (g[k] - s);
+    }
+  }
+}
+
+typedef struct tt_softmax_ctx_s {
+  const tt_view_t *x;  /* forward input, or grad_out */
+  const tt_view_t *y;  /* backward: forward output */
+  tt_view_t *out;
+  int log_out;
+  int64_t A, L, B, nblk;
+  _Atomic int failed;
+} tt_softmax_ctx_t;
+
+/* Item = (a, column block). Panels of non-native dtypes are converted to a
+ * dense [L, w] buffer first. */
+static void tt_softmax_range(void *arg, int64_t begin, int64_t end) {
+  tt_softmax_ctx_t *c = (tt_softmax_ctx_t *)arg;
+  tt_dtype_t dt = c->x->dtype;
+  int native = dt == TT_F32 || dt == TT_F64;
+  int64_t w_max = tt_min64(c->B, TT_SM_COLS);
+  size_t es = dt == TT_F64 ? sizeof(double) : sizeof(float);
+  int nbuf = c->y ? 3 : 2;
+  char *buf = NULL;
+  if (!native) {
+    buf = (char *)malloc((size_t)(c->L * w_max) * es * (size_t)nbuf);
+    if (!buf) {
+      c->failed = 1;
+      return;
+    }
+  }
+  for (int64_t t = begin; t < end; ++t) {
+    int64_t a = t / c->nblk, j0 = (t % c->nblk) * TT_SM_COLS;
+    int64_t w = tt_min64(TT_SM_COLS, c->B - j0);
+    int64_t base = a * c->L * c->B + j0;
+    if (native) {
+      size_t off = (size_t)base * es;
+      const void *xp = (const char *)c->x->data + off;
+      void *op = (char *)c->out->data + off;
+      if (dt == TT_F32) {
+        if (c->y) {
+          tt_softmax_bwd_panel_f32((const float *)xp,
+                                   (const float *)((const char *)c->y->data + off),
+                                   (float *)op, c->L, w, c->B, c->log_out);
+        } else {
+          tt_softmax_panel_f32((const float *)xp, (float *)op, c->L, w, c->B,
+                               c->log_out);
+        }
+      } else if (c->y) {
+        tt_softmax_bwd_panel_f64((const double *)xp,
+                                 (const double *)((const char *)c->y->data + off),
+                                 (double *)op, c->L, w, c->B, c->log_out);
+      } else {
+        tt_softmax_panel_f64((const double *)xp, (double *)op, c->L, w, c->B,
+                             c->log_out);
+      }
+      continue;
+    }
+    /* F16 / BF16: gather the panel into float buffers. */
+    float *bx = (float *)buf, *bo = bx + c->L * w, *by = bo + c->L * w;
+    for (int64_t l = 0; l < c->L; ++l) {
+      tt_load_f32(c->x->data, dt, base + l * c->B, 1, w, bx + l * w);
+      if (c->y) tt_load_f32(c->y->data, dt, base + l * c->B, 1, w, by + l * w);
+    }
+    if (c->y) {
+      tt_softmax_bwd_panel_f32(bx, by, bo, c->L, w, w, c->log_out);
+    } else {
+      tt_softmax_panel_f32(bx, bo, c->L, w, w, c->log_out);
+    }
+    for (int64_t l = 0; l < c->L; ++l) {
+      tt_store_f32(bo + l * w, w, c->out->data, dt, base + l * c->B);
+    }
+  }
+  free(buf);
+}
+
+static tt_status_t tt_softmax_run(const char *name, const tt_view_t *x,
+                                  const tt_view_t *y, int dim, int log_out,
+                                  tt_view_t *out) {
+  TT_RETURN_IF_ERROR(tt_check_view(name, "input", x));
+  TT_RETURN_IF_ERROR(tt_check_view(name, "out", out));
+  if (y) TT_RETURN_IF_ERROR(tt_check_view(name, "output", y));
+  if (!tt_dtype_is_float(x->dtype) || out->dtype != x->dtype ||
+      (y && y->dtype != x->dtype)) {
+    return tt_status_make(TT_TYPE_ERROR,
+                          "%s: needs one floating-point dtype, got %s -> %s",
+                          name, tt_dtype_name(x->dtype), tt_dtype_name(out->dtype));
+  }
+  if (!tt_shape_equal(&x->shape, &out->shape) ||
+      (y && !tt_shape_equal(&x->shape, &y->shape))) {
+    return tt_status_make(TT_INVALID_ARGUMENT, "%s: shapes differ", name);
+  }
+  int rank = x->shape.rank;
+  if (!(rank == 0 && (dim == 0 || dim == -1)) && (dim < 0 || dim >= rank)) {
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "%s: dim %d out of range for rank %d", name, dim, rank);
+  }
+  tt_softmax_ctx_t c = {.x = x, .y = y, .out = out, .log_out = log_out,
+                        .A = 1, .L = 1, .B = 1};
+  for (int d = 0; d < rank; ++d) {
+    if (d < dim) c.A *= x->shape.dims[d];
+    else if (d == dim) c.L = x->shape.dims[d];
+    else c.B *= x->shape.dims[d];
+  }
+  if (tt_view_numel(x) == 0) return NULL;
+  c.nblk = (c.B + TT_SM_COLS - 1) / TT_SM_COLS;
+  int64_t per = c.L * tt_min64(c.B, TT_SM_COLS);
+  tt_parallel_for(c.A * c.nblk, tt_max64(1, TT_GRAIN / per), tt_softmax_range, &c);
+  if (c.failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", name);
+  return NULL;
+}
+
+tt_status_t tt_kernel_softmax(const tt_view_t *x, int dim, int log,
+                              tt_view_t *out) {
+  return tt_softmax_run(log ? "log_softmax" : "softmax", x, NULL, dim, log, out);
+}
+
+tt_status_t tt_kernel_softmax_backward(const tt_view_t *grad_out,
+                                       const tt_view_t *y, int dim, int log,
+                                       tt_view_t *grad_x) {
+  return tt_softmax_run(log ? "log_softmax_backward" : "softmax_backward",
+                        grad_out, y, dim, log, grad_x);
+}

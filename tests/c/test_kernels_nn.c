@@ -1,0 +1,564 @@
+/* Tests for reductions, scans, pooling and softmax against naive
+ * double-precision references written here. */
+#include "kernel_test_util.h"
+
+/* ---- reduce --------------------------------------------------------------- */
+
+/* Output flat index of x flat index i when the masked dims are removed. */
+static int64_t reduced_index(const tt_shape_t *s, uint32_t mask, int64_t i,
+                             int64_t *pos_in_reduced) {
+  int64_t o = 0, ostride = 1, r = 0, rstride = 1;
+  for (int d = s->rank - 1; d >= 0; --d) {
+    int64_t k = i % s->dims[d];
+    i /= s->dims[d];
+    if (mask & (1u << d)) {
+      r += k * rstride;
+      rstride *= s->dims[d];
+    } else {
+      o += k * ostride;
+      ostride *= s->dims[d];
+    }
+  }
+  if (pos_in_reduced) *pos_in_reduced = r;
+  return o;
+}
+
+static tt_dtype_t reduce_out_dtype(tt_reduce_op_t op, tt_dtype_t dt) {
+  int is_float = tt_dtype_is_float(dt);
+  switch (op) {
+    case TT_RED_SUM: case TT_RED_PROD: return is_float ? dt : TT_I64;
+    case TT_RED_MEAN: return is_float ? dt : TT_F64;
+    case TT_RED_ARGMAX: case TT_RED_ARGMIN: return TT_I64;
+    case TT_RED_ANY: case TT_RED_ALL: return TT_BOOL;
+    default: return dt;
+  }
+}
+
+static void run_reduce(tt_reduce_op_t op, tt_dtype_t dt, int rank,
+                       const int64_t *dims, uint32_t mask, int with_nan) {
+  tensor_t x = tensor_new(dt, rank, dims);
+  int is_float = tt_dtype_is_float(dt);
+  if (op == TT_RED_PROD) {
+    tensor_fill_random(&x, is_float ? 0.9 : -2, is_float ? 1.1 : 2);
+  } else if (op == TT_RED_ANY || op == TT_RED_ALL) {
+    for (int64_t i = 0; i < x.n; ++i) tset(&x, i, (rnd_u64() % 50) ? 1 : 0);
+  } else {
+    tensor_fill_random(&x, is_float ? -3 : (dt == TT_U8 ? 0 : -100), is_float ? 3 : 100);
+  }
+  if (is_float && (op == TT_RED_ARGMAX || op == TT_RED_MAX)) {
+    /* Ties: copy some values so first-occurrence matters. */
+    for (int64_t i = 1; i < x.n; i += 3) tset(&x, i, tget(&x, i - 1));
+  }
+  if (with_nan && x.n > 5) {
+    tset(&x, x.n / 2, NAN);
+    tset(&x, x.n / 2 + 1, NAN);
+  }
+  int64_t on = 1;
+  int64_t kd[TT_MAX_RANK];
+  for (int d = 0; d < rank; ++d) {
+    kd[d] = (mask & (1u << d)) ? 1 : dims[d];
+    if (!(mask & (1u << d))) on *= dims[d];
+  }
+  tt_dtype_t odt = reduce_out_dtype(op, dt);
+  tensor_t o = tensor_new(odt, rank, kd); /* keepdim layout */
+  char what[160];
+  snprintf(what, sizeof what, "reduce op %d %s rank %d mask 0x%x n=%lld", (int)op,
+           tt_dtype_name(dt), rank, mask, (long long)x.n);
+  if (!CHECK_OK(tt_kernel_reduce(op, &x.v, mask, &o.v), what)) goto done;
+  {
+    double *acc = malloc((size_t)(on + 1) * sizeof(double));
+    double *mag = calloc((size_t)(on + 1), sizeof(double));
+    int64_t *iacc = malloc((size_t)(on + 1) * sizeof(int64_t));
+    int64_t *arg = malloc((size_t)(on + 1) * sizeof(int64_t));
+    int64_t *cnt = calloc((size_t)(on + 1), sizeof(int64_t));
+    for (int64_t j = 0; j < on; ++j) {
+      acc[j] = op == TT_RED_PROD ? 1 : (op == TT_RED_MAX ? -INFINITY : (op == TT_RED_MIN ? INFINITY : 0));
+      iacc[j] = op == TT_RED_PROD ? 1 : (op == TT_RED_MAX ? INT64_MIN : (op == TT_RED_MIN ? INT64_MAX : (op == TT_RED_ALL)));
+      arg[j] = -1;
+    }
+    for (int64_t i = 0; i < x.n; ++i) {
+      int64_t r;
+      int64_t j = reduced_index(&x.v.shape, mask, i, &r);
+      double v = tget(&x, i);
+      int64_t iv = tgeti(&x, i);
+      cnt[j]++;
+      mag[j] += fabs(v);
+      switch (op) {
+        case TT_RED_SUM: case TT_RED_MEAN:
+          acc[j] += v;
+          iacc[j] = (int64_t)((uint64_t)iacc[j] + (uint64_t)iv);
+          break;
+        case TT_RED_PROD:
+          acc[j] *= v;
+          iacc[j] = (int64_t)((uint64_t)iacc[j] * (uint64_t)iv);
+          break;
+        case TT_RED_MAX: if (isnan(v) || v > acc[j] || isnan(acc[j])) acc[j] = isnan(acc[j]) ? acc[j] : v; break;
+        case TT_RED_MIN: if (isnan(v) || v < acc[j] || isnan(acc[j])) acc[j] = isnan(acc[j]) ? acc[j] : v; break;
+        case TT_RED_ARGMAX:
+          if (arg[j] < 0 || (!isnan(acc[j]) && (v > acc[j] || isnan(v)))) { acc[j] = v; arg[j] = r; }
+          break;
+        case TT_RED_ARGMIN:
+          if (arg[j] < 0 || (!isnan(acc[j]) && (v < acc[j] || isnan(v)))) { acc[j] = v; arg[j] = r; }
+          break;
+        case TT_RED_ANY: iacc[j] |= v != 0; break;
+        case TT_RED_ALL: iacc[j] &= v != 0; break;
+        default: break;
+      }
+    }
+    double *ref = malloc((size_t)(on + 1) * sizeof(double));
+    for (int64_t j = 0; j < on; ++j) {
+      double r;
+      switch (op) {
+        case TT_RED_ARGMAX: case TT_RED_ARGMIN: r = (double)(arg[j] < 0 ? 0 : arg[j]); break;
+        case TT_RED_ANY: case TT_RED_ALL: r = (double)iacc[j]; break;
+        case TT_RED_MEAN: r = (is_float ? acc[j] : (double)iacc[j]) / (double)cnt[j]; break;
+        case TT_RED_SUM: case TT_RED_PROD:
+          r = is_float ? acc[j] : (double)iacc[j];
+          break;
+        default: r = is_float ? acc[j] : (double)tgeti(&x, 0); break;
+      }
+      if (!is_float && (op == TT_RED_MAX || op == TT_RED_MIN)) {
+        int64_t m = op == TT_RED_MAX ? INT64_MIN : INT64_MAX;
+        for (int64_t i = 0; i < x.n; ++i) {
+          if (reduced_index(&x.v.shape, mask, i, NULL) != j) continue;
+          int64_t v = tgeti(&x, i);
+          m = op == TT_RED_MAX ? (v > m ? v : m) : (v < m ? v : m);
+        }
+        r = (double)m;
+      }
+      ref[j] = round_to(odt, r);
+    }
+    double atol = is_float && (op == TT_RED_SUM || op == TT_RED_MEAN) ? 1e-12 : 0;
+    double rtol = is_float ? dtype_rtol(odt) : 0;
+    if (op == TT_RED_ARGMAX || op == TT_RED_ARGMIN || op == TT_RED_ANY || op == TT_RED_ALL) rtol = 0;
+    if (is_float && op == TT_RED_SUM) {
+      /* cancellation: scale absolute tolerance by the magnitude */
+      for (int64_t j = 0; j < on; ++j) {
+        double got = tget(&o, j);
+        if (fabs(got - ref[j]) <= 1e-12 * mag[j] + rtol * fabs(ref[j])) continue;
+        if (isnan(ref[j]) && isnan(got)) continue;
+        CHECK(0, "%s at %lld: got %.9g want %.9g", what, (long long)j, got, ref[j]);
+        break;
+      }
+    } else {
+      COMPARE(what, &o, ref, atol, rtol);
+    }
+    free(acc); free(mag); free(iacc); free(arg); free(cnt); free(ref);
+  }
+done:
+  tensor_free(&x);
+  tensor_free(&o);
+}
+
+static void test_reduce(void) {
+  const tt_dtype_t dts[] = {TT_F32, TT_F64, TT_F16, TT_BF16, TT_I32, TT_I64, TT_U8, TT_BOOL};
+  const int64_t d3[3] = {4, 5, 6};
+  const int64_t d4[4] = {1, 7, 1, 5};
+  for (int op = 0; op < TT_RED_COUNT; ++op) {
+    int is_arg = op == TT_RED_ARGMAX || op == TT_RED_ARGMIN;
+    for (int di = 0; di < COUNT_OF(dts); ++di) {
+      for (uint32_t mask = 0; mask < 8; ++mask) {
+        if (is_arg && __builtin_popcount(mask) != 1) continue;
+        run_reduce((tt_reduce_op_t)op, dts[di], 3, d3, mask, 0);
+      }
+      run_reduce((tt_reduce_op_t)op, dts[di], 4, d4, is_arg ? 2u : 0xAu, 0);
+      run_reduce((tt_reduce_op_t)op, dts[di], 4, d4, is_arg ? 8u : 0x5u, 0);
+      run_reduce((tt_reduce_op_t)op, dts[di], 0, NULL, 0, 0);
+    }
+    /* Long rows (chunked partials) and NaN. */
+    const int64_t big[2] = {3, 150001}, row[1] = {200003};
+    run_reduce((tt_reduce_op_t)op, TT_F32, 2, big, 2, 0);
+    run_reduce((tt_reduce_op_t)op, TT_F32, 1, row, 1, 0);
+    run_reduce((tt_reduce_op_t)op, TT_I64, 1, row, 1, 0);
+    run_reduce((tt_reduce_op_t)op, TT_F16, 2, big, 2, 0);
+    if (op != TT_RED_ANY && op != TT_RED_ALL) {
+      run_reduce((tt_reduce_op_t)op, TT_F32, 1, row, 1, 1);
+      run_reduce((tt_reduce_op_t)op, TT_F32, 3, d3, is_arg ? 2u : 3u, 1);
+      run_reduce((tt_reduce_op_t)op, TT_F64, 3, d3, 1u, 1);
+    }
+    const int64_t tall[2] = {3000, 40};
+    run_reduce((tt_reduce_op_t)op, TT_F32, 2, tall, 1, 0); /* outer reduction */
+    const int64_t wide[3] = {2, 70, 700};
+    run_reduce((tt_reduce_op_t)op, TT_F32, 3, wide, 2, 0); /* middle reduction */
+  }
+
+  /* Exact checks on a small example. */
+  float v[6] = {1, 5, 5, -2, NAN, 3};
+  tensor_t x = tensor_new(TT_F32, 2, (int64_t[]){2, 3});
+  memcpy(x.v.data, v, sizeof v);
+  tensor_t o = tensor_new(TT_I64, 1, (int64_t[]){2});
+  CHECK_OK(tt_kernel_reduce(TT_RED_ARGMAX, &x.v, 2, &o.v), "argmax");
+  CHECK(((int64_t *)o.v.data)[0] == 1 && ((int64_t *)o.v.data)[1] == 1,
+        "argmax first occurrence and NaN");
+  tensor_t of = tensor_new(TT_F32, 1, (int64_t[]){2});
+  CHECK_OK(tt_kernel_reduce(TT_RED_MIN, &x.v, 2, &of.v), "min");
+  CHECK(((float *)of.v.data)[0] == 1 && isnan(((float *)of.v.data)[1]), "min NaN");
+  /* Errors. */
+  CHECK_CODE(tt_kernel_reduce(TT_RED_ARGMAX, &x.v, 3, &o.v), TT_INVALID_ARGUMENT,
+             "argmax over two dims");
+  CHECK_CODE(tt_kernel_reduce(TT_RED_ARGMAX, &x.v, 2, &of.v), TT_TYPE_ERROR,
+             "argmax out dtype");
+  CHECK_CODE(tt_kernel_reduce(TT_RED_SUM, &x.v, 1, &of.v), TT_INVALID_ARGUMENT,
+             "out numel");
+  CHECK_CODE(tt_kernel_reduce(TT_RED_SUM, &x.v, 4, &of.v), TT_INVALID_ARGUMENT,
+             "mask beyond rank");
+  tensor_free(&x); tensor_free(&o); tensor_free(&of);
+  /* Empty reductions. */
+  tensor_t e = tensor_new(TT_F32, 2, (int64_t[]){3, 0});
+  tensor_t eo = tensor_new(TT_F32, 1, (int64_t[]){3});
+  CHECK_OK(tt_kernel_reduce(TT_RED_SUM, &e.v, 2, &eo.v), "empty sum");
+  CHECK(((float *)eo.v.data)[2] == 0, "empty sum is 0");
+  CHECK_OK(tt_kernel_reduce(TT_RED_PROD, &e.v, 2, &eo.v), "empty prod");
+  CHECK(((float *)eo.v.data)[2] == 1, "empty prod is 1");
+  CHECK_OK(tt_kernel_reduce(TT_RED_MEAN, &e.v, 2, &eo.v), "empty mean");
+  CHECK(isnan(((float *)eo.v.data)[2]), "empty mean is NaN");
+  CHECK_CODE(tt_kernel_reduce(TT_RED_MAX, &e.v, 2, &eo.v), TT_INVALID_ARGUMENT,
+             "empty max");
+  tensor_t e0 = tensor_new(TT_F32, 1, (int64_t[]){0});
+  CHECK_OK(tt_kernel_reduce(TT_RED_MAX, &e.v, 1, &e0.v), "max to empty output is fine");
+  tensor_free(&e); tensor_free(&eo); tensor_free(&e0);
+}
+
+static void test_scan(void) {
+  const tt_dtype_t dts[] = {TT_F32, TT_F64, TT_F16, TT_I32, TT_BOOL};
+  const int64_t dims[3] = {3, 40, 300};
+  for (int di = 0; di < COUNT_OF(dts); ++di) {
+    for (int op = 0; op < 2; ++op) {
+      for (int dim = 0; dim < 3; ++dim) {
+        tt_dtype_t dt = dts[di];
+        int is_float = tt_dtype_is_float(dt);
+        tensor_t x = tensor_new(dt, 3, dims);
+        tensor_t o = tensor_like(&x, is_float ? dt : TT_I64);
+        if (op) tensor_fill_random(&x, is_float ? 0.95 : -1, is_float ? 1.05 : 1);
+        else tensor_fill_random(&x, is_float ? -1 : -9, is_float ? 1 : 9);
+        if (!CHECK_OK(tt_kernel_scan((tt_scan_op_t)op, &x.v, dim, &o.v), "scan")) continue;
+        double *ref = malloc((size_t)x.n * sizeof(double));
+        int64_t st = dim == 2 ? 1 : (dim == 1 ? dims[2] : dims[1] * dims[2]);
+        for (int64_t i = 0; i < x.n; ++i) {
+          int64_t pos = (i / st) % dims[dim];
+          double v = tget(&x, i);
+          if (pos == 0) ref[i] = v;
+          else ref[i] = op ? ref[i - st] * v : ref[i - st] + v;
+        }
+        for (int64_t i = 0; i < x.n; ++i) ref[i] = round_to(o.v.dtype, ref[i]);
+        char what[64];
+        snprintf(what, sizeof what, "scan op %d dim %d", op, dim);
+        COMPARE(what, &o, ref, is_float ? 1e-5 : 0, is_float ? dtype_rtol(dt) : 0);
+        free(ref);
+        tensor_free(&x);
+        tensor_free(&o);
+      }
+    }
+  }
+  tensor_t x = tensor_new(TT_F32, 1, (int64_t[]){3});
+  CHECK_CODE(tt_kernel_scan(TT_SCAN_SUM, &x.v, 1, &x.v), TT_INVALID_ARGUMENT, "scan dim");
+  tensor_free(&x);
+}
+
+/* ---- pooling ---------------------------------------------------------------- */
+
+static int64_t pool_out(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d, int ceil_mode) {
+  int64_t eff = d * (k - 1) + 1;
+  int64_t num = in + 2 * p - eff;
+  int64_t out = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+typedef struct {
+  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw;
+  int ceil_mode, count_include_pad;
+  int64_t divisor;
+} pool_case_t;
+
+static void run_pool(tt_dtype_t dt, const pool_case_t *c, int rank3) {
+  tt_pool2d_params_t p = {{c->kh, c->kw}, {c->sh, c->sw}, {c->ph, c->pw},
+                          {c->dh, c->dw}, c->ceil_mode, c->count_include_pad,
+                          c->divisor};
+  int64_t OH = pool_out(c->H, c->kh, c->ph, c->sh, c->dh, c->ceil_mode);
+  int64_t OW = pool_out(c->W, c->kw, c->pw, c->sw, c->dw, c->ceil_mode);
+  int64_t xd[4] = {c->N, c->C, c->H, c->W}, od[4] = {c->N, c->C, OH, OW};
+  int r = rank3 ? 3 : 4;
+  const int64_t *xdp = rank3 ? xd + 1 : xd, *odp = rank3 ? od + 1 : od;
+  tensor_t x = tensor_new(dt, r, xdp), o = tensor_new(dt, r, odp);
+  tensor_t idx = tensor_new(TT_I64, r, odp), go = tensor_new(dt, r, odp);
+  tensor_t gx = tensor_new(dt, r, xdp);
+  tensor_fill_random(&x, -5, 5);
+  tensor_fill_random(&go, -1, 1);
+  if (x.n > 10) tset(&x, 7, NAN);
+  int64_t P = c->N * c->C, HW = c->H * c->W, OHW = OH * OW;
+  char what[200];
+  snprintf(what, sizeof what, "pool %s %lldx%lld k%lldx%lld s%lld,%lld p%lld,%lld d%lld,%lld ceil%d cip%d div%lld",
+           tt_dtype_name(dt), (long long)c->H, (long long)c->W, (long long)c->kh,
+           (long long)c->kw, (long long)c->sh, (long long)c->sw, (long long)c->ph,
+           (long long)c->pw, (long long)c->dh, (long long)c->dw, c->ceil_mode,
+           c->count_include_pad, (long long)c->divisor);
+  double *ref = calloc((size_t)(o.n + 1), sizeof(double));
+  double *refx = calloc((size_t)(x.n + 1), sizeof(double));
+  int64_t *refi = calloc((size_t)(o.n + 1), sizeof(int64_t));
+  /* max pool: taps in row-major order, first max wins, NaN wins. */
+  for (int64_t q = 0; q < P; ++q) {
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        double m = -INFINITY;
+        int64_t best = -1, first = -1;
+        for (int64_t i = 0; i < c->kh; ++i) {
+          for (int64_t j = 0; j < c->kw; ++j) {
+            int64_t ih = oh * c->sh - c->ph + i * c->dh, iw = ow * c->sw - c->pw + j * c->dw;
+            if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+            double v = tget(&x, q * HW + ih * c->W + iw);
+            if (first < 0) first = ih * c->W + iw;
+            if (!isnan(m) && (v > m || isnan(v))) {
+              m = v;
+              best = ih * c->W + iw;
+            }
+          }
+        }
+        ref[q * OHW + oh * OW + ow] = round_to(dt, m);
+        refi[q * OHW + oh * OW + ow] = best < 0 ? first : best;
+      }
+    }
+  }
+  if (CHECK_OK(tt_kernel_max_pool2d(&x.v, &p, &o.v, &idx.v), what)) {
+    COMPARE(what, &o, ref, 0, 0);
+    int bad = 0;
+    for (int64_t i = 0; i < o.n; ++i) bad += ((int64_t *)idx.v.data)[i] != refi[i];
+    CHECK(bad == 0, "%s: %d indices differ", what, bad);
+    CHECK_OK(tt_kernel_max_pool2d(&x.v, &p, &o.v, NULL), "max pool without indices");
+    for (int64_t q = 0; q < P; ++q) {
+      for (int64_t i = 0; i < OHW; ++i) refx[q * HW + refi[q * OHW + i]] += tget(&go, q * OHW + i);
+    }
+    for (int64_t i = 0; i < x.n; ++i) refx[i] = round_to(dt, refx[i]);
+    if (CHECK_OK(tt_kernel_max_pool2d_backward(&go.v, &idx.v, &gx.v), what)) {
+      COMPARE("max_pool2d_backward", &gx, refx, 1e-6, dtype_rtol(dt));
+    }
+  }
+  /* avg pool (no dilation): taps inside [-p, in + p) count for
+   * count_include_pad, taps inside the input otherwise. */
+  if (c->dh == 1 && c->dw == 1) {
+    memset(refx, 0, (size_t)x.n * sizeof(double));
+    for (int64_t q = 0; q < P; ++q) {
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double s = 0;
+          int64_t in_pad = 0, inside = 0;
+          for (int64_t i = 0; i < c->kh; ++i) {
+            for (int64_t j = 0; j < c->kw; ++j) {
+              int64_t ih = oh * c->sh - c->ph + i, iw = ow * c->sw - c->pw + j;
+              if (ih < c->H + c->ph && iw < c->W + c->pw) ++in_pad;
+              if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+              ++inside;
+              s += tget(&x, q * HW + ih * c->W + iw);
+            }
+          }
+          int64_t div = c->divisor ? c->divisor : (c->count_include_pad ? in_pad : inside);
+          double r = inside ? s / (double)div : 0;
+          ref[q * OHW + oh * OW + ow] = round_to(dt, r);
+          double g = inside ? tget(&go, q * OHW + oh * OW + ow) / (double)div : 0;
+          for (int64_t i = 0; i < c->kh; ++i) {
+            for (int64_t j = 0; j < c->kw; ++j) {
+              int64_t ih = oh * c->sh - c->ph + i, iw = ow * c->sw - c->pw + j;
+              if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+              refx[q * HW + ih * c->W + iw] += g;
+            }
+          }
+        }
+      }
+    }
+    for (int64_t i = 0; i < x.n; ++i) refx[i] = round_to(dt, refx[i]);
+    char w2[240];
+    snprintf(w2, sizeof w2, "avg %s", what);
+    if (CHECK_OK(tt_kernel_avg_pool2d(&x.v, &p, &o.v), w2)) {
+      COMPARE(w2, &o, ref, 1e-6, dtype_rtol(dt) * 2);
+    }
+    if (CHECK_OK(tt_kernel_avg_pool2d_backward(&go.v, &p, &gx.v), w2)) {
+      COMPARE("avg_pool2d_backward", &gx, refx, 1e-6, dtype_rtol(dt) * 2);
+    }
+  }
+  free(ref);
+  free(refx);
+  free(refi);
+  tensor_free(&x); tensor_free(&o); tensor_free(&idx); tensor_free(&go); tensor_free(&gx);
+}
+
+static void run_adaptive(tt_dtype_t dt, int64_t H, int64_t W, int64_t OH, int64_t OW) {
+  int64_t xd[4] = {2, 3, H, W}, od[4] = {2, 3, OH, OW};
+  tensor_t x = tensor_new(dt, 4, xd), o = tensor_new(dt, 4, od);
+  tensor_t go = tensor_new(dt, 4, od), gx = tensor_new(dt, 4, xd);
+  tensor_fill_random(&x, -2, 2);
+  tensor_fill_random(&go, -1, 1);
+  double *ref = calloc((size_t)o.n, sizeof(double)), *refx = calloc((size_t)x.n, sizeof(double));
+  for (int64_t q = 0; q < 6; ++q) {
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      int64_t h0 = (int64_t)floor((double)(oh * H) / (double)OH);
+      int64_t h1 = (int64_t)ceil((double)((oh + 1) * H) / (double)OH);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        int64_t w0 = (int64_t)floor((double)(ow * W) / (double)OW);
+        int64_t w1 = (int64_t)ceil((double)((ow + 1) * W) / (double)OW);
+        double s = 0, cnt = (double)((h1 - h0) * (w1 - w0));
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) s += tget(&x, q * H * W + h * W + w);
+        ref[q * OH * OW + oh * OW + ow] = round_to(dt, s / cnt);
+        double g = tget(&go, q * OH * OW + oh * OW + ow) / cnt;
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) refx[q * H * W + h * W + w] += g;
+      }
+    }
+  }
+  for (int64_t i = 0; i < x.n; ++i) refx[i] = round_to(dt, refx[i]);
+  char what[96];
+  snprintf(what, sizeof what, "adaptive %lldx%lld -> %lldx%lld", (long long)H,
+           (long long)W, (long long)OH, (long long)OW);
+  if (CHECK_OK(tt_kernel_adaptive_avg_pool2d(&x.v, &o.v), what)) {
+    COMPARE(what, &o, ref, 1e-6, dtype_rtol(dt) * 2);
+  }
+  if (CHECK_OK(tt_kernel_adaptive_avg_pool2d_backward(&go.v, &gx.v), what)) {
+    COMPARE(what, &gx, refx, 1e-6, dtype_rtol(dt) * 2);
+  }
+  free(ref);
+  free(refx);
+  tensor_free(&x); tensor_free(&o); tensor_free(&go); tensor_free(&gx);
+}
+
+static void test_pool(void) {
+  const pool_case_t cases[] = {
+      {2, 3, 8, 8, 2, 2, 2, 2, 0, 0, 1, 1, 0, 1, 0},
+      {1, 2, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 0},
+      {1, 2, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0},
+      {1, 2, 5, 5, 2, 2, 2, 2, 0, 0, 1, 1, 1, 1, 0},  /* ceil_mode */
+      {2, 1, 6, 7, 3, 2, 2, 3, 1, 1, 1, 1, 1, 0, 0},  /* ceil_mode, pad */
+      {1, 3, 10, 10, 3, 3, 1, 1, 1, 1, 2, 2, 0, 1, 0}, /* dilation (max only) */
+      {1, 2, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 5},  /* divisor_override */
+      {1, 1, 9, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0},
+  };
+  for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
+    run_pool(TT_F32, &cases[ci], 0);
+    run_pool(ci % 2 ? TT_F16 : TT_F64, &cases[ci], ci == 3);
+    if (ci == 1) run_pool(TT_BF16, &cases[ci], 1);
+  }
+  /* PyTorch output sizes: 5x5, k2 s2 ceil -> 3x3; 6x7 k3x2 s2x3 p1 ceil -> 4x3. */
+  CHECK(pool_out(5, 2, 0, 2, 1, 1) == 3 && pool_out(6, 3, 1, 2, 1, 1) == 4 &&
+            pool_out(7, 2, 1, 3, 1, 1) == 3,
+        "reference pool sizes");
+  run_adaptive(TT_F32, 7, 7, 3, 3);
+  run_adaptive(TT_F32, 10, 9, 4, 5);
+  run_adaptive(TT_F64, 3, 5, 5, 7); /* upsampling windows overlap */
+  run_adaptive(TT_F16, 8, 8, 1, 1);
+  run_adaptive(TT_BF16, 6, 6, 6, 6);
+
+  tensor_t x = tensor_new(TT_F32, 4, (int64_t[]){1, 1, 5, 5});
+  tensor_t o = tensor_new(TT_F32, 4, (int64_t[]){1, 1, 2, 2});
+  tensor_fill_random(&x, 0, 1);
+  tt_pool2d_params_t p = {{2, 2}, {2, 2}, {0, 0}, {1, 1}, 1, 1, 0};
+  CHECK_CODE(tt_kernel_max_pool2d(&x.v, &p, &o.v, NULL), TT_INVALID_ARGUMENT,
+             "ceil_mode output size mismatch");
+  p.ceil_mode = 0;
+  p.pad[0] = 2;
+  CHECK_CODE(tt_kernel_max_pool2d(&x.v, &p, &o.v, NULL), TT_INVALID_ARGUMENT,
+             "pad larger than half the kernel");
+  p.pad[0] = 0;
+  CHECK_OK(tt_kernel_max_pool2d(&x.v, &p, &o.v, NULL), "5x5 k2 s2 floor -> 2x2");
+  tensor_t idx = tensor_new(TT_I64, 4, (int64_t[]){1, 1, 2, 2});
+  tensor_t gx = tensor_new(TT_F32, 4, (int64_t[]){1, 1, 5, 5});
+  for (int i = 0; i < 4; ++i) ((int64_t *)idx.v.data)[i] = i == 2 ? 25 : i;
+  CHECK_CODE(tt_kernel_max_pool2d_backward(&o.v, &idx.v, &gx.v), TT_OUT_OF_RANGE,
+             "max pool backward index out of range");
+  tensor_t xi = tensor_new(TT_I32, 4, (int64_t[]){1, 1, 5, 5});
+  tensor_t oi = tensor_new(TT_I32, 4, (int64_t[]){1, 1, 2, 2});
+  CHECK_CODE(tt_kernel_avg_pool2d(&xi.v, &p, &oi.v), TT_TYPE_ERROR, "avg pool int");
+  tensor_free(&x); tensor_free(&o); tensor_free(&idx); tensor_free(&gx);
+  tensor_free(&xi); tensor_free(&oi);
+}
+
+/* ---- softmax ---------------------------------------------------------------- */
+
+static void run_softmax(tt_dtype_t dt, int rank, const int64_t *dims, int dim,
+                        int log_out, int special) {
+  tensor_t x = tensor_new(dt, rank, dims), y = tensor_like(&x, dt);
+  tensor_t g = tensor_like(&x, dt), gx = tensor_like(&x, dt);
+  tensor_fill_random(&x, -8, 8);
+  tensor_fill_random(&g, -1, 1);
+  int64_t A = 1, L = dims[dim], B = 1;
+  for (int d = 0; d < dim; ++d) A *= dims[d];
+  for (int d = dim + 1; d < rank; ++d) B *= dims[d];
+  if (special) {
+    /* A few -inf entries in the first line, a whole -inf line, a NaN. */
+    tset(&x, 0, -INFINITY);
+    if (L > 2) tset(&x, 2 * B, -INFINITY);
+    for (int64_t l = 0; l < L; ++l) tset(&x, (1 * L + l) * B, -INFINITY);
+    tset(&x, (2 * L + 1) * B, NAN);
+  }
+  char what[96];
+  snprintf(what, sizeof what, "%ssoftmax %s dim %d of rank %d", log_out ? "log_" : "",
+           tt_dtype_name(dt), dim, rank);
+  if (!CHECK_OK(tt_kernel_softmax(&x.v, dim, log_out, &y.v), what)) goto done;
+  {
+    double *ref = malloc((size_t)x.n * sizeof(double));
+    double *refg = malloc((size_t)x.n * sizeof(double));
+    for (int64_t a = 0; a < A; ++a) {
+      for (int64_t b = 0; b < B; ++b) {
+        double m = -INFINITY, s = 0, sg = 0;
+        int nan = 0;
+        for (int64_t l = 0; l < L; ++l) {
+          double v = tget(&x, (a * L + l) * B + b);
+          nan |= isnan(v);
+          if (v > m) m = v;
+        }
+        if (nan) m = NAN;
+        for (int64_t l = 0; l < L; ++l) s += exp(tget(&x, (a * L + l) * B + b) - m);
+        for (int64_t l = 0; l < L; ++l) {
+          int64_t i = (a * L + l) * B + b;
+          double v = tget(&x, i);
+          ref[i] = round_to(dt, log_out ? (v - m) - log(s) : exp(v - m) / s);
+        }
+        /* backward from the kernel's own y */
+        for (int64_t l = 0; l < L; ++l) {
+          int64_t i = (a * L + l) * B + b;
+          sg += log_out ? tget(&g, i) : tget(&g, i) * tget(&y, i);
+        }
+        for (int64_t l = 0; l < L; ++l) {
+          int64_t i = (a * L + l) * B + b;
+          double yv = tget(&y, i), gv = tget(&g, i);
+          refg[i] = round_to(dt, log_out ? gv - exp(yv) * sg : yv * (gv - sg));
+        }
+      }
+    }
+    double atol = dt == TT_F64 ? 1e-12 : (dt == TT_F32 ? 1e-6 : 2e-3);
+    COMPARE(what, &y, ref, atol, dtype_rtol(dt) * 2);
+    if (CHECK_OK(tt_kernel_softmax_backward(&g.v, &y.v, dim, log_out, &gx.v), what)) {
+      COMPARE("softmax_backward", &gx, refg, atol * 4, dtype_rtol(dt) * 4);
+    }
+    free(ref);
+    free(refg);
+  }
+done:
+  tensor_free(&x); tensor_free(&y); tensor_free(&g); tensor_free(&gx);
+}
+
+static void test_softmax(void) {
+  const int64_t d3[3] = {4, 7, 90};
+  for (int di = 0; di < COUNT_OF(kFloatDtypes); ++di) {
+    for (int dim = 0; dim < 3; ++dim) {
+      for (int lg = 0; lg < 2; ++lg) run_softmax(kFloatDtypes[di], 3, d3, dim, lg, dim == 1);
+    }
+  }
+  const int64_t row[2] = {3, 5000}, col[2] = {5000, 3};
+  run_softmax(TT_F32, 2, row, 1, 0, 1);
+  run_softmax(TT_F32, 2, row, 1, 1, 0);
+  run_softmax(TT_F32, 2, col, 0, 0, 0);
+  run_softmax(TT_BF16, 2, row, 1, 1, 0);
+  tensor_t x = tensor_new(TT_I32, 1, (int64_t[]){3});
+  CHECK_CODE(tt_kernel_softmax(&x.v, 0, 0, &x.v), TT_TYPE_ERROR, "softmax int");
+  tensor_t f = tensor_new(TT_F32, 1, (int64_t[]){3});
+  CHECK_CODE(tt_kernel_softmax(&f.v, 1, 0, &f.v), TT_INVALID_ARGUMENT, "softmax dim");
+  tensor_free(&x);
+  tensor_free(&f);
+}
+
+int main(void) {
+  test_reduce();
+  test_scan();
+  test_pool();
+  test_softmax();
+  return test_summary();
+}
