@@ -66,6 +66,67 @@ int64_t tt_lazy_cached_graphs(void);
 tt_status_t tt_lazy_graph_dump(tt_tensor_t *const *tensors, int32_t n, int fmt,
                                char **out_text);
 
+/* ---- captured graphs (trace once, replay on new inputs) ----------------
+ * A capture is the compiled graph that computes a set of output tensors
+ * from a set of input tensors, kept so that it can run again on new input
+ * tensors of the same dtypes and shapes with no re-tracing: this is what
+ * torch.compile's backend (the dynamo bridge) calls once per FX graph.
+ *
+ * Graph inputs are classified once at capture: a PARAM over the buffer of
+ * capture input j reads input j on replay; a SCALAR node that is the tensor
+ * of capture input j (a pending 0-d runtime scalar) reads input j's scalar;
+ * a SCALAR feeding an RNG op as its key is a "seed" slot filled by the
+ * caller on every replay (so random ops draw new numbers each call); any
+ * other PARAM or SCALAR is a constant kept (retained) by the capture. */
+typedef struct tt_capture_s tt_capture_t;
+
+/* Captures the graph computing outputs from inputs, then cuts that graph
+ * like tt_lazy_sync_tensors(outputs) (compiling it through the shared
+ * cache and queueing it), so the outputs hold the first call's values when
+ * it returns. Each input must be materialized or a pending leaf (a PARAM
+ * alias or a SCALAR); a pending computation as input is TT_INVALID_ARGUMENT
+ * (sync inputs before tracing). All tensors must be on one device.
+ * Outputs may repeat, may be inputs (passed through on replay) or other
+ * materialized tensors (constants). *out_capture holds one reference
+ * (tt_capture_release). Neither array is retained. */
+tt_status_t tt_lazy_capture(tt_tensor_t *const *inputs, int32_t num_inputs,
+                            tt_tensor_t *const *outputs, int32_t num_outputs,
+                            tt_capture_t **out_capture);
+
+/* 1 if inputs (count, device, dtypes, shapes, scalar slots) fit capture;
+ * else 0, writing a reason naming the first mismatch into why (may be
+ * NULL; at most why_size bytes, NUL-terminated). */
+int tt_capture_matches(const tt_capture_t *capture, tt_tensor_t *const *inputs,
+                       int32_t num_inputs, char *why, size_t why_size);
+
+/* Runs capture on new inputs: inputs that are pending computations are
+ * cut first (as tt_lazy_sync_tensors does), then the captured executable is
+ * queued with their buffers and returns at once. seeds gives one RNG key
+ * per seed slot (tt_capture_num_seeds). out_tensors (num_outputs entries,
+ * caller-allocated) receive new references (tt_tensor_release): computed
+ * outputs hold pending buffers that become ready when the execution ends.
+ * A mismatch (see tt_capture_matches) or inputs that alias each other
+ * differently than at capture are TT_INVALID_ARGUMENT naming the input. */
+tt_status_t tt_lazy_replay(tt_capture_t *capture, tt_tensor_t *const *inputs,
+                           int32_t num_inputs, const int64_t *seeds,
+                           int32_t num_seeds, tt_tensor_t **out_tensors);
+
+void tt_capture_retain(tt_capture_t *capture);
+void tt_capture_release(tt_capture_t *capture);
+int32_t tt_capture_num_inputs(const tt_capture_t *capture);
+int32_t tt_capture_num_outputs(const tt_capture_t *capture);
+/* Number of RNG key slots a replay must fill. */
+int32_t tt_capture_num_seeds(const tt_capture_t *capture);
+/* Inputs of the compiled graph (tensors, constants, scalars, seeds). */
+int32_t tt_capture_num_graph_inputs(const tt_capture_t *capture);
+/* Outputs computed by the graph (others are pass-through or constant). */
+int32_t tt_capture_num_graph_outputs(const tt_capture_t *capture);
+/* Structural hash of the captured graph (0 when nothing is computed). */
+uint64_t tt_capture_hash(const tt_capture_t *capture);
+/* Text of the compiled graph; *out_text is malloc'd (caller frees), ""
+ * when nothing is computed. */
+tt_status_t tt_capture_graph_text(const tt_capture_t *capture, char **out_text);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "torchtpu/codegen.h"
 #include "torchtpu/torchtpu.h"
 
 typedef struct {
@@ -491,7 +492,231 @@ static PyObject *py_memory_stats(PyObject *m, PyObject *args) {
   return Py_BuildValue("(LL)", (long long)in_use, (long long)peak);
 }
 
+/* ---- captured graphs (the dynamo bridge's trace-once/replay) ---- */
+
+typedef struct {
+  PyObject_HEAD tt_capture_t *c;
+} CaptureObject;
+
+static PyTypeObject CaptureType;
+
+static void Capture_dealloc(CaptureObject *self) {
+  if (self->c) tt_capture_release(self->c);
+  PyObject_Free(self);
+}
+
+static PyObject *Capture_get_int(CaptureObject *self, void *which) {
+  switch ((intptr_t)which) {
+    case 0: return PyLong_FromLong(tt_capture_num_inputs(self->c));
+    case 1: return PyLong_FromLong(tt_capture_num_outputs(self->c));
+    case 2: return PyLong_FromLong(tt_capture_num_seeds(self->c));
+    case 3: return PyLong_FromLong(tt_capture_num_graph_inputs(self->c));
+    case 4: return PyLong_FromLong(tt_capture_num_graph_outputs(self->c));
+    default: return PyLong_FromUnsignedLongLong(tt_capture_hash(self->c));
+  }
+}
+
+static PyObject *Capture_graph_text(CaptureObject *self, PyObject *a) {
+  (void)a;
+  char *text = NULL;
+  tt_status_t st = tt_capture_graph_text(self->c, &text);
+  if (st) return raise_status(st);
+  PyObject *r = PyUnicode_FromString(text);
+  free(text);
+  return r;
+}
+
+static PyGetSetDef Capture_getset[] = {
+    {"num_inputs", (getter)Capture_get_int, NULL, "tensor inputs", (void *)0},
+    {"num_outputs", (getter)Capture_get_int, NULL, "outputs", (void *)1},
+    {"num_seeds", (getter)Capture_get_int, NULL, "RNG key slots per replay", (void *)2},
+    {"num_graph_inputs", (getter)Capture_get_int, NULL, "inputs of the compiled graph", (void *)3},
+    {"num_graph_outputs", (getter)Capture_get_int, NULL, "outputs the graph computes", (void *)4},
+    {"hash", (getter)Capture_get_int, NULL, "structural hash of the graph", (void *)5},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef Capture_methods[] = {
+    {"graph_text", (PyCFunction)Capture_graph_text, METH_NOARGS, "text of the compiled graph"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject CaptureType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "torchtpu._C.Capture",
+    .tp_basicsize = sizeof(CaptureObject),
+    .tp_dealloc = (destructor)Capture_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A captured, compiled graph that replays on new inputs.",
+    .tp_getset = Capture_getset,
+    .tp_methods = Capture_methods,
+};
+
+/* Tensors of a sequence into a PyMem array (*out freed by the caller). */
+static int tensor_array(PyObject *seq, tt_tensor_t ***out, Py_ssize_t *n) {
+  PyObject *fast = PySequence_Fast(seq, "expected a sequence of torchtpu._C.Tensor");
+  if (!fast) return 0;
+  *n = PySequence_Fast_GET_SIZE(fast);
+  *out = PyMem_Malloc(sizeof(**out) * (size_t)(*n ? *n : 1));
+  if (!*out) {
+    Py_DECREF(fast);
+    PyErr_NoMemory();
+    return 0;
+  }
+  for (Py_ssize_t i = 0; i < *n; ++i)
+    if (!as_tensor(PySequence_Fast_GET_ITEM(fast, i), &(*out)[i])) {
+      PyMem_Free(*out);
+      *out = NULL;
+      Py_DECREF(fast);
+      return 0;
+    }
+  Py_DECREF(fast);
+  return 1;
+}
+
+/* capture(inputs, outputs) -> Capture; cuts and queues the outputs. */
+static PyObject *py_capture(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *ins, *outs;
+  if (!PyArg_ParseTuple(args, "OO", &ins, &outs)) return NULL;
+  tt_tensor_t **it = NULL, **ot = NULL;
+  Py_ssize_t ni = 0, no = 0;
+  if (!tensor_array(ins, &it, &ni)) return NULL;
+  if (!tensor_array(outs, &ot, &no)) {
+    PyMem_Free(it);
+    return NULL;
+  }
+  tt_capture_t *c = NULL;
+  tt_status_t st;
+  Py_BEGIN_ALLOW_THREADS st = tt_lazy_capture(it, (int32_t)ni, ot, (int32_t)no, &c);
+  Py_END_ALLOW_THREADS PyMem_Free(it);
+  PyMem_Free(ot);
+  if (st) return raise_status(st);
+  CaptureObject *o = PyObject_New(CaptureObject, &CaptureType);
+  if (!o) {
+    tt_capture_release(c);
+    return NULL;
+  }
+  o->c = c;
+  return (PyObject *)o;
+}
+
+static int as_capture(PyObject *o, tt_capture_t **out) {
+  if (!PyObject_TypeCheck(o, &CaptureType)) {
+    PyErr_Format(PyExc_TypeError, "expected a torchtpu._C.Capture, got %s", Py_TYPE(o)->tp_name);
+    return 0;
+  }
+  *out = ((CaptureObject *)o)->c;
+  return 1;
+}
+
+/* capture_mismatch(capture, inputs) -> None if inputs fit, else the reason. */
+static PyObject *py_capture_mismatch(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *co, *ins;
+  tt_capture_t *c;
+  if (!PyArg_ParseTuple(args, "OO", &co, &ins) || !as_capture(co, &c)) return NULL;
+  tt_tensor_t **it = NULL;
+  Py_ssize_t ni = 0;
+  if (!tensor_array(ins, &it, &ni)) return NULL;
+  char why[256];
+  int ok = tt_capture_matches(c, it, (int32_t)ni, why, sizeof(why));
+  PyMem_Free(it);
+  if (ok) Py_RETURN_NONE;
+  return PyUnicode_FromString(why);
+}
+
+/* replay(capture, inputs, seeds=()) -> list of Tensor, or None when the
+ * inputs do not fit the capture (the caller traces again). */
+static PyObject *py_replay(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *co, *ins, *seeds_obj = NULL;
+  tt_capture_t *c;
+  if (!PyArg_ParseTuple(args, "OO|O", &co, &ins, &seeds_obj) || !as_capture(co, &c)) return NULL;
+  tt_tensor_t **it = NULL;
+  Py_ssize_t ni = 0;
+  if (!tensor_array(ins, &it, &ni)) return NULL;
+  if (!tt_capture_matches(c, it, (int32_t)ni, NULL, 0)) {
+    PyMem_Free(it);
+    Py_RETURN_NONE;
+  }
+  int64_t seeds_small[8];
+  int64_t *seeds = seeds_small;
+  Py_ssize_t ns = 0;
+  int32_t no = tt_capture_num_outputs(c);
+  tt_tensor_t **ot = PyMem_Malloc(sizeof(*ot) * (size_t)(no ? no : 1));
+  PyObject *result = NULL;
+  if (!ot) {
+    PyErr_NoMemory();
+    goto out;
+  }
+  if (seeds_obj && seeds_obj != Py_None) {
+    PyObject *fast = PySequence_Fast(seeds_obj, "seeds must be a sequence of ints");
+    if (!fast) goto out;
+    ns = PySequence_Fast_GET_SIZE(fast);
+    if (ns > 8) seeds = PyMem_Malloc(sizeof(*seeds) * (size_t)ns);
+    if (!seeds) {
+      Py_DECREF(fast);
+      PyErr_NoMemory();
+      goto out;
+    }
+    for (Py_ssize_t i = 0; i < ns; ++i) {
+      seeds[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+      if (seeds[i] == -1 && PyErr_Occurred()) {
+        Py_DECREF(fast);
+        goto out;
+      }
+    }
+    Py_DECREF(fast);
+  }
+  {
+    tt_status_t st;
+    Py_BEGIN_ALLOW_THREADS st = tt_lazy_replay(c, it, (int32_t)ni, seeds, (int32_t)ns, ot);
+    Py_END_ALLOW_THREADS if (st) {
+      raise_status(st);
+      goto out;
+    }
+  }
+  result = PyList_New(no);
+  for (int32_t i = 0; i < no; ++i) {
+    PyObject *w = result ? wrap_tensor(ot[i]) : NULL; /* wrap_tensor owns ot[i] */
+    if (!result) {
+      tt_tensor_release(ot[i]);
+    } else if (!w) {
+      for (int32_t k = i + 1; k < no; ++k) tt_tensor_release(ot[k]);
+      Py_CLEAR(result);
+      break;
+    } else {
+      PyList_SET_ITEM(result, i, w);
+    }
+  }
+out:
+  if (seeds != seeds_small) PyMem_Free(seeds);
+  PyMem_Free(ot);
+  PyMem_Free(it);
+  return result;
+}
+
+static PyObject *py_persistent_cache_init(PyObject *m, PyObject *args) {
+  (void)m;
+  const char *path = NULL;
+  int readonly = 0;
+  if (!PyArg_ParseTuple(args, "z|p", &path, &readonly)) return NULL;
+  tt_status_t st = tt_persistent_cache_init(path, readonly);
+  if (st) return raise_status(st);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_tier1_wait(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  Py_BEGIN_ALLOW_THREADS tt_tier1_wait_idle();
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"persistent_cache_init", py_persistent_cache_init, METH_VARARGS,
+     "persistent_cache_init(path, readonly=False)"},
+    {"tier1_wait", py_tier1_wait, METH_NOARGS, "wait for background tier-1 compiles"},
     {"init", py_init, METH_VARARGS, "init(num_devices)"},
     {"device_count", py_device_count, METH_NOARGS, "number of devices"},
     {"from_host", py_from_host, METH_VARARGS, "from_host(device, dtype, shape, ptr, nbytes)"},
@@ -515,6 +740,10 @@ static PyMethodDef methods[] = {
     {"live_tensors", py_live_tensors, METH_NOARGS, ""},
     {"cached_graphs", py_cached_graphs, METH_NOARGS, ""},
     {"memory_stats", py_memory_stats, METH_VARARGS, "memory_stats(device) -> (in_use, peak)"},
+    {"capture", py_capture, METH_VARARGS, "capture(inputs, outputs) -> Capture"},
+    {"replay", py_replay, METH_VARARGS, "replay(capture, inputs, seeds=()) -> [Tensor] | None"},
+    {"capture_mismatch", py_capture_mismatch, METH_VARARGS,
+     "capture_mismatch(capture, inputs) -> None | reason"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -524,9 +753,12 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "torchtpu._C",
 
 PyMODINIT_FUNC PyInit__C(void) {
   if (PyType_Ready(&TensorType) < 0) return NULL;
+  if (PyType_Ready(&CaptureType) < 0) return NULL;
   PyObject *mod = PyModule_Create(&moduledef);
   if (!mod) return NULL;
   Py_INCREF(&TensorType);
   PyModule_AddObject(mod, "Tensor", (PyObject *)&TensorType);
+  Py_INCREF(&CaptureType);
+  PyModule_AddObject(mod, "Capture", (PyObject *)&CaptureType);
   return mod;
 }
