@@ -71,6 +71,20 @@ tt_status_t tt_executable_enqueue(tt_executable_t *exe, int32_t device,
 tt_status_t tt_executable_run(tt_executable_t *exe,
                               const tt_input_value_t *inputs, void *const *outputs);
 
+/* ---- tier-1 kernels ----
+ * A compiled fused kernel computes out[i] for i in [begin, end). */
+typedef void (*tt_fused_fn_t)(const void *const *inputs, void *out, int64_t begin,
+                              int64_t end);
+/* Installs fn for fused instruction instr of exe's graph (atomically; the
+ * next execution uses it). handle (may be NULL) is a dlopen handle the
+ * executable closes when it is destroyed; one handle per executable. */
+void tt_executable_install_kernel(tt_executable_t *exe, int32_t instr, tt_fused_fn_t fn);
+void tt_executable_adopt_library(tt_executable_t *exe, void *dl_handle);
+/* Counts an execution request; returns the count before this one. */
+int64_t tt_executable_count_run(tt_executable_t *exe);
+/* Number of installed tier-1 kernels. */
+int32_t tt_executable_num_kernels(const tt_executable_t *exe);
+
 /* Bytes currently allocated on device, and the peak since start. */
 void tt_runtime_memory_stats(int32_t device, int64_t *out_bytes_in_use,
                              int64_t *out_peak_bytes);

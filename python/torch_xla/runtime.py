@@ -60,6 +60,17 @@ def is_spmd():
     return False
 
 
+def initialize_cache(path: str, readonly: bool = False):
+    """Keeps tier-1 compiled kernels in `path` across processes (several
+    processes may share it); with readonly=True the directory is only read.
+    Entries are keyed by graph hash, engine version, compile flags and CPU
+    features, written atomically and verified when loaded. Tier-0 graphs
+    compile in microseconds and are not persisted."""
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"initialize_cache expects a directory path, got {path!r}")
+    _C.persistent_cache_init(path, bool(readonly))
+
+
 def get_num_cached_compilation_graph():
     """Number of graphs in the in-memory compilation cache."""
     return _C.cached_graphs()

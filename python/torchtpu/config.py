@@ -59,6 +59,11 @@ def ensure_runtime():
     if not _initialized:
         device_type()
         _C.init(num_devices_from_env())
+        cache = os.environ.get("XLA_PERSISTENT_CACHE_PATH")
+        if cache:
+            readonly = os.environ.get("XLA_PERSISTENT_CACHE_READ_ONLY", "0").lower() in (
+                "1", "true", "yes")
+            _C.persistent_cache_init(cache, readonly)
         _initialized = True
     return _C.device_count()
 

@@ -7,6 +7,7 @@
 
 #include "torchtpu/lazy.h"
 #include "torchtpu/metrics.h"
+#include "torchtpu/codegen.h"
 #include "torchtpu/passes.h"
 
 struct tt_tensor_s {
@@ -250,6 +251,9 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
   if (exe) {
     tt_executable_retain(exe);
     tt_counter_add("CachedCompile", 1);
+    /* Tier 1 once a graph repeats. */
+    if (tt_executable_count_run(exe) == 1 && tt_tier_mode() == TT_TIER_AUTO)
+      tt_tier1_request(exe, 0);
   } else {
     /* Optimise (the result keeps g's cache key), then plan. */
     tt_optimize_options_t opts;
@@ -264,6 +268,8 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
       goto done;
     }
     tt_cache_insert(exe);
+    tt_executable_count_run(exe);
+    if (tt_tier_mode() == TT_TIER_1) tt_tier1_request(exe, 1);
     tt_counter_add("UncachedCompile", 1);
     tt_metric_add("CompileTime", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
   }

@@ -2,6 +2,7 @@
  * instruction list calling one kernel per instruction. Intermediate buffers
  * are freed right after their last use (liveness from the graph), so peak
  * memory follows the live set rather than the whole graph. */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,32 @@ struct tt_executable_s {
   tt_graph_t *graph;
   /* For each instruction, the output slot it is written to directly, or -1. */
   int32_t *direct_output;
+  /* Tier-1 kernels per instruction (NULL: tier 0), written atomically. */
+  tt_fused_fn_t *kernels;
+  void *dl_handle;
+  int64_t runs;
 };
+
+void tt_executable_install_kernel(tt_executable_t *e, int32_t instr, tt_fused_fn_t fn) {
+  if (instr < 0 || instr >= e->graph->num_instrs) return;
+  __atomic_store_n(&e->kernels[instr], fn, __ATOMIC_RELEASE);
+}
+
+void tt_executable_adopt_library(tt_executable_t *e, void *dl_handle) {
+  void *old = __atomic_exchange_n(&e->dl_handle, dl_handle, __ATOMIC_ACQ_REL);
+  (void)old; /* a second library would keep the first alive: never unloaded early */
+}
+
+int64_t tt_executable_count_run(tt_executable_t *e) {
+  return __atomic_fetch_add(&e->runs, 1, __ATOMIC_RELAXED);
+}
+
+int32_t tt_executable_num_kernels(const tt_executable_t *e) {
+  int32_t n = 0;
+  for (int32_t i = 0; i < e->graph->num_instrs; ++i)
+    n += __atomic_load_n(&e->kernels[i], __ATOMIC_ACQUIRE) != NULL;
+  return n;
+}
 
 tt_status_t tt_executable_create(tt_graph_t *graph, tt_executable_t **out_exe) {
   *out_exe = NULL;
@@ -21,6 +47,12 @@ tt_status_t tt_executable_create(tt_graph_t *graph, tt_executable_t **out_exe) {
   if (!e) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
   e->direct_output = malloc(sizeof(int32_t) * ((size_t)graph->num_instrs + 1));
   if (!e->direct_output) {
+    free(e);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
+  }
+  e->kernels = calloc((size_t)graph->num_instrs + 1, sizeof(tt_fused_fn_t));
+  if (!e->kernels) {
+    free(e->direct_output);
     free(e);
     return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
   }
@@ -45,6 +77,8 @@ void tt_executable_release(tt_executable_t *e) {
   if (!e || __atomic_sub_fetch(&e->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   tt_graph_destroy(e->graph);
   free(e->direct_output);
+  free(e->kernels);
+  if (e->dl_handle) dlclose(e->dl_handle);
   free(e);
 }
 
@@ -108,9 +142,20 @@ static void tt_pool_params(const int64_t *ia, int avg, tt_pool2d_params_t *p) {
   }
 }
 
+typedef struct tt_tier1_ctx_s {
+  tt_fused_fn_t fn;
+  const void *const *inputs;
+  void *out;
+} tt_tier1_ctx_t;
+
+static void tt_tier1_range(void *ctx, int64_t begin, int64_t end) {
+  const tt_tier1_ctx_t *c = ctx;
+  c->fn(c->inputs, c->out, begin, end);
+}
+
 /* Runs one instruction into out (already allocated). */
-static tt_status_t tt_run_instr(const tt_graph_t *g, int32_t idx, void *const *vals,
-                                tt_view_t *out) {
+static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, int32_t idx,
+                                void *const *vals, tt_view_t *out) {
   const tt_instr_t *in = &g->instrs[idx];
   const int64_t *ia = in->iattrs;
   tt_view_t x[3];
@@ -200,6 +245,16 @@ static tt_status_t tt_run_instr(const tt_graph_t *g, int32_t idx, void *const *v
     }
     case TT_OP_FUSED: {
       int n = in->num_operands;
+      tt_fused_fn_t fn = __atomic_load_n(&e->kernels[idx], __ATOMIC_ACQUIRE);
+      if (fn) {
+        const void *ptrs[64];
+        if (n <= 64) {
+          for (int k = 0; k < n; ++k) ptrs[k] = vals[in->operands[k]];
+          tt_tier1_ctx_t c = {fn, ptrs, out->data};
+          tt_parallel_for(tt_shape_numel(&in->shape), 16384, tt_tier1_range, &c);
+          return NULL;
+        }
+      }
       tt_view_t *vs = malloc(sizeof(tt_view_t) * (size_t)(n ? n : 1));
       if (!vs) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory");
       for (int k = 0; k < n; ++k)
@@ -291,7 +346,7 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
         owned[i] = 1;
       }
       tt_view_t out = tt_make_view(in, vals[i]);
-      st = tt_run_instr(g, i, vals, &out);
+      st = tt_run_instr(e, g, i, vals, &out);
       if (st) {
         tt_status_t wrapped = tt_status_make(tt_status_code(st), "%s", tt_status_message(st));
         tt_status_free(st);

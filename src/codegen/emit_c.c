@@ -1,0 +1,261 @@
+/* Emits C for fused elementwise programs. Each fused instruction becomes
+ * one function looping over a flat output range; every input is read
+ * through an index expression fixed at generation time (contiguous,
+ * scalar, or a broadcast pattern with constant dims and strides), every
+ * step is one C expression computed in float, rounded to the step's dtype
+ * as the unfused op would round it. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "torchtpu/codegen.h"
+#include "torchtpu/kernels.h"
+
+typedef struct tt_src_s {
+  char *data;
+  size_t len, cap;
+  int failed;
+} tt_src_t;
+
+static void put(tt_src_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(tt_src_t *s, const char *fmt, ...) {
+  if (s->failed) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    s->failed = 1;
+    return;
+  }
+  if (s->len + (size_t)n + 1 > s->cap) {
+    size_t ncap = s->cap ? s->cap * 2 : 8192;
+    while (ncap < s->len + (size_t)n + 1) ncap *= 2;
+    char *nd = realloc(s->data, ncap);
+    if (!nd) {
+      s->failed = 1;
+      return;
+    }
+    s->data = nd;
+    s->cap = ncap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(s->data + s->len, s->cap - s->len, fmt, ap);
+  va_end(ap);
+  s->len += (size_t)n;
+}
+
+static const char *tt_unary_expr(int64_t code) {
+  switch (code) {
+    case TT_UN_NEG: return "(-%s)";
+    case TT_UN_ABS: return "fabsf(%s)";
+    case TT_UN_EXP: return "expf(%s)";
+    case TT_UN_LOG: return "logf(%s)";
+    case TT_UN_LOG1P: return "log1pf(%s)";
+    case TT_UN_EXPM1: return "expm1f(%s)";
+    case TT_UN_SQRT: return "sqrtf(%s)";
+    case TT_UN_RSQRT: return "(1.0f / sqrtf(%s))";
+    case TT_UN_SIN: return "sinf(%s)";
+    case TT_UN_COS: return "cosf(%s)";
+    case TT_UN_TANH: return "tanhf(%s)";
+    case TT_UN_SIGMOID: return "tt_sigmoid(%s)";
+    case TT_UN_RELU: return "tt_relu(%s)";
+    case TT_UN_GELU_ERF: return "tt_gelu_erf(%s)";
+    case TT_UN_GELU_TANH: return "tt_gelu_tanh(%s)";
+    case TT_UN_SILU: return "tt_silu(%s)";
+    case TT_UN_ERF: return "erff(%s)";
+    case TT_UN_FLOOR: return "floorf(%s)";
+    case TT_UN_CEIL: return "ceilf(%s)";
+    case TT_UN_ROUND: return "nearbyintf(%s)";
+    case TT_UN_TRUNC: return "truncf(%s)";
+    case TT_UN_RECIPROCAL: return "(1.0f / %s)";
+    case TT_UN_LOGICAL_NOT: return "(%s == 0.0f ? 1.0f : 0.0f)";
+    case TT_UN_SQUARE: return "tt_square(%s)";
+    default: return NULL;
+  }
+}
+
+static const char *tt_binary_expr(int64_t code) {
+  switch (code) {
+    case TT_BIN_ADD: return "(%s + %s)";
+    case TT_BIN_SUB: return "(%s - %s)";
+    case TT_BIN_MUL: return "(%s * %s)";
+    case TT_BIN_DIV: return "(%s / %s)";
+    case TT_BIN_POW: return "powf(%s, %s)";
+    case TT_BIN_MAXIMUM_NAN: return "tt_maximum(%s, %s)";
+    case TT_BIN_MINIMUM_NAN: return "tt_minimum(%s, %s)";
+    case TT_BIN_EQ: return "(%s == %s ? 1.0f : 0.0f)";
+    case TT_BIN_NE: return "(%s != %s ? 1.0f : 0.0f)";
+    case TT_BIN_LT: return "(%s < %s ? 1.0f : 0.0f)";
+    case TT_BIN_LE: return "(%s <= %s ? 1.0f : 0.0f)";
+    case TT_BIN_GT: return "(%s > %s ? 1.0f : 0.0f)";
+    case TT_BIN_GE: return "(%s >= %s ? 1.0f : 0.0f)";
+    case TT_BIN_LOGICAL_AND: return "((%s != 0.0f && %s != 0.0f) ? 1.0f : 0.0f)";
+    case TT_BIN_LOGICAL_OR: return "((%s != 0.0f || %s != 0.0f) ? 1.0f : 0.0f)";
+    case TT_BIN_LOGICAL_XOR: return "(((%s != 0.0f) != (%s != 0.0f)) ? 1.0f : 0.0f)";
+    default: return NULL;
+  }
+}
+
+static int tt_loadable(tt_dtype_t dt) {
+  return dt == TT_F32 || dt == TT_BF16 || dt == TT_F16 || dt == TT_BOOL || dt == TT_I32 ||
+         dt == TT_I64 || dt == TT_U8 || dt == TT_I8;
+}
+
+int tt_codegen_supported(const tt_graph_t *g, int32_t i) {
+  const tt_instr_t *in = &g->instrs[i];
+  if (in->op != TT_OP_FUSED || !in->fused) return 0;
+  if (in->dtype != TT_F32 && in->dtype != TT_BF16 && in->dtype != TT_F16 && in->dtype != TT_BOOL)
+    return 0;
+  for (int32_t k = 0; k < in->num_operands; ++k)
+    if (!tt_loadable(g->instrs[in->operands[k]].dtype)) return 0;
+  for (int32_t s = 0; s < in->fused->num_ops; ++s) {
+    const tt_fused_op_t *op = &in->fused->ops[s];
+    if (op->op == TT_OP_UNARY && !tt_unary_expr(op->code)) return 0;
+    if (op->op == TT_OP_BINARY && !tt_binary_expr(op->code)) return 0;
+  }
+  return 1;
+}
+
+static const char *tt_c_type(tt_dtype_t dt) {
+  switch (dt) {
+    case TT_F32: return "float";
+    case TT_BF16: case TT_F16: return "uint16_t";
+    case TT_I32: return "int32_t";
+    case TT_I64: return "int64_t";
+    case TT_I8: return "int8_t";
+    default: return "uint8_t"; /* U8, BOOL */
+  }
+}
+
+static const char *tt_load_fn(tt_dtype_t dt) {
+  switch (dt) {
+    case TT_BF16: return "tt_ld_bf16";
+    case TT_F16: return "tt_ld_f16";
+    case TT_BOOL: return "tt_ld_bool";
+    default: return "(float)";
+  }
+}
+
+static const char *tt_round_fn(tt_dtype_t dt) {
+  switch (dt) {
+    case TT_BF16: return "tt_rnd_bf16";
+    case TT_F16: return "tt_rnd_f16";
+    case TT_BOOL: return "tt_rnd_bool";
+    default: return "";
+  }
+}
+
+/* Index expression of input x (shape xs) for flat output index `i` of
+ * output shape os. */
+static void tt_emit_index(tt_src_t *s, const tt_shape_t *xs, const tt_shape_t *os) {
+  int64_t xn = tt_shape_numel(xs), on = tt_shape_numel(os);
+  if (xn == on) {
+    put(s, "i");
+    return;
+  }
+  if (xn == 1) {
+    put(s, "0");
+    return;
+  }
+  /* Strides of x over out's dims (0 where x broadcasts). */
+  int64_t xstride[TT_MAX_RANK] = {0}, ostride[TT_MAX_RANK];
+  int64_t acc = 1;
+  for (int d = xs->rank - 1; d >= 0; --d) {
+    int od = os->rank - xs->rank + d;
+    xstride[od] = xs->dims[d] == 1 ? 0 : acc;
+    acc *= xs->dims[d];
+  }
+  acc = 1;
+  for (int d = os->rank - 1; d >= 0; --d) {
+    ostride[d] = acc;
+    acc *= os->dims[d];
+  }
+  put(s, "(0");
+  for (int d = 0; d < os->rank; ++d) {
+    if (!xstride[d]) continue;
+    put(s, " + ((i / %lldLL) %% %lldLL) * %lldLL", (long long)ostride[d], (long long)os->dims[d],
+        (long long)xstride[d]);
+  }
+  put(s, ")");
+}
+
+static const char tt_prelude[] =
+    "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n"
+    "static inline float tt_ld_bf16(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f;"
+    " memcpy(&f, &u, 4); return f; }\n"
+    "static inline uint16_t tt_st_bf16(float f) { uint32_t u; memcpy(&u, &f, 4);"
+    " if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);"
+    " u += 0x7fffu + ((u >> 16) & 1u); return (uint16_t)(u >> 16); }\n"
+    "static inline float tt_ld_f16(uint16_t h) { _Float16 v; memcpy(&v, &h, 2); return (float)v; }\n"
+    "static inline uint16_t tt_st_f16(float f) { _Float16 v = (_Float16)f; uint16_t h;"
+    " memcpy(&h, &v, 2); return h; }\n"
+    "static inline float tt_ld_bool(uint8_t b) { return b ? 1.0f : 0.0f; }\n"
+    "static inline float tt_rnd_bf16(float f) { return tt_ld_bf16(tt_st_bf16(f)); }\n"
+    "static inline float tt_rnd_f16(float f) { return tt_ld_f16(tt_st_f16(f)); }\n"
+    "static inline float tt_rnd_bool(float f) { return f != 0.0f ? 1.0f : 0.0f; }\n"
+    "static inline float tt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
+    "static inline float tt_silu(float x) { return x / (1.0f + expf(-x)); }\n"
+    "static inline float tt_relu(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }\n"
+    "static inline float tt_square(float x) { return x * x; }\n"
+    "static inline float tt_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }\n"
+    "static inline float tt_gelu_tanh(float x) { float k = 0.79788456080286536f;"
+    " return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))); }\n"
+    "static inline float tt_maximum(float a, float b) { return (a > b || a != a) ? a : b; }\n"
+    "static inline float tt_minimum(float a, float b) { return (a < b || a != a) ? a : b; }\n";
+
+char *tt_codegen_emit(const tt_graph_t *g, const char *key) {
+  tt_src_t s = {0};
+  int any = 0;
+  put(&s, "/* Generated by torchtpu tier 1. */\n%s", tt_prelude);
+  put(&s, "const char tt_gen_key[] = \"%s\";\n", key);
+  for (int32_t i = 0; i < g->num_instrs; ++i) {
+    if (!tt_codegen_supported(g, i)) continue;
+    any = 1;
+    const tt_instr_t *in = &g->instrs[i];
+    const tt_fused_t *f = in->fused;
+    put(&s, "\nvoid tt_gen_%d(const void *const *in, void *out, int64_t begin, int64_t end) {\n", i);
+    for (int32_t k = 0; k < in->num_operands; ++k) {
+      tt_dtype_t dt = g->instrs[in->operands[k]].dtype;
+      put(&s, "  const %s *restrict x%d = (const %s *)in[%d];\n", tt_c_type(dt), k, tt_c_type(dt), k);
+    }
+    put(&s, "  %s *restrict o = (%s *)out;\n", tt_c_type(in->dtype), tt_c_type(in->dtype));
+    put(&s, "  for (int64_t i = begin; i < end; ++i) {\n");
+    for (int32_t k = 0; k < in->num_operands; ++k) {
+      const tt_instr_t *x = &g->instrs[in->operands[k]];
+      put(&s, "    float a%d = %s(x%d[", k, tt_load_fn(x->dtype), k);
+      tt_emit_index(&s, &x->shape, &in->shape);
+      put(&s, "]);\n");
+    }
+    for (int32_t st = 0; st < f->num_ops; ++st) {
+      const tt_fused_op_t *op = &f->ops[st];
+      char args[3][16];
+      for (int32_t a = 0; a < op->num_args; ++a) {
+        int32_t r = op->args[a];
+        snprintf(args[a], sizeof(args[a]), r >= 0 ? "s%d" : "a%d", r >= 0 ? r : -r - 1);
+      }
+      put(&s, "    float s%d = %s(", st, tt_round_fn(op->dtype));
+      switch (op->op) {
+        case TT_OP_UNARY: put(&s, tt_unary_expr(op->code), args[0]); break;
+        case TT_OP_BINARY: put(&s, tt_binary_expr(op->code), args[0], args[1]); break;
+        case TT_OP_WHERE: put(&s, "(%s != 0.0f ? %s : %s)", args[0], args[1], args[2]); break;
+        default: put(&s, "%s", args[0]); break; /* convert: rounding does it */
+      }
+      put(&s, ");\n");
+    }
+    int32_t last = f->num_ops - 1;
+    switch (in->dtype) {
+      case TT_BF16: put(&s, "    o[i] = tt_st_bf16(s%d);\n", last); break;
+      case TT_F16: put(&s, "    o[i] = tt_st_f16(s%d);\n", last); break;
+      case TT_BOOL: put(&s, "    o[i] = s%d != 0.0f;\n", last); break;
+      default: put(&s, "    o[i] = s%d;\n", last); break;
+    }
+    put(&s, "  }\n}\n");
+  }
+  if (s.failed || !any) {
+    free(s.data);
+    return NULL;
+  }
+  return s.data;
+}

@@ -1,0 +1,125 @@
+"""Issue 4 (compiler): fusion and tiered execution give PyTorch's results,
+tier 1 swaps in when a graph repeats, and the persistent cache survives
+processes, detects corrupt and foreign entries, and honours read-only."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_xla
+import torch_xla.debug.metrics as met
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHILD = os.path.join(HERE, "compiler_child.py")
+TOL = 2e-2  # bf16 chain; f32 graphs agree far closer
+
+
+def run_child(env_extra, *args):
+    env = dict(os.environ)
+    env.update({"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1"})
+    env.update(env_extra)
+    r = subprocess.run([sys.executable, CHILD, *args], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def assert_close(res):
+    for name, err in res["errors"].items():
+        assert err < TOL, (name, err)
+
+
+@pytest.mark.parametrize("env", [{"TORCHTPU_TIER": "0"}, {"TORCHTPU_TIER": "1"},
+                                 {"TORCHTPU_FUSION": "0"}, {}],
+                         ids=["tier0", "tier1", "unfused", "auto"])
+def test_tiers_match_pytorch(env):
+    res = run_child(env)
+    assert_close(res)
+    if env.get("TORCHTPU_TIER") == "0" or env.get("TORCHTPU_FUSION") == "0":
+        assert res["Tier1Compile"] == 0
+    else:
+        # One library per distinct graph (5 graphs), built once each.
+        assert res["Tier1Compile"] == 5, res
+
+
+def test_tier1_after_repeat_in_process():
+    x = torch.randn(64, 64).to("xla")
+    met.clear_counters()
+    for _ in range(3):
+        (torch.tanh(x * 3.0) + x.sigmoid()).cpu()
+    from torchtpu import _C
+    _C.tier1_wait()
+    assert (met.counter_value("Tier1Compile") or 0) == 1
+
+
+def test_persistent_cache(tmp_path):
+    cache = str(tmp_path / "cache")
+    first = run_child({}, cache)
+    assert_close(first)
+    assert first["PersistentCacheMiss"] == 5 and first["PersistentCacheHit"] == 0
+    entries = sorted(f for f in os.listdir(cache) if f.endswith(".so"))
+    assert len(entries) == 5
+    assert not [f for f in os.listdir(cache) if f.endswith(".tmp")]
+    second = run_child({}, cache)
+    assert_close(second)
+    assert second["PersistentCacheHit"] == 5 and second["Tier1Compile"] == 0
+    # A truncated entry and a foreign entry are detected, counted, rebuilt.
+    a, b = (os.path.join(cache, f) for f in entries[:2])
+    with open(a, "r+b") as f:
+        f.truncate(100)
+    shutil.copyfile(os.path.join(cache, entries[2]), b)
+    third = run_child({}, cache)
+    assert_close(third)
+    assert third["PersistentCacheDeserializeFailure"] == 2
+    assert third["Tier1Compile"] == 2 and third["PersistentCacheHit"] == 3
+    fourth = run_child({}, cache)
+    assert fourth["PersistentCacheHit"] == 5  # the rebuilt entries were written back
+
+
+def test_persistent_cache_readonly_and_env(tmp_path):
+    cache = str(tmp_path / "ro")
+    os.makedirs(cache)
+    before = sorted(os.listdir(cache))
+    res = run_child({}, cache, "ro")
+    assert_close(res)
+    assert res["PersistentCacheMiss"] == 5 and res["Tier1Compile"] == 5
+    assert sorted(os.listdir(cache)) == before  # nothing written
+    # XLA_PERSISTENT_CACHE_PATH works like initialize_cache.
+    envdir = str(tmp_path / "env")
+    res = run_child({"XLA_PERSISTENT_CACHE_PATH": envdir})
+    assert res["PersistentCacheMiss"] == 5
+    assert len([f for f in os.listdir(envdir) if f.endswith(".so")]) == 5
+    res = run_child({"XLA_PERSISTENT_CACHE_PATH": envdir, "XLA_PERSISTENT_CACHE_READ_ONLY": "1"})
+    assert res["PersistentCacheHit"] == 5
+
+
+def test_shared_cache_two_processes(tmp_path):
+    cache = str(tmp_path / "shared")
+    env = dict(os.environ, PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")
+    procs = [subprocess.Popen([sys.executable, CHILD, cache], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert_close(json.loads(out.strip().splitlines()[-1]))
+    after = run_child({}, cache)
+    assert after["PersistentCacheHit"] == 5 and after["PersistentCacheDeserializeFailure"] == 0
+
+
+def test_initialize_cache_errors(tmp_path):
+    import torch_xla.runtime as xr
+    with pytest.raises(ValueError):
+        xr.initialize_cache("")
+    with pytest.raises(RuntimeError, match="does not exist"):
+        xr.initialize_cache(str(tmp_path / "missing"), readonly=True)
+
+
+def test_no_compiler_falls_back_to_tier0():
+    env = {"TORCHTPU_CC": "/nonexistent/cc", "TORCHTPU_TIER": "1"}
+    res = run_child(env)
+    assert_close(res)
+    assert res["Tier1Compile"] == 0
