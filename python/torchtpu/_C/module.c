@@ -6,7 +6,6 @@
 #include <Python.h>
 
 #include "torchtpu/codegen.h"
-#include "torchtpu/codegen.h"
 #include "torchtpu/torchtpu.h"
 
 typedef struct {
@@ -714,27 +713,7 @@ static PyObject *py_tier1_wait(PyObject *m, PyObject *a) {
   Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
-static PyObject *py_persistent_cache_init(PyObject *m, PyObject *args) {
-  (void)m;
-  const char *path = NULL;
-  int readonly = 0;
-  if (!PyArg_ParseTuple(args, "z|p", &path, &readonly)) return NULL;
-  tt_status_t st = tt_persistent_cache_init(path, readonly);
-  if (st) return raise_status(st);
-  Py_RETURN_NONE;
-}
-
-static PyObject *py_tier1_wait(PyObject *m, PyObject *a) {
-  (void)m;
-  (void)a;
-  Py_BEGIN_ALLOW_THREADS tt_tier1_wait_idle();
-  Py_END_ALLOW_THREADS Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
-    {"persistent_cache_init", py_persistent_cache_init, METH_VARARGS,
-     "persistent_cache_init(path, readonly=False)"},
-    {"tier1_wait", py_tier1_wait, METH_NOARGS, "wait for background tier-1 compiles"},
     {"persistent_cache_init", py_persistent_cache_init, METH_VARARGS,
      "persistent_cache_init(path, readonly=False)"},
     {"tier1_wait", py_tier1_wait, METH_NOARGS, "wait for background tier-1 compiles"},
