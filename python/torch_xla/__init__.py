@@ -53,15 +53,11 @@ def sync(wait=False, reset_scope=True):
     xm._run_step_closures()
 
 
-@contextlib.contextmanager
 def step():
     """Marks one training step: pending work is synced before the body, and
-    the body's graph is cut and queued when it exits."""
-    sync()
-    try:
-        yield
-    finally:
-        sync()
+    the body, traced lazily even in eager mode, is cut and queued when it
+    exits. As in PyTorch/XLA, this is torch_xla.compile() as a context."""
+    return compile()
 
 
 def manual_seed(seed, device=None):
@@ -70,26 +66,86 @@ def manual_seed(seed, device=None):
     _rng.manual_seed(seed, None if device is None else bridge.device_index(device))
 
 
-def compile(fn=None, full_graph=False, name=None, max_different_graphs=None):
-    """Traces fn (or the `with` body) as one graph: pending work is synced
-    before, and the traced region is synced after."""
-    if fn is None:
-        @contextlib.contextmanager
-        def ctx():
-            sync()
-            try:
-                yield
-            finally:
-                sync()
-        return ctx()
+def _sync_named(name):
+    """torch_xla.sync() whose graph is labelled name in metrics and debug
+    output."""
+    from torch_xla.core import xla_model as xm
+    config.ensure_runtime()
+    _C.counter_add("MarkStep", 1)
+    _C.sync(-1, False, name)
+    xm._run_step_closures()
 
-    def wrapped(*args, **kwargs):
-        sync()
-        out = fn(*args, **kwargs)
-        sync()
-        return out
-    wrapped.__wrapped__ = fn
-    return wrapped
+
+def compile(fn=None, full_graph=False, name=None, max_different_graphs=None):
+    """Traces fn (or the body of `with torch_xla.compile():`) lazily as one
+    graph and runs it, as PyTorch/XLA does.
+
+    Usable as a decorator (@torch_xla.compile or @torch_xla.compile(...)),
+    a wrapper (torch_xla.compile(fn)) or a context manager. Pending work is
+    synced before the region (labelled name + '_clear_pending'), eager mode
+    is suspended inside it, and its graph is cut and queued at the end
+    (labelled name, which defaults to fn's name and appears in the metrics
+    as CompiledRegion_<name> / CompiledRegionTime_<name> and in PT_XLA_DEBUG
+    output).
+
+    full_graph=True: anything in the region that would run the graph before
+    the region ends (.item(), print, .cpu()) raises RuntimeError naming the
+    line. max_different_graphs=N: fn may trace at most N distinct graphs
+    (op sequences, shapes included) over its calls; one more raises
+    RuntimeError naming the first op that differed.
+    """
+    if max_different_graphs is not None and (
+            not isinstance(max_different_graphs, int) or max_different_graphs < 1):
+        raise ValueError(f"max_different_graphs must be a positive int or None, "
+                         f"got {max_different_graphs!r}")
+    import functools
+    import sys
+    import time
+    import uuid
+    import weakref
+    from torchtpu import modes
+
+    if name is None and fn is not None:
+        name = getattr(fn, "__name__", None) or type(fn).__name__
+    if fn is not None:
+        session_key = f"{name}_{id(fn)}"
+        try:
+            weakref.finalize(fn, modes.forget_session, session_key)
+        except TypeError:
+            pass  # not weak-referenceable: the session lives on
+    else:
+        session_key = str(uuid.uuid4())
+
+    @contextlib.contextmanager
+    def region():
+        _sync_named(f"{name}_clear_pending" if name else None)
+        t0 = time.perf_counter_ns()
+        compiles = _C.counter_value("UncachedCompile") or 0
+        r = modes.enter_region(name, full_graph, session_key, max_different_graphs)
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            modes.exit_region(r, ok)
+            _sync_named(name)
+            if name:
+                _C.counter_add(f"CompiledRegion_{name}", 1)
+                _C.metric_add(f"CompiledRegionTime_{name}", 0, float(time.perf_counter_ns() - t0))
+            if modes.debug_enabled():
+                fresh = (_C.counter_value("UncachedCompile") or 0) != compiles
+                print(f"Compilation Analysis: torch_xla.compile region {name!r}"
+                      f"{' (full_graph)' if full_graph else ''}: graph "
+                      f"{'compiled' if fresh else 'found in the cache'}", file=sys.stderr)
+
+    if fn is None:
+        return region()
+
+    @functools.wraps(fn)
+    def compiled(*args, **kwargs):
+        with region():
+            return fn(*args, **kwargs)
+    return compiled
 
 
 def is_xla_tensor(t):
@@ -98,3 +154,4 @@ def is_xla_tensor(t):
 
 from torch_xla import runtime  # noqa: E402,F401
 from torch_xla.core import xla_model  # noqa: E402,F401
+from torch_xla import experimental  # noqa: E402,F401  (eager mode; XLA_USE_EAGER_DEBUG_MODE)

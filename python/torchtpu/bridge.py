@@ -178,8 +178,16 @@ def upload(cpu_tensor, index):
                         c.numel() * c.element_size())
 
 
+# Set by torchtpu.modes: called as on_download(handle) before a value is
+# read to the host (full_graph regions refuse reads that would execute;
+# the dynamo bridge counts reads while tracing). None when unused.
+on_download = None
+
+
 def download(handle):
     """Runs what handle needs and returns its value as a CPU tensor."""
+    if on_download is not None:
+        on_download(handle)
     out = torch.empty(handle.shape, dtype=TT_TO_TORCH[handle.dtype])
     _C.to_host(handle, out.data_ptr(), out.numel() * out.element_size())
     return out

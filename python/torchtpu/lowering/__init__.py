@@ -17,7 +17,28 @@ from torchtpu.lowering.fallback import fallback
 _SKIP_DECOMP = set()
 
 
+# Set by torchtpu.modes (eager mode, torch_xla.compile graph counting):
+# called as op_observer(func, result) after each top-level op, that is one
+# not issued from inside another op's lowering or decomposition. None costs
+# one global read per op.
+op_observer = None
+_depth = [0]
+
+
 def dispatch(func, args, kwargs):
+    if op_observer is None:
+        return _dispatch(func, args, kwargs)
+    _depth[0] += 1
+    try:
+        out = _dispatch(func, args, kwargs)
+    finally:
+        _depth[0] -= 1
+    if _depth[0] == 0 and op_observer is not None:
+        op_observer(func, out)
+    return out
+
+
+def _dispatch(func, args, kwargs):
     fn = LOWERINGS.get(func)
     if fn is not None:
         return fn(*args, **kwargs)
