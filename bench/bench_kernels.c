@@ -8,6 +8,7 @@
  *   build/bench_kernels            # all threads
  *   TORCHTPU_NUM_THREADS=1 build/bench_kernels
  *   build/bench_kernels gemm       # only benchmarks whose name contains "gemm"
+ *   BENCH_CPU_TIME=1 TORCHTPU_NUM_THREADS=1 build/bench_kernels  # CPU time
  *
  * For the ratio against PyTorch, time the same shapes with torch in the
  * same session (see the op list printed here).
@@ -20,9 +21,14 @@
 #include "kernels/kernel_util.h"
 #include "torchtpu/kernels.h"
 
+/* BENCH_CPU_TIME=1 measures process CPU time instead of wall time: with
+ * TORCHTPU_NUM_THREADS=1 on a shared, busy machine it shows the kernel's
+ * own cost without the time it spent preempted. */
+static int g_cpu_time = 0;
+
 static double now_s(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(g_cpu_time ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -196,6 +202,8 @@ static void bench_mem(const char *name, int kind, int op, int64_t rows,
 
 int main(int argc, char **argv) {
   if (argc > 1) g_filter = argv[1];
+  const char *cpu = getenv("BENCH_CPU_TIME");
+  g_cpu_time = cpu && *cpu == '1';
   printf("threads %d, GEMM micro-kernel %s\n", tt_num_threads(), tt_sgemm_isa_name());
   bench_gemm(TT_F32, 256, 0, 1);
   bench_gemm(TT_F32, 512, 0, 1);

@@ -14,7 +14,9 @@
  *
  * Convolutions with one input channel per group (depthwise, and plain
  * convolutions of single-channel inputs) use direct loops instead: their
- * GEMMs would be one row tall. F64 uses plain direct loops throughout.
+ * GEMMs would be one row tall. With stride 1 these run on zero-padded
+ * planes where each kernel tap is one long vectorised axpy (or dot).
+ * F64 uses plain direct loops throughout.
  */
 #include <stdlib.h>
 
@@ -441,6 +443,133 @@ static void tt_conv_bwd_w_range(void *arg, int64_t begin, int64_t end) {
 
 /* ---- direct paths ---------------------------------------------------------- */
 
+/* y[i] += a * x[i] */
+TT_TARGET_CLONES
+static void tt_axpy_f32(int64_t n, float a, const float *x, float *y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+/* sum x[i] * y[i] in 16 float lanes, then in double. */
+TT_TARGET_CLONES
+static double tt_dot_f32(int64_t n, const float *x, const float *y) {
+  float acc[16] = {0};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int q = 0; q < 16; ++q) acc[q] += x[i + q] * y[i + q];
+  }
+  double s = 0;
+  for (int q = 0; q < 16; ++q) s += acc[q];
+  for (; i < n; ++i) s += (double)x[i] * y[i];
+  return s;
+}
+
+/* Stride-1 planes are handled in a zero-padded layout of width Wp = W +
+ * 2*pw: output position (oh, ow) sits at oh*Wp + ow and tap (i, j) reads
+ * input at that index + i*dh*Wp + j*dw, so every tap is one long axpy or
+ * dot over OH*Wp elements (columns ow >= OW are scratch). */
+typedef struct tt_pad_geom_s {
+  int64_t Wp, Hp, xsize, osize;
+} tt_pad_geom_t;
+
+static tt_pad_geom_t tt_pad_geom(const tt_conv_geom_t *g) {
+  tt_pad_geom_t p;
+  p.Wp = g->W + 2 * g->pw;
+  p.Hp = g->H + 2 * g->ph;
+  p.xsize = p.Hp * p.Wp + (g->KW - 1) * g->dw + 1; /* slack for scratch columns */
+  p.osize = g->OH * p.Wp;
+  return p;
+}
+
+/* xpad = x plane (f32 class, element offset off) inside a zero border. */
+static void tt_pad_plane(const tt_conv_geom_t *g, const tt_pad_geom_t *pg,
+                         const tt_view_t *x, int64_t off, float *xpad) {
+  memset(xpad, 0, (size_t)pg->xsize * sizeof(float));
+  for (int64_t ih = 0; ih < g->H; ++ih) {
+    tt_load_f32(x->data, x->dtype, off + ih * g->W, 1, g->W,
+                xpad + (ih + g->ph) * pg->Wp + g->pw);
+  }
+}
+
+/* opad = an output-shaped plane (element offset off) with zero scratch. */
+static void tt_pad_out_plane(const tt_conv_geom_t *g, const tt_pad_geom_t *pg,
+                             const tt_view_t *v, int64_t off, float *opad) {
+  for (int64_t oh = 0; oh < g->OH; ++oh) {
+    float *d = opad + oh * pg->Wp;
+    tt_load_f32(v->data, v->dtype, off + oh * g->OW, 1, g->OW, d);
+    for (int64_t ow = g->OW; ow < pg->Wp; ++ow) d[ow] = 0.0f;
+  }
+}
+
+static int tt_conv_direct_padded(const tt_conv_geom_t *g) {
+  return g->sh == 1 && g->sw == 1;
+}
+
+/* Stride-1 direct convolution (one input channel per group). */
+static void tt_conv_direct_padded_range(void *arg, int64_t begin, int64_t end) {
+  tt_conv_ctx_t *c = (tt_conv_ctx_t *)arg;
+  const tt_conv_geom_t *g = &c->g;
+  tt_pad_geom_t pg = tt_pad_geom(g);
+  int64_t OHW = g->OH * g->OW, HW = g->H * g->W, KK = g->KH * g->KW;
+  float *xpad = (float *)malloc((size_t)pg.xsize * sizeof(float));
+  float *opad = (float *)malloc((size_t)pg.osize * sizeof(float));
+  float *wk = (float *)malloc((size_t)KK * sizeof(float));
+  double *acc = (double *)malloc((size_t)KK * sizeof(double));
+  if (!xpad || !opad || !wk || !acc) {
+    c->failed = 1;
+    free(xpad); free(opad); free(wk); free(acc);
+    return;
+  }
+  for (int64_t t = begin; t < end; ++t) {
+    if (c->kind == TT_CONV_FWD) {
+      int64_t n = t / g->O, o = t % g->O, ci = o / g->Og;
+      tt_pad_plane(g, &pg, c->x, (n * g->C + ci) * HW, xpad);
+      tt_load_f32(c->w->data, c->w->dtype, o * KK, 1, KK, wk);
+      memset(opad, 0, (size_t)pg.osize * sizeof(float));
+      for (int64_t i = 0; i < g->KH; ++i) {
+        for (int64_t j = 0; j < g->KW; ++j) {
+          tt_axpy_f32(pg.osize, wk[i * g->KW + j], xpad + i * g->dh * pg.Wp + j * g->dw, opad);
+        }
+      }
+      for (int64_t oh = 0; oh < g->OH; ++oh) {
+        tt_store_f32(opad + oh * pg.Wp, g->OW, c->out->data, c->out->dtype,
+                     (n * g->O + o) * OHW + oh * g->OW);
+      }
+    } else if (c->kind == TT_CONV_BWD_IN) {
+      int64_t n = t / g->C, ci = t % g->C;
+      memset(xpad, 0, (size_t)pg.xsize * sizeof(float));
+      for (int64_t o = ci * g->Og; o < (ci + 1) * g->Og; ++o) {
+        tt_pad_out_plane(g, &pg, c->go, (n * g->O + o) * OHW, opad);
+        tt_load_f32(c->w->data, c->w->dtype, o * KK, 1, KK, wk);
+        for (int64_t i = 0; i < g->KH; ++i) {
+          for (int64_t j = 0; j < g->KW; ++j) {
+            tt_axpy_f32(pg.osize, wk[i * g->KW + j], opad, xpad + i * g->dh * pg.Wp + j * g->dw);
+          }
+        }
+      }
+      for (int64_t ih = 0; ih < g->H; ++ih) {
+        tt_store_f32(xpad + (ih + g->ph) * pg.Wp + g->pw, g->W, c->out->data,
+                     c->out->dtype, (n * g->C + ci) * HW + ih * g->W);
+      }
+    } else {
+      int64_t o = t, ci = o / g->Og;
+      for (int64_t q = 0; q < KK; ++q) acc[q] = 0;
+      for (int64_t n = 0; n < g->N; ++n) {
+        tt_pad_plane(g, &pg, c->x, (n * g->C + ci) * HW, xpad);
+        tt_pad_out_plane(g, &pg, c->go, (n * g->O + o) * OHW, opad);
+        for (int64_t i = 0; i < g->KH; ++i) {
+          for (int64_t j = 0; j < g->KW; ++j) {
+            acc[i * g->KW + j] += tt_dot_f32(pg.osize, opad, xpad + i * g->dh * pg.Wp + j * g->dw);
+          }
+        }
+      }
+      for (int64_t q = 0; q < KK; ++q) {
+        tt_set_f64(c->out->data, c->out->dtype, o * KK + q, acc[q]);
+      }
+    }
+  }
+  free(xpad); free(opad); free(wk); free(acc);
+}
+
 /* One input channel per group (f32 class): item = (n, o) output plane for
  * FWD, (n, c) input plane for BWD_IN, o for BWD_W. */
 static void tt_conv_direct_range(void *arg, int64_t begin, int64_t end) {
@@ -625,7 +754,9 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
     return NULL;
   }
   if (g->Cg == 1) {
-    tt_parallel_for(items, 1, tt_conv_direct_range, c);
+    tt_parallel_for(items, 1,
+                    tt_conv_direct_padded(g) ? tt_conv_direct_padded_range : tt_conv_direct_range,
+                    c);
   } else if (c->kind != TT_CONV_BWD_W) {
     int batch_parallel = g->N >= 4 * nt || (g->N >= nt && g->N % nt == 0);
     c->inner_parallel = !batch_parallel;

@@ -6,7 +6,8 @@
  * row by row (the innermost dim), in parallel over rows. Rows that are
  * contiguous on both sides are one memcpy; a transposing copy (source
  * stride != 1 in the innermost dim) goes in 16x16 tiles so both sides stay
- * in cache. Values are moved as raw bytes, so every dtype works.
+ * in cache, ordered so the source is read sequentially. Values are moved
+ * as raw bytes, so every dtype works.
  */
 #include "kernels/kernel_util.h"
 
@@ -20,6 +21,7 @@ typedef struct tt_copy_s {
 } tt_copy_t;
 
 #define TT_TILE 16
+#define TT_COL_BLOCK 16
 
 static TT_ALWAYS_INLINE void tt_move_elem(char *d, const char *s, size_t es) {
   switch (es) {
@@ -27,6 +29,23 @@ static TT_ALWAYS_INLINE void tt_move_elem(char *d, const char *s, size_t es) {
     case 2: memcpy(d, s, 2); break;
     case 4: memcpy(d, s, 4); break;
     default: memcpy(d, s, 8); break;
+  }
+}
+
+/* Copies nrows rows of L elements of `es` bytes (a compile-time constant
+ * at each call site): source row q starts at s + q*rs elements and steps
+ * ss elements; destination row q is d + q*rd, dense. Works in TT_TILE
+ * column blocks so source and destination lines stay in L1. */
+static TT_ALWAYS_INLINE void tt_copy_tile(char *d, const char *s, int64_t nrows,
+                                          int64_t L, int64_t rs, int64_t rd,
+                                          int64_t ss, const int64_t es) {
+  for (int64_t j0 = 0; j0 < L; j0 += TT_TILE) {
+    int64_t j1 = tt_min64(L, j0 + TT_TILE);
+    for (int64_t q = 0; q < nrows; ++q) {
+      const char *sq = s + q * rs * es;
+      char *dq = d + q * rd * es;
+      for (int64_t j = j0; j < j1; ++j) memcpy(dq + j * es, sq + j * ss * es, (size_t)es);
+    }
   }
 }
 
@@ -44,44 +63,57 @@ static void tt_copy_row_offsets(const tt_copy_t *c, int64_t r, int64_t *so,
   *dof = d;
 }
 
+/* Transposing copy of rows [begin, end): the innermost source stride is
+ * not 1. Tiles of TT_TILE rows x TT_COL_BLOCK columns; for one column
+ * block the tiles sweep all rows of the range, so each of the block's
+ * source rows is read front to back (the hardware prefetcher follows 16
+ * sequential streams; sweeping the other way misses on every line). */
+static void tt_copy_transposing(const tt_copy_t *c, int64_t begin, int64_t end) {
+  int last = c->rank - 1;
+  int64_t L = c->dims[last], ss = c->sst[last];
+  int64_t rs = c->sst[last - 1], rd = c->dst_st[last - 1];
+  const int64_t es = (int64_t)c->es;
+  for (int64_t j0 = 0; j0 < L; j0 += TT_COL_BLOCK) {
+    int64_t jl = tt_min64(TT_COL_BLOCK, L - j0);
+    for (int64_t r = begin; r < end;) {
+      int64_t in_dim = r % c->dims[last - 1];
+      int64_t nrows = tt_min64(tt_min64(TT_TILE, end - r), c->dims[last - 1] - in_dim);
+      int64_t so, dof;
+      tt_copy_row_offsets(c, r, &so, &dof);
+      const char *s = c->src + (so + j0 * ss) * es;
+      char *d = c->dst + (dof + j0) * es;
+      switch (es) {
+        case 1: tt_copy_tile(d, s, nrows, jl, rs, rd, ss, 1); break;
+        case 2: tt_copy_tile(d, s, nrows, jl, rs, rd, ss, 2); break;
+        case 4: tt_copy_tile(d, s, nrows, jl, rs, rd, ss, 4); break;
+        default: tt_copy_tile(d, s, nrows, jl, rs, rd, ss, 8); break;
+      }
+      r += nrows;
+    }
+  }
+}
+
 static void tt_copy_range(void *arg, int64_t begin, int64_t end) {
   const tt_copy_t *c = (const tt_copy_t *)arg;
   int last = c->rank - 1;
   int64_t L = c->dims[last], ss = c->sst[last], ds = c->dst_st[last];
   const int64_t es = (int64_t)c->es;
-  int tiled = ss != 1 && ds == 1 && c->rank >= 2 && L >= TT_TILE;
-  int64_t r = begin;
-  while (r < end) {
-    /* Up to TT_TILE rows that are consecutive in the second-to-last dim. */
-    int64_t nrows = 1;
-    if (tiled) {
-      int64_t in_dim = r % c->dims[last - 1];
-      nrows = tt_min64(tt_min64(TT_TILE, end - r), c->dims[last - 1] - in_dim);
-    }
+  if (ss != 1 && ds == 1 && c->rank >= 2 && L >= TT_TILE) {
+    tt_copy_transposing(c, begin, end);
+    return;
+  }
+  for (int64_t r = begin; r < end; ++r) {
     int64_t so, dof;
     tt_copy_row_offsets(c, r, &so, &dof);
-    if (nrows > 1) {
-      int64_t rs = c->sst[last - 1], rd = c->dst_st[last - 1];
-      for (int64_t j0 = 0; j0 < L; j0 += TT_TILE) {
-        int64_t j1 = tt_min64(L, j0 + TT_TILE);
-        for (int64_t q = 0; q < nrows; ++q) {
-          const char *s = c->src + (so + q * rs) * es;
-          char *d = c->dst + (dof + q * rd) * es;
-          for (int64_t j = j0; j < j1; ++j) {
-            tt_move_elem(d + j * es, s + j * ss * es, (size_t)es);
-          }
-        }
-      }
-    } else if (ss == 1 && ds == 1) {
-      memcpy(c->dst + dof * es, c->src + so * es, (size_t)(L * es));
+    const char *s = c->src + so * es;
+    char *d = c->dst + dof * es;
+    if (ss == 1 && ds == 1) {
+      memcpy(d, s, (size_t)(L * es));
     } else {
-      const char *s = c->src + so * es;
-      char *d = c->dst + dof * es;
       for (int64_t j = 0; j < L; ++j) {
         tt_move_elem(d + j * ds * es, s + j * ss * es, (size_t)es);
       }
     }
-    r += nrows;
   }
 }
 

@@ -20,7 +20,8 @@
 #include "kernels/kernel_util.h"
 
 #define TT_RED_CHUNK 65536
-#define TT_RED_COLS 256
+#define TT_RED_COLS 512 /* columns per item, B > 1 path */
+#define TT_RED_ROWS 512 /* rows per item, B > 1 path with few column blocks */
 
 typedef struct tt_acc_s {
   double d;    /* float-class value */
@@ -277,105 +278,93 @@ static void tt_reduce_rows_range(void *arg, int64_t begin, int64_t end) {
   }
 }
 
-/* B > 1: item = (a, column block). */
+/* B > 1: item = (a, column block, row chunk). With several row chunks each
+ * item leaves TT_RED_COLS partial results in c->partial, combined in order
+ * afterwards. */
 static void tt_reduce_cols_range(void *arg, int64_t begin, int64_t end) {
   const tt_reduce_ctx_t *c = (const tt_reduce_ctx_t *)arg;
   tt_class_t cls = tt_class_of(c->x->dtype);
-  int64_t nblk = (c->B + TT_RED_COLS - 1) / TT_RED_COLS;
+  int64_t nblk = (c->B + TT_RED_COLS - 1) / TT_RED_COLS, nrc = c->nchunks;
   tt_reduce_op_t op = c->op;
+  int f32_fast = c->x->dtype == TT_F32 && (op == TT_RED_SUM || op == TT_RED_MEAN ||
+                                           op == TT_RED_MAX || op == TT_RED_MIN);
   for (int64_t t = begin; t < end; ++t) {
-    int64_t a = t / nblk, j0 = (t % nblk) * TT_RED_COLS;
-    int64_t w = tt_min64(TT_RED_COLS, c->B - j0);
-    tt_acc_t s[TT_RED_COLS];
+    int64_t a = t / (nblk * nrc), blk = (t / nrc) % nblk, rc = t % nrc;
+    int64_t j0 = blk * TT_RED_COLS, w = tt_min64(TT_RED_COLS, c->B - j0);
+    int64_t r0 = rc * TT_RED_ROWS, r1 = tt_min64(c->R, r0 + TT_RED_ROWS);
+    tt_acc_t local[TT_RED_COLS];
+    tt_acc_t *s = nrc > 1 ? c->partial + t * TT_RED_COLS : local;
     for (int64_t j = 0; j < w; ++j) tt_acc_init(op, &s[j]);
-    if (c->x->dtype == TT_F32 && (op == TT_RED_SUM || op == TT_RED_MEAN ||
-                                  op == TT_RED_MAX || op == TT_RED_MIN)) {
-      /* f32 fast path: accumulate straight from the rows. */
+    if (f32_fast) {
+      /* Accumulate straight from the f32 rows. */
       double accd[TT_RED_COLS] = {0};
       float accf[TT_RED_COLS];
-      int want_max = op == TT_RED_MAX;
+      int want_max = op == TT_RED_MAX, is_sum = op == TT_RED_SUM || op == TT_RED_MEAN;
       for (int64_t j = 0; j < w; ++j) accf[j] = want_max ? -INFINITY : INFINITY;
-      for (int64_t r = 0; r < c->R; ++r) {
+      for (int64_t r = r0; r < r1; ++r) {
         const float *row = (const float *)c->x->data + (a * c->R + r) * c->B + j0;
-        if (op == TT_RED_SUM || op == TT_RED_MEAN) {
+        if (is_sum) {
           tt_colsum_f32(row, accd, w);
         } else {
           tt_colminmax_f32(row, accf, w, want_max);
         }
       }
-      for (int64_t j = 0; j < w; ++j) {
-        s[j].d = (op == TT_RED_SUM || op == TT_RED_MEAN) ? accd[j] : accf[j];
-        tt_acc_store(op, cls, &s[j], c->R, c->out, a * c->B + j0 + j);
-      }
-      continue;
-    }
-    for (int64_t r = 0; r < c->R; ++r) {
-      int64_t off = (a * c->R + r) * c->B + j0;
-      if (cls == TT_CLASS_INT) {
-        int64_t buf[TT_RED_COLS];
-        tt_load_i64(c->x->data, c->x->dtype, off, 1, w, buf);
-        for (int64_t j = 0; j < w; ++j) tt_acc_i64_one(op, &s[j], buf[j], r);
-      } else {
-        double buf[TT_RED_COLS];
-        tt_load_f64(c->x->data, c->x->dtype, off, 1, w, buf);
-        if (op == TT_RED_SUM || op == TT_RED_MEAN) {
-          for (int64_t j = 0; j < w; ++j) s[j].d += buf[j];
+      for (int64_t j = 0; j < w; ++j) s[j].d = is_sum ? accd[j] : accf[j];
+    } else {
+      for (int64_t r = r0; r < r1; ++r) {
+        int64_t off = (a * c->R + r) * c->B + j0;
+        if (cls == TT_CLASS_INT) {
+          int64_t buf[TT_RED_COLS];
+          tt_load_i64(c->x->data, c->x->dtype, off, 1, w, buf);
+          for (int64_t j = 0; j < w; ++j) tt_acc_i64_one(op, &s[j], buf[j], r);
         } else {
-          for (int64_t j = 0; j < w; ++j) tt_acc_f64_one(op, &s[j], buf[j], r);
+          double buf[TT_RED_COLS];
+          tt_load_f64(c->x->data, c->x->dtype, off, 1, w, buf);
+          if (op == TT_RED_SUM || op == TT_RED_MEAN) {
+            for (int64_t j = 0; j < w; ++j) s[j].d += buf[j];
+          } else {
+            for (int64_t j = 0; j < w; ++j) tt_acc_f64_one(op, &s[j], buf[j], r);
+          }
         }
       }
     }
-    for (int64_t j = 0; j < w; ++j) {
-      tt_acc_store(op, cls, &s[j], c->R, c->out, a * c->B + j0 + j);
+    if (nrc == 1) {
+      for (int64_t j = 0; j < w; ++j) {
+        tt_acc_store(op, cls, &s[j], c->R, c->out, a * c->B + j0 + j);
+      }
     }
   }
 }
 
-/* Several separated reduced runs: fold every element of x into the
- * accumulator its output position selects (single-threaded). */
-static tt_status_t tt_reduce_generic(tt_reduce_op_t op, const tt_view_t *x,
-                                     uint32_t mask, int64_t R, tt_view_t *out) {
-  int64_t on = tt_view_numel(out);
-  tt_acc_t *acc = (tt_acc_t *)malloc((size_t)on * sizeof(tt_acc_t));
-  if (!acc) {
+/* Several separated runs of reduced dims (e.g. batch-norm's N, H, W):
+ * reduce the innermost run into an f64 (or i64) buffer in keepdim layout,
+ * then reduce that over the remaining dims. Exact for MAX/MIN/ANY/ALL and
+ * integer ops; MEAN is a mean of equal-sized group means. */
+static tt_status_t tt_reduce_two_pass(tt_reduce_op_t op, const tt_view_t *x,
+                                      uint32_t mask, tt_view_t *out) {
+  uint32_t inner = 0;
+  int d = x->shape.rank - 1;
+  while (d >= 0 && !(((mask >> d) & 1u) && x->shape.dims[d] != 1)) --d;
+  for (; d >= 0; --d) {
+    int red = (mask >> d) & 1u;
+    if (!red && x->shape.dims[d] != 1) break;
+    if (red) inner |= 1u << d;
+  }
+  int int_tmp = tt_class_of(x->dtype) == TT_CLASS_INT && op != TT_RED_MEAN;
+  tt_view_t tmp = {.dtype = int_tmp ? TT_I64 : TT_F64, .shape = x->shape};
+  for (d = 0; d < x->shape.rank; ++d) {
+    if ((inner >> d) & 1u) tmp.shape.dims[d] = 1;
+  }
+  int64_t n = tt_view_numel(&tmp);
+  tmp.data = malloc((size_t)tt_max64(n, 1) * 8);
+  if (!tmp.data) {
     return tt_status_make(TT_RESOURCE_EXHAUSTED,
-                          "reduce: cannot allocate %lld accumulators",
-                          (long long)on);
+                          "reduce: cannot allocate %lld partial results", (long long)n);
   }
-  for (int64_t j = 0; j < on; ++j) tt_acc_init(op, &acc[j]);
-  tt_view_t keep = {.data = acc, .dtype = TT_F32, .shape = x->shape};
-  for (int d = 0; d < x->shape.rank; ++d) {
-    if (mask & (1u << d)) keep.shape.dims[d] = 1;
-  }
-  tt_iter_t it;
-  const tt_view_t *ins[1] = {&keep};
-  tt_status_t st = tt_iter_init("reduce", &x->shape, ins, 1, &it);
-  if (st) {
-    free(acc);
-    return st;
-  }
-  tt_class_t cls = tt_class_of(x->dtype);
-  int64_t n = tt_view_numel(x);
-  int64_t sk = it.strides[1][it.rank - 1];
-  tt_iter_pos_t pos;
-  tt_iter_seek(&it, 0, &pos);
-  for (int64_t i = 0; i < n;) {
-    int64_t len = tt_min64(tt_iter_inner_left(&it, &pos), TT_BLOCK);
-    if (cls == TT_CLASS_INT) {
-      int64_t buf[TT_BLOCK];
-      tt_load_i64(x->data, x->dtype, i, 1, len, buf);
-      for (int64_t k = 0; k < len; ++k) tt_acc_i64_one(op, &acc[pos.off[1] + k * sk], buf[k], 0);
-    } else {
-      double buf[TT_BLOCK];
-      tt_load_f64(x->data, x->dtype, i, 1, len, buf);
-      for (int64_t k = 0; k < len; ++k) tt_acc_f64_one(op, &acc[pos.off[1] + k * sk], buf[k], 0);
-    }
-    tt_iter_advance(&it, &pos, len);
-    i += len;
-  }
-  for (int64_t j = 0; j < on; ++j) tt_acc_store(op, cls, &acc[j], R, out, j);
-  free(acc);
-  return NULL;
+  tt_status_t st = tt_kernel_reduce(op, x, inner, &tmp);
+  if (!st) st = tt_kernel_reduce(op, &tmp, mask & ~inner, out);
+  free(tmp.data);
+  return st;
 }
 
 static const char *const tt_reduce_names_[TT_RED_COUNT] = {
@@ -457,7 +446,7 @@ tt_status_t tt_kernel_reduce(tt_reduce_op_t op, const tt_view_t *x,
   }
   int nred_runs = 0;
   for (int r = 0; r < nruns; ++r) nred_runs += run_red[r];
-  if (nred_runs > 1) return tt_reduce_generic(op, x, dims_mask, R, out);
+  if (nred_runs > 1) return tt_reduce_two_pass(op, x, dims_mask, out);
 
   tt_reduce_ctx_t ctx = {.op = op, .x = x, .out = out, .A = 1, .R = R, .B = 1};
   int seen_red = 0;
@@ -489,15 +478,42 @@ tt_status_t tt_kernel_reduce(tt_reduce_op_t op, const tt_view_t *x,
       free(ctx.partial);
     }
   } else {
+    /* Row chunks only when the column blocks alone give little parallel
+     * work; the choice depends on the shape only, not the thread count. */
     int64_t nblk = (ctx.B + TT_RED_COLS - 1) / TT_RED_COLS;
-    int64_t per_item = R * tt_min64(ctx.B, TT_RED_COLS);
-    tt_parallel_for(ctx.A * nblk, tt_max64(1, TT_GRAIN / per_item),
-                    tt_reduce_cols_range, &ctx);
+    ctx.nchunks = ctx.A * nblk >= 8 ? 1 : (R + TT_RED_ROWS - 1) / TT_RED_ROWS;
+    int64_t items = ctx.A * nblk * ctx.nchunks;
+    if (ctx.nchunks > 1) {
+      ctx.partial = (tt_acc_t *)malloc((size_t)items * TT_RED_COLS * sizeof(tt_acc_t));
+      if (!ctx.partial) {
+        return tt_status_make(TT_RESOURCE_EXHAUSTED,
+                              "%s: cannot allocate partial results", name);
+      }
+    }
+    int64_t per_item = tt_min64(R, TT_RED_ROWS) * tt_min64(ctx.B, TT_RED_COLS);
+    tt_parallel_for(items, tt_max64(1, TT_GRAIN / per_item), tt_reduce_cols_range, &ctx);
+    if (ctx.nchunks > 1) {
+      for (int64_t ab = 0; ab < ctx.A * nblk; ++ab) {
+        int64_t a = ab / nblk, j0 = (ab % nblk) * TT_RED_COLS;
+        int64_t w = tt_min64(TT_RED_COLS, ctx.B - j0);
+        const tt_acc_t *p = ctx.partial + ab * ctx.nchunks * TT_RED_COLS;
+        for (int64_t j = 0; j < w; ++j) {
+          tt_acc_t s = p[j];
+          for (int64_t k = 1; k < ctx.nchunks; ++k) {
+            tt_acc_merge(op, cls, &s, &p[k * TT_RED_COLS + j]);
+          }
+          tt_acc_store(op, cls, &s, R, out, a * ctx.B + j0 + j);
+        }
+      }
+      free(ctx.partial);
+    }
   }
   return NULL;
 }
 
 /* ---- scan ---------------------------------------------------------------- */
+
+#define TT_SCAN_COLS 256
 
 typedef struct tt_scan_ctx_s {
   tt_scan_op_t op;
@@ -508,14 +524,14 @@ typedef struct tt_scan_ctx_s {
 
 static void tt_scan_range(void *arg, int64_t begin, int64_t end) {
   const tt_scan_ctx_t *c = (const tt_scan_ctx_t *)arg;
-  int64_t nblk = (c->B + TT_RED_COLS - 1) / TT_RED_COLS;
+  int64_t nblk = (c->B + TT_SCAN_COLS - 1) / TT_SCAN_COLS;
   int is_int = tt_class_of(c->x->dtype) == TT_CLASS_INT;
   int prod = c->op == TT_SCAN_PROD;
   for (int64_t t = begin; t < end; ++t) {
-    int64_t a = t / nblk, j0 = (t % nblk) * TT_RED_COLS;
-    int64_t w = tt_min64(TT_RED_COLS, c->B - j0);
-    double accd[TT_RED_COLS], bufd[TT_RED_COLS];
-    int64_t acci[TT_RED_COLS], bufi[TT_RED_COLS];
+    int64_t a = t / nblk, j0 = (t % nblk) * TT_SCAN_COLS;
+    int64_t w = tt_min64(TT_SCAN_COLS, c->B - j0);
+    double accd[TT_SCAN_COLS], bufd[TT_SCAN_COLS];
+    int64_t acci[TT_SCAN_COLS], bufi[TT_SCAN_COLS];
     for (int64_t j = 0; j < w; ++j) {
       accd[j] = prod;
       acci[j] = prod;
@@ -568,8 +584,8 @@ tt_status_t tt_kernel_scan(tt_scan_op_t op, const tt_view_t *x, int dim,
     else c.B *= x->shape.dims[d];
   }
   if (tt_view_numel(x) == 0) return NULL;
-  int64_t nblk = (c.B + TT_RED_COLS - 1) / TT_RED_COLS;
-  int64_t per_item = c.L * tt_min64(c.B, TT_RED_COLS);
+  int64_t nblk = (c.B + TT_SCAN_COLS - 1) / TT_SCAN_COLS;
+  int64_t per_item = c.L * tt_min64(c.B, TT_SCAN_COLS);
   tt_parallel_for(c.A * nblk, tt_max64(1, TT_GRAIN / per_item), tt_scan_range,
                   &c);
   return NULL;

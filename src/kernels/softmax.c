@@ -16,47 +16,54 @@
 
 #define TT_SM_COLS 64
 
-/* Forward over a panel: x, y are [L, w] with row stride ld (elements). */
+typedef float tt_v16f_t __attribute__((vector_size(64), aligned(4)));
+typedef int32_t tt_v16i_t __attribute__((vector_size(64), aligned(4)));
+
+/* Max of a contiguous row, NaN if any element is NaN. */
+static TT_ALWAYS_INLINE float tt_row_max_f32(const float *x, int64_t L) {
+  tt_v16f_t m = (tt_v16f_t){0} - INFINITY;
+  tt_v16i_t nanm = {0};
+  int64_t l = 0;
+  for (; l + 16 <= L; l += 16) {
+    tt_v16f_t v;
+    memcpy(&v, x + l, sizeof v);
+    nanm |= v != v;
+    tt_v16i_t take = v > m;
+    m = (tt_v16f_t)(((tt_v16i_t)v & take) | ((tt_v16i_t)m & ~take));
+  }
+  float r = -INFINITY;
+  int nan = 0;
+  for (int q = 0; q < 16; ++q) {
+    nan |= nanm[q] != 0;
+    r = m[q] > r ? m[q] : r;
+  }
+  for (; l < L; ++l) {
+    nan |= x[l] != x[l];
+    r = x[l] > r ? x[l] : r;
+  }
+  return nan ? NAN : r;
+}
+
+/* Forward over a panel: x, y are [L, w] with row stride ld (elements).
+ * Every loop is a plain elementwise or 16-lane loop so it vectorises. */
 TT_TARGET_CLONES
 static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
                                  int64_t ld, int log_out) {
-  float m[TT_SM_COLS], s[TT_SM_COLS];
   if (w == 1) {
-    /* Contiguous row: reduce along the row with several lanes. */
-    float mx[16];
-    for (int q = 0; q < 16; ++q) mx[q] = -INFINITY;
+    /* Contiguous row: exp into y (also for log_softmax, whose last pass
+     * overwrites it), then a 16-lane sum. */
+    float mm = tt_row_max_f32(x, L);
+    for (int64_t l = 0; l < L; ++l) y[l] = tt_expf_fast(x[l] - mm);
+    tt_v16f_t accv = {0};
     int64_t l = 0;
-    int nan = 0;
     for (; l + 16 <= L; l += 16) {
-      for (int q = 0; q < 16; ++q) {
-        float v = x[l + q];
-        nan |= v != v;
-        mx[q] = v > mx[q] ? v : mx[q];
-      }
-    }
-    float mm = -INFINITY;
-    for (int q = 0; q < 16; ++q) mm = mx[q] > mm ? mx[q] : mm;
-    for (; l < L; ++l) {
-      nan |= x[l] != x[l];
-      mm = x[l] > mm ? x[l] : mm;
-    }
-    if (nan) mm = NAN;
-    float acc[16] = {0};
-    l = 0;
-    for (; l + 16 <= L; l += 16) {
-      for (int q = 0; q < 16; ++q) {
-        float e = tt_expf_fast(x[l + q] - mm);
-        if (!log_out) y[l + q] = e;
-        acc[q] += e;
-      }
+      tt_v16f_t v;
+      memcpy(&v, y + l, sizeof v);
+      accv += v;
     }
     float sum = 0;
-    for (int q = 0; q < 16; ++q) sum += acc[q];
-    for (; l < L; ++l) {
-      float e = tt_expf_fast(x[l] - mm);
-      if (!log_out) y[l] = e;
-      sum += e;
-    }
+    for (int q = 0; q < 16; ++q) sum += accv[q];
+    for (; l < L; ++l) sum += y[l];
     if (log_out) {
       float ls = logf(sum);
       for (l = 0; l < L; ++l) y[l] = (x[l] - mm) - ls;
@@ -66,6 +73,7 @@ static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
     }
     return;
   }
+  float m[TT_SM_COLS], s[TT_SM_COLS];
   for (int64_t j = 0; j < w; ++j) {
     m[j] = -INFINITY;
     s[j] = 0.0f;
@@ -73,17 +81,21 @@ static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
   for (int64_t l = 0; l < L; ++l) {
     const float *xr = x + l * ld;
     for (int64_t j = 0; j < w; ++j) {
-      float v = xr[j];
-      if (m[j] == m[j] && (v > m[j] || v != v)) m[j] = v; /* NaN sticks */
+      float v = xr[j], mj = m[j];
+      m[j] = (v > mj || v != v) && mj == mj ? v : mj; /* NaN sticks */
     }
   }
   for (int64_t l = 0; l < L; ++l) {
     const float *xr = x + l * ld;
     float *yr = y + l * ld;
-    for (int64_t j = 0; j < w; ++j) {
-      float e = tt_expf_fast(xr[j] - m[j]);
-      if (!log_out) yr[j] = e;
-      s[j] += e;
+    if (log_out) {
+      for (int64_t j = 0; j < w; ++j) s[j] += tt_expf_fast(xr[j] - m[j]);
+    } else {
+      for (int64_t j = 0; j < w; ++j) {
+        float e = tt_expf_fast(xr[j] - m[j]);
+        yr[j] = e;
+        s[j] += e;
+      }
     }
   }
   if (log_out) {

@@ -129,7 +129,7 @@ static void run_reduce(tt_reduce_op_t op, tt_dtype_t dt, int rank,
       ref[j] = round_to(odt, r);
     }
     double atol = is_float && (op == TT_RED_SUM || op == TT_RED_MEAN) ? 1e-12 : 0;
-    double rtol = is_float ? dtype_rtol(odt) : 0;
+    double rtol = is_float || op == TT_RED_MEAN ? dtype_rtol(odt) : 0;
     if (op == TT_RED_ARGMAX || op == TT_RED_ARGMIN || op == TT_RED_ANY || op == TT_RED_ALL) rtol = 0;
     if (is_float && op == TT_RED_SUM) {
       /* cancellation: scale absolute tolerance by the magnitude */
