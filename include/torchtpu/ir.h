@@ -57,6 +57,15 @@ typedef enum tt_op_e {
   TT_OP_SOFTMAX_BWD,   /* (grad_out, y); i: [dim, log] */
   TT_OP_RNG,           /* (seed scalar I64); i: [tt_rng_op_t, dtype, dims...] f: [a, b] */
   TT_OP_FUSED,         /* (inputs...); made by the fusion pass only: see tt_fused_t */
+  /* Ops for the lowering table's extra kernels: shape inference in
+   * src/ir/ops_extra.c, execution in src/runtime/exec_extra.c. */
+  TT_OP_ARGSORT,       /* (x); i: [dim, descending]; I64, x's shape; stable */
+  TT_OP_SEARCHSORTED,  /* (sorted, values); i: [right, out dtype]; values' shape */
+  TT_OP_SCATTER_REDUCE,/* (base, idx, src); i: [dim, tt_scatter_reduce_t, include_self] */
+  TT_OP_CUMULATIVE,    /* (x); i: [tt_cumulative_t, dim]; x's shape (I64 for *_INDEX) */
+  TT_OP_LINALG,        /* (a[, b]); i: [tt_linalg_op_t, ...]; packed results (ops_extra.c) */
+  TT_OP_BITCAST,       /* (x); i: [dtype, out dims...]; the bytes reinterpreted */
+  TT_OP_SPECIAL,       /* (x[, y]); i: [tt_special_op_t]; special functions, elementwise */
   /* New ops go here, above TT_OP_COUNT. */
   TT_OP_COUNT
 } tt_op_t;

@@ -239,6 +239,40 @@ typedef void (*tt_range_fn_t)(void *ctx, int64_t begin, int64_t end);
 void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx);
 int tt_num_threads(void);
 
+/* ---- sorting, searching, extra reductions (sort.c, reduce_extra.c) ----
+ * argsort: out (I64 or I32, x's shape) holds, along dim, the indices that
+ * sort x stably (ascending, or descending when descending != 0); NaN sorts
+ * above every number, as torch.sort does. */
+tt_status_t tt_kernel_argsort(const tt_view_t *x, int dim, int descending, tt_view_t *out);
+/* For each element of values, the insertion index into the last dim of
+ * sorted (ATen's lower bound, or upper bound when right): sorted is 1-D
+ * (shared by all values) or has values' leading dims (one row per values
+ * row). sorted and values have one dtype; out is I64 or I32, values' shape. */
+tt_status_t tt_kernel_searchsorted(const tt_view_t *sorted, const tt_view_t *values,
+                                   int right, tt_view_t *out);
+
+typedef enum tt_scatter_reduce_e {
+  TT_SCATTER_REDUCE_SUM, TT_SCATTER_REDUCE_PROD, TT_SCATTER_REDUCE_MEAN,
+  TT_SCATTER_REDUCE_AMAX, TT_SCATTER_REDUCE_AMIN, TT_SCATTER_REDUCE_COUNT
+} tt_scatter_reduce_t;
+/* out = base.scatter_reduce(dim, idx, src, reduce, include_self): idx and
+ * src have base's rank; idx's extent is used (idx <= src in every dim and
+ * <= base outside dim). Indices must lie in [0, base.dims[dim]). MEAN of
+ * integers floors, as ATen does. */
+tt_status_t tt_kernel_scatter_reduce(const tt_view_t *base, int dim, const tt_view_t *idx,
+                                     const tt_view_t *src, tt_scatter_reduce_t reduce,
+                                     int include_self, tt_view_t *out);
+
+typedef enum tt_cumulative_e {
+  TT_CUM_MAX, TT_CUM_MAX_INDEX, TT_CUM_MIN, TT_CUM_MIN_INDEX, TT_CUM_LOGSUMEXP,
+  TT_CUM_COUNT
+} tt_cumulative_t;
+/* Inclusive scans along dim: running max / min (values in x's dtype, or
+ * their I64 indices for *_INDEX: the last position of the running extreme,
+ * as torch.cummax), and logcumsumexp (floats). out has x's shape. */
+tt_status_t tt_kernel_cumulative(tt_cumulative_t op, const tt_view_t *x, int dim,
+                                 tt_view_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "torchtpu/ir.h"
+#include "ir/ops_extra.h"
 #include "torchtpu/runtime.h"
 
 static const char *const tt_op_names_[TT_OP_COUNT] = {
@@ -16,6 +17,8 @@ static const char *const tt_op_names_[TT_OP_COUNT] = {
     "adaptive_avg_pool2d_bwd", "transpose", "slice", "slice_scatter", "concat",
     "pad", "flip", "index_select", "index_add", "gather", "scatter", "softmax",
     "softmax_bwd", "rng", "fused",
+    "argsort", "searchsorted", "scatter_reduce", "cumulative", "linalg", "bitcast",
+    "special",
 };
 
 const char *tt_op_name(tt_op_t op) {
@@ -520,6 +523,14 @@ static tt_status_t tt_infer(tt_node_t *n) {
       TT_RETURN_IF_ERROR(tt_need_attrs(name, n->num_iattrs, 2));
       n->dtype = (tt_dtype_t)ia[1];
       return tt_set_dims(&n->shape, ia + 2, n->num_iattrs - 2, name);
+    case TT_OP_ARGSORT:
+    case TT_OP_SEARCHSORTED:
+    case TT_OP_SCATTER_REDUCE:
+    case TT_OP_CUMULATIVE:
+    case TT_OP_LINALG:
+    case TT_OP_BITCAST:
+    case TT_OP_SPECIAL:
+      return tt_node_infer_extra(n);
     default:
       return tt_status_make(TT_INVALID_ARGUMENT, "unknown op %d", (int)n->op);
   }

@@ -8,6 +8,7 @@
 
 #include "runtime/runtime_internal.h"
 #include "torchtpu/kernels.h"
+#include "ir/ops_extra.h"
 
 struct tt_executable_s {
   int32_t refcount;
@@ -305,6 +306,14 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
       return tt_kernel_rng((tt_rng_op_t)ia[0], (uint64_t)seed, 0, in->fattrs[0], in->fattrs[1],
                            out);
     }
+    case TT_OP_ARGSORT:
+    case TT_OP_SEARCHSORTED:
+    case TT_OP_SCATTER_REDUCE:
+    case TT_OP_CUMULATIVE:
+    case TT_OP_LINALG:
+    case TT_OP_BITCAST:
+    case TT_OP_SPECIAL:
+      return tt_run_instr_extra(in, x, in->num_operands, out);
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));
   }

@@ -10,46 +10,61 @@ from torchtpu.lowering.core import (
     TT_I64, UN, UNARY, WHERE, aten, broadcast, handle, lowers, op, reshape, scalar, tt, wrap)
 
 # ------------------------------------------------------------ device RNG
-# Per-device (seed, counter). Every random op consumes one counter value;
-# the kernel key is a runtime scalar, so new keys never recompile. The CPU
-# generator is never consulted.
+# One 64-bit state per device, as PyTorch/XLA keeps it. Every random op
+# takes a key derived from the current state and then advances the state
+# (a 64-bit LCG step), so xm.get_rng_state() returns a single value that,
+# handed back to xm.set_rng_state(), replays the same random stream. The
+# key is a runtime scalar of the graph: new keys never recompile. The CPU
+# generator (torch.manual_seed, torch.rand on CPU) is never consulted.
 DEFAULT_SEED = 101
+_LCG_MUL = 6364136223846793005
+_LCG_ADD = 1442695040888963407
+_MASK64 = (1 << 64) - 1
 _rng_state = {}
 
 
 def _mix(seed, counter):
     x = (seed * 0x9E3779B97F4A7C15 + counter * 0xBF58476D1CE4E5B9 + 0x94D049BB133111EB)
-    x &= (1 << 64) - 1
+    x &= _MASK64
     x ^= x >> 31
-    x = (x * 0xD6E8FEB86659FD93) & ((1 << 64) - 1)
+    x = (x * 0xD6E8FEB86659FD93) & _MASK64
     x ^= x >> 32
     return x - (1 << 64) if x >= (1 << 63) else x
 
 
 def manual_seed(seed, device=None):
-    seed = int(seed) & ((1 << 64) - 1)
+    seed = int(seed) & _MASK64
     if device is None:
-        for i in range(max(_C.device_count(), 1)):
-            _rng_state[i] = [seed, 0]
+        _rng_state.clear()
         _rng_state["default"] = seed
     else:
-        _rng_state[device] = [seed, 0]
+        _rng_state[device] = seed
+
+
+def _state(device):
+    if device not in _rng_state:
+        _rng_state[device] = _rng_state.get("default", DEFAULT_SEED)
+    return _rng_state[device]
 
 
 def get_rng_state(device):
-    st = _rng_state.setdefault(device, [_rng_state.get("default", DEFAULT_SEED), 0])
-    return st[0], st[1]
+    """(state, 0): the device's current RNG state (a 64-bit integer)."""
+    return _state(device), 0
 
 
 def set_rng_state(seed, device, counter=0):
-    _rng_state[device] = [int(seed) & ((1 << 64) - 1), int(counter)]
+    """Makes seed the device's RNG state; counter > 0 advances it that many
+    random ops."""
+    s = int(seed) & _MASK64
+    for _ in range(int(counter)):
+        s = (s * _LCG_MUL + _LCG_ADD) & _MASK64
+    _rng_state[device] = s
 
 
 def _next_key(device):
-    st = _rng_state.setdefault(device, [_rng_state.get("default", DEFAULT_SEED), 0])
-    key = _mix(st[0], st[1])
-    st[1] += 1
-    return key
+    s = _state(device)
+    _rng_state[device] = (s * _LCG_MUL + _LCG_ADD) & _MASK64
+    return _mix(s, 0)
 
 
 def rng_handle(device, kind, dt, shape, a, b):

@@ -431,21 +431,6 @@ def scatter_add(x, dim, index, src):
     return wrap(reshape(op(SCATTER, [_as_vector(x._h), ih, s], (dim, 1)), x.shape))
 
 
-@lowers(aten.index.Tensor)
-def index(x, indices):
-    """Advanced indexing with one index tensor (others None) lowers to
-    index_select; bool masks and several index tensors fall back."""
-    from torchtpu.lowering.fallback import fallback
-    present = [(i, ix) for i, ix in enumerate(indices) if ix is not None]
-    if len(present) == 1:
-        d, ix = present[0]
-        if ix.dtype in (torch.int64, torch.int32):
-            flat = index_select(x, d, view(wrap(_index_h(ix, x._h.device)), [-1]))
-            shape = list(x.shape[:d]) + list(ix.shape) + list(x.shape[d + 1:])
-            return wrap(reshape(flat._h, shape))
-    return fallback(aten.index.Tensor, (x, indices), {})
-
-
 # -------------------------------------------------------- copies, devices
 @lowers(aten._to_copy.default)
 def to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,

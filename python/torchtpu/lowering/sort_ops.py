@@ -1,0 +1,418 @@
+"""Sorting, selection and searching lowerings: sort, topk, kthvalue, median,
+searchsorted/bucketize, histograms, cummax/cummin/logcumsumexp.
+
+Everything is built on two kernels (src/kernels/sort.c): a stable argsort
+along a dim and a binary search; values come back with GATHER."""
+import torch
+
+from torchtpu.lowering.core import (
+    BIN, BINARY, CONVERT, CUMULATIVE, CUM_LOGSUMEXP, CUM_MAX, CUM_MAX_INDEX, CUM_MIN,
+    CUM_MIN_INDEX, GATHER, INDEX_ADD, REDUCE, RED_MAX, RED_MIN, RED_SUM, SEARCHSORTED, SLICE,
+    TT_F64, TT_I32, TT_I64, UN, UNARY, WHERE, ARGSORT, XlaTensor, aten, broadcast, convert,
+    device_of, handle, iota, lowers, norm_dim, op, reshape, result_type, scalar, tt, wrap)
+
+
+def _vec(h):
+    """0-dim operands are treated as 1-element vectors by sort and friends."""
+    return reshape(h, [1]) if len(h.shape) == 0 else h
+
+
+def argsort_h(h, dim, descending=False):
+    return op(ARGSORT, [h], (dim, int(bool(descending))))
+
+
+def gather_h(h, dim, idx):
+    return op(GATHER, [h, idx], (dim,))
+
+
+def slice_dim_h(h, dim, start, stop):
+    r = len(h.shape)
+    starts, limits, steps = [0] * r, list(h.shape), [1] * r
+    starts[dim], limits[dim] = start, stop
+    if start == 0 and stop == h.shape[dim]:
+        return h
+    return op(SLICE, [h], starts + limits + steps)
+
+
+def _squeeze_dim(h, dim):
+    shape = list(h.shape)
+    del shape[dim]
+    return reshape(h, shape)
+
+
+# ------------------------------------------------------------------ sort
+def sort_h(x, dim=-1, descending=False):
+    h = _vec(x._h)
+    d = norm_dim(dim, x.dim())
+    idx = argsort_h(h, d, descending)
+    vals = gather_h(h, d, idx)
+    if x.dim() == 0:
+        return reshape(vals, []), reshape(idx, [])
+    return vals, idx
+
+
+@lowers(aten.sort.default)
+def sort(x, dim=-1, descending=False):
+    v, i = sort_h(x, dim, descending)
+    return wrap(v), wrap(i)
+
+
+@lowers(aten.sort.stable)
+def sort_stable(x, *, stable=None, dim=-1, descending=False):
+    return sort(x, dim, descending)
+
+
+@lowers(aten.argsort.default)
+def argsort(x, dim=-1, descending=False):
+    return wrap(sort_h(x, dim, descending)[1])
+
+
+@lowers(aten.argsort.stable)
+def argsort_stable(x, *, stable=False, dim=-1, descending=False):
+    return argsort(x, dim, descending)
+
+
+@lowers(aten.msort.default)
+def msort(x):
+    return wrap(sort_h(x, 0, False)[0])
+
+
+@lowers(aten.topk.default)
+def topk(x, k, dim=-1, largest=True, sorted=True):
+    d = norm_dim(dim, x.dim())
+    size = x.shape[d] if x.dim() else 1
+    if k < 0 or k > size:
+        raise RuntimeError(f"selected index k out of range")
+    h = _vec(x._h)
+    idx = slice_dim_h(argsort_h(h, d, largest), d, 0, k)
+    vals = gather_h(h, d, idx)
+    if x.dim() == 0:
+        vals, idx = reshape(vals, []), reshape(idx, [])
+    return wrap(vals), wrap(idx)
+
+
+@lowers(aten.kthvalue.default)
+def kthvalue(x, k, dim=-1, keepdim=False):
+    d = norm_dim(dim, x.dim())
+    size = x.shape[d] if x.dim() else 1
+    if k < 1 or k > size:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    h = _vec(x._h)
+    idx = slice_dim_h(argsort_h(h, d), d, k - 1, k)
+    vals = gather_h(h, d, idx)
+    if x.dim() == 0:
+        return wrap(reshape(vals, [])), wrap(reshape(idx, []))
+    if not keepdim:
+        vals, idx = _squeeze_dim(vals, d), _squeeze_dim(idx, d)
+    return wrap(vals), wrap(idx)
+
+
+def _median_h(x, d, ignore_nan):
+    """(values, indices) with d kept (size 1). torch.median returns the
+    lower median and propagates NaN (the first NaN, in input order);
+    nanmedian takes the lower median of the non-NaN values."""
+    h = _vec(x._h)
+    dev = h.device
+    n = h.shape[d]
+    idx = argsort_h(h, d)
+    if x.dtype.is_floating_point:
+        nan = op(UNARY, [h], (UN["isnan"],), (0.0, 0.0))
+        nnan = op(REDUCE, [convert(nan, TT_I64)], (RED_SUM, 1 << d, 1, TT_I64))
+        nvalid = op(BINARY, [scalar(dev, TT_I64, n), nnan], (BIN["sub"],))
+        if ignore_nan:
+            k = op(BINARY, [op(BINARY, [nvalid, scalar(dev, TT_I64, 1)], (BIN["sub"],)),
+                            scalar(dev, TT_I64, 2)], (BIN["floor_div"],))
+            k = op(BINARY, [k, scalar(dev, TT_I64, 0)], (BIN["max"],))
+        else:
+            any_nan = op(BINARY, [nnan, scalar(dev, TT_I64, 0)], (BIN["gt"],))
+            k = op(WHERE, [any_nan, nvalid, scalar(dev, TT_I64, (n - 1) // 2)])
+    else:
+        shape = list(h.shape)
+        shape[d] = 1
+        k = broadcast(scalar(dev, TT_I64, (n - 1) // 2), shape)
+    sel = gather_h(idx, d, k)
+    return gather_h(h, d, sel), sel
+
+
+def _median_all(ignore_nan):
+    def fn(x):
+        if x.numel() == 0:
+            return wrap(scalar(x._h.device, x._h.dtype, float("nan")))
+        flat = wrap(reshape(x._h, [x.numel()]))
+        v, _ = _median_h(flat, 0, ignore_nan)
+        return wrap(reshape(v, []))
+    return fn
+
+
+def _median_dim(ignore_nan):
+    def fn(x, dim=-1, keepdim=False):
+        d = norm_dim(dim, x.dim())
+        v, i = _median_h(x, d, ignore_nan)
+        if x.dim() == 0:
+            return wrap(reshape(v, [])), wrap(reshape(i, []))
+        if not keepdim:
+            v, i = _squeeze_dim(v, d), _squeeze_dim(i, d)
+        return wrap(v), wrap(i)
+    return fn
+
+
+lowers(aten.median.default)(_median_all(False))
+lowers(aten.nanmedian.default)(_median_all(True))
+lowers(aten.median.dim)(_median_dim(False))
+lowers(aten.nanmedian.dim)(_median_dim(True))
+
+
+@lowers(aten.mode.default)
+def mode(x, dim=-1, keepdim=False):
+    """Most frequent value along dim (the smallest among equally frequent
+    ones) and the index of its last occurrence, as ATen's CPU mode."""
+    d = norm_dim(dim, x.dim())
+    h = _vec(x._h)
+    dev = h.device
+    n = h.shape[d]
+    # counts[i] = number of j with x[j] == x[i], by a pairwise comparison
+    # along an added axis (fine for the sizes mode is used with).
+    a = _unsq(h, d + 1)           # [..., n, 1, ...]
+    b = _unsq(h, d)               # [..., 1, n, ...]
+    eq = op(BINARY, [a, b], (BIN["eq"],))
+    nan_a = op(UNARY, [a], (UN["isnan"],), (0.0, 0.0)) if x.dtype.is_floating_point else None
+    if nan_a is not None:
+        nan_b = op(UNARY, [b], (UN["isnan"],), (0.0, 0.0))
+        eq = op(BINARY, [eq, op(BINARY, [nan_a, nan_b], (BIN["logical_and"],))],
+                (BIN["logical_or"],))
+    counts = op(REDUCE, [convert(eq, TT_I64)], (RED_SUM, 1 << (d + 1), 0, TT_I64))
+    best = op(REDUCE, [counts], (RED_MAX, 1 << d, 1, TT_I64))
+    is_best = op(BINARY, [counts, best], (BIN["eq"],))
+    # Among the most frequent values take the smallest: sort ascending and
+    # take the first position whose value is among the most frequent.
+    order = argsort_h(h, d)
+    best_sorted = gather_h(is_best, d, order)
+    pos = reshape(iota(dev, n), [n if i == d else 1 for i in range(len(h.shape))])
+    big = scalar(dev, TT_I64, n)
+    first = op(REDUCE, [op(WHERE, [best_sorted, pos, big])], (RED_MIN, 1 << d, 1, TT_I64))
+    val = gather_h(h, d, gather_h(order, d, first))
+    # The index of its last occurrence.
+    same = op(BINARY, [h, val], (BIN["eq"],))
+    if nan_a is not None:
+        same = op(BINARY, [same, op(BINARY, [op(UNARY, [h], (UN["isnan"],), (0.0, 0.0)),
+                                             op(UNARY, [val], (UN["isnan"],), (0.0, 0.0))],
+                                    (BIN["logical_and"],))], (BIN["logical_or"],))
+    last = op(REDUCE, [op(WHERE, [same, pos, scalar(dev, TT_I64, -1)])],
+              (RED_MAX, 1 << d, 1, TT_I64))
+    if x.dim() == 0:
+        return wrap(reshape(val, [])), wrap(reshape(last, []))
+    if not keepdim:
+        val, last = _squeeze_dim(val, d), _squeeze_dim(last, d)
+    return wrap(val), wrap(last)
+
+
+def _unsq(h, d):
+    shape = list(h.shape)
+    shape.insert(d, 1)
+    return reshape(h, shape)
+
+
+# ------------------------------------------------------------ searching
+def _search_dtype(a, b):
+    rt = result_type(a, b)
+    return rt
+
+
+def searchsorted_h(seq, values, right=False, out_int32=False, side=None, sorter=None):
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but "
+                               f"got {side}")
+        if right and side == "left":
+            raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites, "
+                               "got side of left while right was True")
+        right = side == "right"
+    dev = device_of(seq, values)
+    if sorter is not None:
+        if sorter.dtype != torch.int64:
+            raise RuntimeError("torch.searchsorted(): sorter must be a tensor of long dtype "
+                               f"but got dtype {sorter.dtype}")
+        if tuple(sorter.shape) != tuple(seq.shape):
+            raise RuntimeError("torch.searchsorted(): boundary and sorter must have the same "
+                               f"size, but got boundary tensor {list(seq.shape)}and got sorter "
+                               f"tensor {list(sorter.shape)}")
+    rt = _search_dtype(seq, values)
+    sh = handle(seq, dev, tt(rt))
+    if sorter is not None:
+        sh = gather_h(sh, len(sh.shape) - 1, handle(sorter, dev, TT_I64))
+    vh = handle(values, dev, tt(rt))
+    scalar_in = len(vh.shape) == 0
+    if scalar_in:
+        vh = reshape(vh, [1])
+        if len(sh.shape) > 1:
+            raise RuntimeError("torch.searchsorted(): input value can be a scalar only when "
+                               "boundaries tensor dimension is 1, but we got boundaries tensor "
+                               f"dim({len(sh.shape)}) and input value's dim(0) numel(1)")
+    out = op(SEARCHSORTED, [sh, vh], (int(bool(right)), TT_I32 if out_int32 else TT_I64))
+    return reshape(out, []) if scalar_in else out
+
+
+@lowers(aten.searchsorted.Tensor)
+def searchsorted(seq, values, *, out_int32=False, right=False, side=None, sorter=None):
+    return wrap(searchsorted_h(seq, values, right, out_int32, side, sorter))
+
+
+@lowers(aten.searchsorted.Scalar)
+def searchsorted_scalar(seq, value, *, out_int32=False, right=False, side=None, sorter=None):
+    return wrap(searchsorted_h(seq, value, right, out_int32, side, sorter))
+
+
+@lowers(aten.bucketize.Tensor, aten.bucketize.Scalar)
+def bucketize(x, boundaries, *, out_int32=False, right=False):
+    if boundaries.dim() != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim("
+                           f"{boundaries.dim()})")
+    return wrap(searchsorted_h(boundaries, x, right, out_int32))
+
+
+# ----------------------------------------------------------- histograms
+def _linspace_h(dev, lo, hi, n, dt):
+    """n points from lo to hi (0-dim handles of dtype dt), ATen's symmetric
+    linspace (the first half from lo, the second half back from hi)."""
+    step = op(BINARY, [op(BINARY, [hi, lo], (BIN["sub"],)), scalar(dev, dt, max(n - 1, 1))],
+              (BIN["div"],))
+    i = convert(iota(dev, n), dt)
+    first = op(BINARY, [lo, op(BINARY, [step, i], (BIN["mul"],))], (BIN["add"],))
+    back = op(BINARY, [scalar(dev, dt, n - 1), i], (BIN["sub"],))
+    second = op(BINARY, [hi, op(BINARY, [step, back], (BIN["mul"],))], (BIN["sub"],))
+    half = op(BINARY, [iota(dev, n), scalar(dev, TT_I64, n // 2)], (BIN["lt"],))
+    return op(WHERE, [half, first, second])
+
+
+def _data_range(h, lo, hi, widen=1):
+    """(lo, hi) handles: the given range, or the data's min/max when both are
+    equal (0, 0 by default); an empty range widens by `widen` on each side
+    (histc: 1, histogram: 0.5, as ATen)."""
+    dev, dt = h.device, h.dtype
+    if lo != hi:
+        return scalar(dev, dt, lo), scalar(dev, dt, hi)
+    flat = reshape(h, [max(1, _numel(h.shape))]) if _numel(h.shape) else None
+    if flat is None:  # no data: ATen's empty range is [0, 1]
+        if lo == 0 and hi == 0 and widen != 1:
+            return scalar(dev, dt, 0), scalar(dev, dt, 1)
+        lo_h, hi_h = scalar(dev, dt, lo), scalar(dev, dt, hi)
+    else:
+        lo_h = op(REDUCE, [flat], (RED_MIN, 1, 0, dt))
+        hi_h = op(REDUCE, [flat], (RED_MAX, 1, 0, dt))
+    same = op(BINARY, [lo_h, hi_h], (BIN["eq"],))
+    lo_h = op(WHERE, [same, op(BINARY, [lo_h, scalar(dev, dt, widen)], (BIN["sub"],)), lo_h])
+    hi_h = op(WHERE, [same, op(BINARY, [hi_h, scalar(dev, dt, widen)], (BIN["add"],)), hi_h])
+    return lo_h, hi_h
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _hist_counts(dev, pos, valid, weight_h, bins, dt):
+    """Sums weight (or 1) into bins at pos where valid."""
+    n = pos.shape[0]
+    w = weight_h if weight_h is not None else broadcast(scalar(dev, dt, 1), [n])
+    w = op(WHERE, [valid, w, scalar(dev, dt, 0)])
+    pos = op(WHERE, [valid, pos, scalar(dev, TT_I64, 0)])
+    zeros = broadcast(scalar(dev, dt, 0), [bins])
+    return op(INDEX_ADD, [zeros, pos, w], (0,))
+
+
+@lowers(aten.histc.default)
+def histc(x, bins=100, min=0, max=0):
+    if bins <= 0:
+        raise RuntimeError(f"torch.histc(): bins must be > 0, but got {bins} for dimension 0")
+    if min > max:
+        raise RuntimeError("torch.histc(): max must be larger than min")
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{x.dtype}'")
+    dev, dt = x._h.device, x._h.dtype
+    n = x.numel()
+    flat = reshape(x._h, [n])
+    lo, hi = _data_range(x._h, min, max)
+    # pos = (x - lo) * bins / (hi - lo), truncated; x == hi goes to the last bin.
+    num = op(BINARY, [op(BINARY, [flat, lo], (BIN["sub"],)), scalar(dev, dt, bins)],
+             (BIN["mul"],))
+    posf = op(BINARY, [num, op(BINARY, [hi, lo], (BIN["sub"],))], (BIN["div"],))
+    pos = op(CONVERT, [posf], (TT_I64,))
+    pos = op(BINARY, [pos, scalar(dev, TT_I64, bins - 1)], (BIN["min"],))
+    valid = op(BINARY, [op(BINARY, [flat, lo], (BIN["ge"],)),
+                        op(BINARY, [flat, hi], (BIN["le"],))], (BIN["logical_and"],))
+    return wrap(_hist_counts(dev, pos, valid, None, bins, dt))
+
+
+def _histogram(x, edges_h, weight, density, dev, dt):
+    nb = edges_h.shape[0] - 1
+    n = x.numel()
+    flat = reshape(x._h, [n])
+    pos = op(SEARCHSORTED, [edges_h, flat], (1, TT_I64))
+    pos = op(BINARY, [pos, scalar(dev, TT_I64, 1)], (BIN["sub"],))
+    lo = reshape(slice_dim_h(edges_h, 0, 0, 1), [])
+    hi = reshape(slice_dim_h(edges_h, 0, nb, nb + 1), [])
+    is_hi = op(BINARY, [flat, hi], (BIN["eq"],))
+    pos = op(WHERE, [is_hi, scalar(dev, TT_I64, nb - 1), pos])
+    valid = op(BINARY, [op(BINARY, [flat, lo], (BIN["ge"],)),
+                        op(BINARY, [flat, hi], (BIN["le"],))], (BIN["logical_and"],))
+    wh = None if weight is None else reshape(handle(weight, dev, dt), [n])
+    hist = _hist_counts(dev, pos, valid, wh, nb, dt)
+    if density:
+        widths = op(BINARY, [slice_dim_h(edges_h, 0, 1, nb + 1), slice_dim_h(edges_h, 0, 0, nb)],
+                    (BIN["sub"],))
+        total = op(REDUCE, [hist], (RED_SUM, 1, 0, dt))
+        hist = op(BINARY, [hist, op(BINARY, [widths, total], (BIN["mul"],))], (BIN["div"],))
+    return hist
+
+
+@lowers(aten.histogram.bin_ct)
+def histogram_bin_ct(x, bins=100, *, range=None, weight=None, density=False):
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    dev, dt = x._h.device, x._h.dtype
+    lo, hi = (range if range is not None else (0.0, 0.0))
+    if lo > hi:
+        raise RuntimeError(f"torch.histogram(): min should not exceed max, but got min {lo} max "
+                           f"{hi} for dimension 0")
+    lo_h, hi_h = _data_range(x._h, lo, hi, 0.5)
+    edges = _linspace_h(dev, lo_h, hi_h, bins + 1, dt)
+    return wrap(_histogram(x, edges, weight, density, dev, dt)), wrap(edges)
+
+
+@lowers(aten.histogram.bins_tensor)
+def histogram_bins_tensor(x, bins, *, weight=None, density=False):
+    dev, dt = x._h.device, x._h.dtype
+    edges = handle(bins, dev, dt)
+    return wrap(_histogram(x, edges, weight, density, dev, dt)), wrap(edges)
+
+
+# ------------------------------------------------------------ cumulative
+def _cum_pair(value_kind, index_kind):
+    def fn(x, dim):
+        d = norm_dim(dim, x.dim())
+        h = _vec(x._h)
+        v = op(CUMULATIVE, [h], (value_kind, d))
+        i = op(CUMULATIVE, [h], (index_kind, d))
+        if x.dim() == 0:
+            v, i = reshape(v, []), reshape(i, [])
+        return wrap(v), wrap(i)
+    return fn
+
+
+lowers(aten.cummax.default)(_cum_pair(CUM_MAX, CUM_MAX_INDEX))
+lowers(aten.cummin.default)(_cum_pair(CUM_MIN, CUM_MIN_INDEX))
+
+
+@lowers(aten.logcumsumexp.default)
+def logcumsumexp(x, dim):
+    d = norm_dim(dim, x.dim())
+    h = _vec(x._h)
+    if not x.dtype.is_floating_point:
+        h = convert(h, tt(torch.get_default_dtype()))
+    out = op(CUMULATIVE, [h], (CUM_LOGSUMEXP, d))
+    return wrap(reshape(out, []) if x.dim() == 0 else out)
+
+
+_ = (XlaTensor, TT_F64, CONVERT)

@@ -1,0 +1,111 @@
+/* Shape and dtype inference for the extra IR ops (see ops_extra.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/ops_extra.h"
+
+static tt_status_t tt_x_need(const tt_node_t *n, int lo, int hi, int nattrs) {
+  if (n->num_operands < lo || n->num_operands > hi)
+    return tt_status_make(TT_INVALID_ARGUMENT, "%s: expected %d to %d operands, got %d",
+                          tt_op_name(n->op), lo, hi, n->num_operands);
+  if (n->num_iattrs < nattrs)
+    return tt_status_make(TT_INVALID_ARGUMENT, "%s: expected %d attributes, got %d",
+                          tt_op_name(n->op), nattrs, n->num_iattrs);
+  return NULL;
+}
+
+static tt_status_t tt_x_dim(const tt_node_t *n, int64_t dim, int32_t rank) {
+  if (dim < 0 || dim >= (rank > 0 ? rank : 1))
+    return tt_status_make(TT_OUT_OF_RANGE, "%s: dim %lld out of range for rank %d",
+                          tt_op_name(n->op), (long long)dim, rank);
+  return NULL;
+}
+
+static int tt_x_is_index(tt_dtype_t dt) { return dt == TT_I64 || dt == TT_I32; }
+
+tt_status_t tt_node_infer_extra(tt_node_t *n) {
+  tt_node_t **x = n->operands;
+  const int64_t *ia = n->iattrs;
+  switch (n->op) {
+    case TT_OP_ARGSORT:
+      TT_RETURN_IF_ERROR(tt_x_need(n, 1, 1, 2));
+      TT_RETURN_IF_ERROR(tt_x_dim(n, ia[0], x[0]->shape.rank));
+      n->shape = x[0]->shape;
+      n->dtype = TT_I64;
+      return NULL;
+    case TT_OP_SEARCHSORTED: {
+      TT_RETURN_IF_ERROR(tt_x_need(n, 2, 2, 2));
+      const tt_shape_t *s = &x[0]->shape, *v = &x[1]->shape;
+      if (s->rank < 1)
+        return tt_status_make(TT_INVALID_ARGUMENT,
+                              "searchsorted: sorted_sequence must have at least one dimension");
+      if (x[0]->dtype != x[1]->dtype)
+        return tt_status_make(TT_TYPE_ERROR, "searchsorted: dtypes differ (%s and %s)",
+                              tt_dtype_name(x[0]->dtype), tt_dtype_name(x[1]->dtype));
+      if (s->rank > 1) {
+        int ok = v->rank == s->rank;
+        for (int d = 0; ok && d < s->rank - 1; ++d) ok = v->dims[d] == s->dims[d];
+        if (!ok)
+          return tt_status_make(TT_INVALID_ARGUMENT,
+                                "torch.searchsorted(): boundaries tensor should be 1 dimension "
+                                "or the first N-1 dimensions of boundaries tensor and input "
+                                "value tensor must match");
+      }
+      if (!tt_x_is_index((tt_dtype_t)ia[1]))
+        return tt_status_make(TT_TYPE_ERROR, "searchsorted: out dtype must be int64 or int32");
+      n->shape = *v;
+      n->dtype = (tt_dtype_t)ia[1];
+      return NULL;
+    }
+    case TT_OP_SCATTER_REDUCE: {
+      TT_RETURN_IF_ERROR(tt_x_need(n, 3, 3, 3));
+      int32_t r = x[0]->shape.rank;
+      TT_RETURN_IF_ERROR(tt_x_dim(n, ia[0], r));
+      if (!tt_x_is_index(x[1]->dtype))
+        return tt_status_make(TT_TYPE_ERROR, "scatter_reduce(): Expected dtype int64 for index");
+      if (x[2]->dtype != x[0]->dtype)
+        return tt_status_make(TT_TYPE_ERROR,
+                              "scatter_reduce(): Expected self.dtype to be equal to src.dtype");
+      if (x[1]->shape.rank != r || x[2]->shape.rank != r)
+        return tt_status_make(TT_INVALID_ARGUMENT,
+                              "Index tensor must have the same number of dimensions as self "
+                              "tensor");
+      if (ia[1] < 0 || ia[1] >= TT_SCATTER_REDUCE_COUNT)
+        return tt_status_make(TT_INVALID_ARGUMENT, "scatter_reduce: unknown reduce %lld",
+                              (long long)ia[1]);
+      n->shape = x[0]->shape;
+      n->dtype = x[0]->dtype;
+      return NULL;
+    }
+    case TT_OP_CUMULATIVE:
+      TT_RETURN_IF_ERROR(tt_x_need(n, 1, 1, 2));
+      TT_RETURN_IF_ERROR(tt_x_dim(n, ia[1], x[0]->shape.rank));
+      if (ia[0] < 0 || ia[0] >= TT_CUM_COUNT)
+        return tt_status_make(TT_INVALID_ARGUMENT, "cumulative: unknown op %lld",
+                              (long long)ia[0]);
+      n->shape = x[0]->shape;
+      n->dtype = (ia[0] == TT_CUM_MAX_INDEX || ia[0] == TT_CUM_MIN_INDEX) ? TT_I64 : x[0]->dtype;
+      return NULL;
+    case TT_OP_BITCAST: {
+      TT_RETURN_IF_ERROR(tt_x_need(n, 1, 1, 1));
+      if (ia[0] < 0 || ia[0] >= TT_DTYPE_COUNT)
+        return tt_status_make(TT_TYPE_ERROR, "bitcast: unknown dtype %lld", (long long)ia[0]);
+      int64_t nd = n->num_iattrs - 1;
+      if (nd > TT_MAX_RANK)
+        return tt_status_make(TT_INVALID_ARGUMENT, "bitcast: rank %lld too large", (long long)nd);
+      n->shape.rank = (int32_t)nd;
+      for (int64_t d = 0; d < nd; ++d) n->shape.dims[d] = ia[1 + d];
+      n->dtype = (tt_dtype_t)ia[0];
+      size_t in_bytes = (size_t)tt_shape_numel(&x[0]->shape) * tt_dtype_size(x[0]->dtype);
+      size_t out_bytes = (size_t)tt_shape_numel(&n->shape) * tt_dtype_size(n->dtype);
+      if (in_bytes != out_bytes)
+        return tt_status_make(TT_INVALID_ARGUMENT,
+                              "bitcast: %zu bytes cannot be viewed as %zu bytes of %s", in_bytes,
+                              out_bytes, tt_dtype_name(n->dtype));
+      return NULL;
+    }
+    default:
+      return tt_status_make(TT_UNIMPLEMENTED, "op %s has no shape inference yet",
+                            tt_op_name(n->op));
+  }
+}

@@ -1,0 +1,20 @@
+/* Shape inference and execution of the IR ops that the lowering table
+ * added after TT_OP_FUSED (argsort, searchsorted, scatter_reduce,
+ * cumulative, linalg, bitcast, special). Internal to the engine: node.c
+ * calls tt_node_infer_extra, the tier-0 executor tt_run_instr_extra. */
+#ifndef TORCHTPU_IR_OPS_EXTRA_H_
+#define TORCHTPU_IR_OPS_EXTRA_H_
+
+#include "torchtpu/ir.h"
+#include "torchtpu/kernels.h"
+
+/* Sets n->shape and n->dtype from its operands and attributes, or returns
+ * an error naming the offending values (the node is then discarded). */
+tt_status_t tt_node_infer_extra(tt_node_t *n);
+
+/* Runs one instruction of an extra op: x holds num_operands operand views,
+ * out is allocated with the instruction's shape and dtype. */
+tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num_operands,
+                               tt_view_t *out);
+
+#endif /* TORCHTPU_IR_OPS_EXTRA_H_ */
