@@ -66,6 +66,16 @@ tt_status_t tt_executable_enqueue(tt_executable_t *exe, int32_t device,
                                   const tt_input_value_t *inputs,
                                   int32_t num_inputs, tt_buffer_t *const *outputs,
                                   int32_t num_outputs);
+/* As tt_executable_enqueue, but the job does not start until
+ * tt_runtime_release_held(device): the caller can drop its own references
+ * to the inputs first, so the execution sees whether it holds the last one
+ * (which lets outputs take over input memory, see donation). Jobs behind a
+ * held job wait too. */
+tt_status_t tt_executable_enqueue_held(tt_executable_t *exe, int32_t device,
+                                       const tt_input_value_t *inputs, int32_t num_inputs,
+                                       tt_buffer_t *const *outputs, int32_t num_outputs);
+void tt_runtime_release_held(int32_t device);
+
 /* Runs exe synchronously on the calling thread into ready host memory
  * (tests). outputs[i] must have the output's byte size. */
 tt_status_t tt_executable_run(tt_executable_t *exe,

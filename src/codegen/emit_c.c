@@ -218,9 +218,10 @@ char *tt_codegen_emit(const tt_graph_t *g, const char *key) {
     put(&s, "\nvoid tt_gen_%d(const void *const *in, void *out, int64_t begin, int64_t end) {\n", i);
     for (int32_t k = 0; k < in->num_operands; ++k) {
       tt_dtype_t dt = g->instrs[in->operands[k]].dtype;
-      put(&s, "  const %s *restrict x%d = (const %s *)in[%d];\n", tt_c_type(dt), k, tt_c_type(dt), k);
+      /* No restrict: a donated input shares memory with the output. */
+      put(&s, "  const %s *x%d = (const %s *)in[%d];\n", tt_c_type(dt), k, tt_c_type(dt), k);
     }
-    put(&s, "  %s *restrict o = (%s *)out;\n", tt_c_type(in->dtype), tt_c_type(in->dtype));
+    put(&s, "  %s *o = (%s *)out;\n", tt_c_type(in->dtype), tt_c_type(in->dtype));
     put(&s, "  for (int64_t i = begin; i < end; ++i) {\n");
     for (int32_t k = 0; k < in->num_operands; ++k) {
       const tt_instr_t *x = &g->instrs[in->operands[k]];

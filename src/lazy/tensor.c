@@ -292,7 +292,7 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
       outs[r] = tt_buffer_create_pending(device, bytes);
       if (!outs[r]) st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (buffer)");
     }
-    if (!st) st = tt_executable_enqueue(exe, device, vals, ni, outs, nr);
+    if (!st) st = tt_executable_enqueue_held(exe, device, vals, ni, outs, nr);
     if (!st) {
       for (int32_t r = 0; r < nr; ++r) {
         tt_tensor_t *t = owners[r];
@@ -308,6 +308,8 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
       }
     }
     for (int32_t r = 0; r < nr; ++r) tt_buffer_release(outs[r]);
+    /* The graph's IR is gone: let the job run (it may now own its inputs). */
+    if (!st) tt_runtime_release_held(device);
   }
   free(vals);
   free(outs);

@@ -9,6 +9,7 @@
 
 typedef struct tt_job_s {
   struct tt_job_s *next;
+  int held; /* queued but not yet runnable (tt_runtime_release_held) */
   tt_executable_t *exe;
   int32_t num_inputs, num_outputs;
   tt_input_value_t *inputs;
@@ -146,7 +147,7 @@ void tt_buffer_retain(tt_buffer_t *b) { __atomic_add_fetch(&b->refcount, 1, __AT
 void tt_buffer_release(tt_buffer_t *b) {
   if (!b) return;
   if (__atomic_sub_fetch(&b->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
-  tt_device_free(b->device, b->data, b->nbytes);
+  if (!b->donated) tt_device_free(b->device, b->data, b->nbytes);
   tt_status_free(b->error);
   free(b);
 }
@@ -186,9 +187,9 @@ tt_status_t tt_buffer_to_host(tt_buffer_t *b, void *host, size_t nbytes) {
 
 /* ---- queues ---- */
 
-tt_status_t tt_executable_enqueue(tt_executable_t *exe, int32_t device,
-                                  const tt_input_value_t *inputs, int32_t num_inputs,
-                                  tt_buffer_t *const *outputs, int32_t num_outputs) {
+static tt_status_t tt_enqueue(tt_executable_t *exe, int32_t device,
+                              const tt_input_value_t *inputs, int32_t num_inputs,
+                              tt_buffer_t *const *outputs, int32_t num_outputs, int held) {
   if (device < 0 || device >= tt_num_devices_)
     return tt_status_make(TT_INVALID_ARGUMENT, "device xla:%d does not exist", device);
   tt_job_t *job = calloc(1, sizeof(*job));
@@ -203,6 +204,7 @@ tt_status_t tt_executable_enqueue(tt_executable_t *exe, int32_t device,
   }
   tt_executable_retain(exe);
   job->exe = exe;
+  job->held = held;
   job->num_inputs = num_inputs;
   job->num_outputs = num_outputs;
   for (int32_t i = 0; i < num_inputs; ++i) {
@@ -226,6 +228,26 @@ tt_status_t tt_executable_enqueue(tt_executable_t *exe, int32_t device,
   return NULL;
 }
 
+tt_status_t tt_executable_enqueue(tt_executable_t *exe, int32_t device,
+                                  const tt_input_value_t *inputs, int32_t num_inputs,
+                                  tt_buffer_t *const *outputs, int32_t num_outputs) {
+  return tt_enqueue(exe, device, inputs, num_inputs, outputs, num_outputs, 0);
+}
+
+tt_status_t tt_executable_enqueue_held(tt_executable_t *exe, int32_t device,
+                                       const tt_input_value_t *inputs, int32_t num_inputs,
+                                       tt_buffer_t *const *outputs, int32_t num_outputs) {
+  return tt_enqueue(exe, device, inputs, num_inputs, outputs, num_outputs, 1);
+}
+
+void tt_runtime_release_held(int32_t device) {
+  if (device < 0 || device >= tt_num_devices_) return;
+  pthread_mutex_lock(&tt_rt_lock_);
+  for (tt_job_t *j = tt_devices_[device].head; j; j = j->next) j->held = 0;
+  pthread_cond_broadcast(&tt_rt_work_);
+  pthread_mutex_unlock(&tt_rt_lock_);
+}
+
 static void tt_job_run(tt_device_t *d, tt_job_t *job) {
   tt_status_t err = NULL;
   /* Inputs produced by other queued work must be ready first. */
@@ -233,14 +255,8 @@ static void tt_job_run(tt_device_t *d, tt_job_t *job) {
     if (job->inputs[i].buffer) err = tt_buffer_wait(job->inputs[i].buffer);
   void **out_data = calloc((size_t)job->num_outputs + 1, sizeof(void *));
   if (!err && !out_data) err = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory");
-  for (int32_t i = 0; i < job->num_outputs && !err; ++i) {
-    tt_buffer_t *b = job->outputs[i];
-    b->data = tt_device_alloc(d->index, b->nbytes);
-    if (!b->data)
-      err = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of device memory allocating %zu bytes",
-                           b->nbytes);
-    out_data[i] = b->data;
-  }
+  if (!err) err = tt_executable_bind_outputs(job->exe, d->index, job->inputs, job->outputs,
+                                             out_data);
   if (!err) {
     int64_t t0 = tt_now_ns();
     err = tt_executable_execute(job->exe, d->index, job->inputs, out_data);
@@ -265,7 +281,7 @@ static void *tt_device_worker(void *arg) {
   tt_device_t *d = arg;
   for (;;) {
     pthread_mutex_lock(&tt_rt_lock_);
-    while (!d->head) pthread_cond_wait(&tt_rt_work_, &tt_rt_lock_);
+    while (!d->head || d->head->held) pthread_cond_wait(&tt_rt_work_, &tt_rt_lock_);
     tt_job_t *job = d->head;
     d->head = job->next;
     if (!d->head) d->tail = NULL;

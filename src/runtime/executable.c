@@ -9,12 +9,15 @@
 #include "runtime/runtime_internal.h"
 #include "torchtpu/kernels.h"
 #include "ir/ops_extra.h"
+#include "torchtpu/metrics.h"
 
 struct tt_executable_s {
   int32_t refcount;
   tt_graph_t *graph;
   /* For each instruction, the output slot it is written to directly, or -1. */
   int32_t *direct_output;
+  /* Per output: the graph input whose memory it may take, or -1. */
+  int32_t *donor;
   /* Tier-1 kernels per instruction (NULL: tier 0), written atomically. */
   tt_fused_fn_t *kernels;
   void *dl_handle;
@@ -42,6 +45,56 @@ int32_t tt_executable_num_kernels(const tt_executable_t *e) {
   return n;
 }
 
+/* Donation candidates: output r produced (written directly) by a fused
+ * elementwise instruction that reads a PARAM input of the same shape and
+ * dtype as its last reader; the fused kernels load each element before
+ * storing it, so the update can happen in place. Each input donates once. */
+static void tt_plan_donation(const tt_graph_t *g, const int32_t *direct_output, int32_t *donor) {
+  for (int32_t r = 0; r < g->num_outputs; ++r) {
+    donor[r] = -1;
+    int32_t i = g->output_instr[r];
+    const tt_instr_t *in = &g->instrs[i];
+    if (in->op != TT_OP_FUSED || direct_output[i] != r) continue;
+    for (int32_t k = 0; k < in->num_operands; ++k) {
+      const tt_instr_t *p = &g->instrs[in->operands[k]];
+      if (p->op != TT_OP_PARAM || p->last_use != i || p->dtype != in->dtype ||
+          !tt_shape_equal(&p->shape, &in->shape))
+        continue;
+      int taken = 0;
+      for (int32_t q = 0; q < r; ++q) taken |= donor[q] == p->input_index;
+      if (!taken) {
+        donor[r] = p->input_index;
+        break;
+      }
+    }
+  }
+}
+
+tt_status_t tt_executable_bind_outputs(tt_executable_t *e, int32_t device,
+                                       const tt_input_value_t *inputs,
+                                       tt_buffer_t *const *outputs, void **out_data) {
+  const tt_graph_t *g = e->graph;
+  for (int32_t r = 0; r < g->num_outputs; ++r) {
+    tt_buffer_t *b = outputs[r];
+    int32_t k = e->donor[r];
+    tt_buffer_t *in = k >= 0 ? inputs[k].buffer : NULL;
+    /* Only this execution references the input: nobody can read it later. */
+    if (in && !in->donated && in->nbytes == b->nbytes && in->device == device &&
+        __atomic_load_n(&in->refcount, __ATOMIC_ACQUIRE) == 1) {
+      in->donated = 1;
+      b->data = in->data;
+      tt_counter_add("InputOutputAliasCount", 1);
+    } else {
+      b->data = tt_device_alloc(device, b->nbytes);
+      if (!b->data)
+        return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of device memory allocating %zu bytes",
+                              b->nbytes);
+    }
+    out_data[r] = b->data;
+  }
+  return NULL;
+}
+
 tt_status_t tt_executable_create(tt_graph_t *graph, tt_executable_t **out_exe) {
   *out_exe = NULL;
   tt_executable_t *e = calloc(1, sizeof(*e));
@@ -64,6 +117,14 @@ tt_status_t tt_executable_create(tt_graph_t *graph, tt_executable_t **out_exe) {
     if (e->direct_output[i] < 0 && op != TT_OP_PARAM && op != TT_OP_SCALAR)
       e->direct_output[i] = r;
   }
+  e->donor = malloc(sizeof(int32_t) * ((size_t)graph->num_outputs + 1));
+  if (!e->donor) {
+    free(e->kernels);
+    free(e->direct_output);
+    free(e);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
+  }
+  tt_plan_donation(graph, e->direct_output, e->donor);
   e->refcount = 1;
   e->graph = graph;
   *out_exe = e;
@@ -79,6 +140,7 @@ void tt_executable_release(tt_executable_t *e) {
   tt_graph_destroy(e->graph);
   free(e->direct_output);
   free(e->kernels);
+  free(e->donor);
   if (e->dl_handle) dlclose(e->dl_handle);
   free(e);
 }

@@ -13,6 +13,7 @@ struct tt_buffer_s {
   size_t nbytes;
   void *data;
   int ready;           /* guarded by the runtime lock */
+  int donated;         /* data now belongs to an output buffer: not freed here */
   tt_status_t error;   /* producer's failure, owned */
 };
 
@@ -22,6 +23,15 @@ void tt_device_free(int32_t device, void *data, size_t nbytes);
 /* Marks a pending buffer ready (error may be NULL; ownership of error is
  * taken) and wakes waiters. */
 void tt_buffer_mark_ready(tt_buffer_t *buffer, tt_status_t error);
+
+/* Gives each output of a queued execution its memory: an input buffer the
+ * execution holds the only reference to, of the same size, whose last
+ * reader is the elementwise instruction producing the output, is donated
+ * (the output takes its memory; the update happens in place); other
+ * outputs are allocated. out_data receives the pointers. */
+tt_status_t tt_executable_bind_outputs(tt_executable_t *exe, int32_t device,
+                                       const tt_input_value_t *inputs,
+                                       tt_buffer_t *const *outputs, void **out_data);
 
 /* Tier-0 execution of one TT_OP_FUSED instruction (fused_exec.c). */
 tt_status_t tt_execute_fused(const tt_instr_t *instr, const tt_view_t *inputs,
