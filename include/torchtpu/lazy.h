@@ -121,6 +121,11 @@ int32_t tt_capture_num_seeds(const tt_capture_t *capture);
 int32_t tt_capture_num_graph_inputs(const tt_capture_t *capture);
 /* Outputs computed by the graph (others are pass-through or constant). */
 int32_t tt_capture_num_graph_outputs(const tt_capture_t *capture);
+/* Where graph input k comes from on replay: 0 = capture input
+ * *out_index, 1 = a constant, 2 = RNG seed slot *out_index; -1 if k is out
+ * of range. */
+int32_t tt_capture_graph_input_source(const tt_capture_t *capture, int32_t k,
+                                      int32_t *out_index);
 /* Structural hash of the captured graph (0 when nothing is computed). */
 uint64_t tt_capture_hash(const tt_capture_t *capture);
 /* Text of the compiled graph; *out_text is malloc'd (caller frees), ""

@@ -216,21 +216,50 @@ class CompiledGraph:
             if pending:
                 _C.counter_add("DynamoSyncInputExecuteTime", 1)
                 _C.sync_tensors(pending)
+            # Trace on fresh, non-view tensors over the arguments' values:
+            # functionalization computes an op on a view from the view's
+            # base, which is not an input of this graph, so tracing on the
+            # real arguments could bake a base's current value into the
+            # graph as a constant.
+            targs = list(args)
+            fresh = {}
+            for j, i in enumerate(xla_idx):
+                t = fresh.get(id(args[i]))
+                if t is None:
+                    t = fresh[id(args[i])] = bridge.wrap_user(handles[j])
+                targs[i] = t
             modes.add_download_listener(reads)
             try:
                 interp = _TraceInterpreter(self.gm, reads)
-                out = interp.run(*args)
+                out = interp.run(*targs)
             finally:
                 modes.remove_download_listener(reads)
+            mutated = []
+            for j, i in enumerate(xla_idx):
+                h = bridge.handle_of(targs[i])
+                if h is not handles[j]:
+                    mutated.append((i, h))
             if interp.unsupported:
                 self._partition(interp.unsupported)
-                return out  # computed by the lazy engine: the first call's result
-            self._capture(args, key, xla_idx, handles, out)
-        return out
+            else:
+                self._capture(args, targs, key, xla_idx, handles, out, mutated)
+            # The trace is this call: its in-place updates reach the arguments.
+            for i, h in mutated:
+                _write_back(args[i], h)
+        return self._untrace(out, args, targs)
 
-    def _capture(self, args, key, xla_idx, handles, out):
+    @staticmethod
+    def _untrace(out, args, targs):
+        """The trace's outputs with the traced stand-ins of arguments
+        replaced by the arguments themselves."""
+        if not any(a is not t for a, t in zip(args, targs)):
+            return out
+        back = {id(t): a for a, t in zip(args, targs) if a is not t}
+        return pytree.tree_map_only(torch.Tensor, lambda v: back.get(id(v), v), out)
+
+    def _capture(self, args, targs, key, xla_idx, handles, out, mutated):
         flat, spec = pytree.tree_flatten(out)
-        by_id = {id(a): i for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+        by_id = {id(a): i for i, a in enumerate(targs) if isinstance(a, torch.Tensor)}
         cap_outs, template, slot = [], [], {}
 
         def slot_of(h):
@@ -252,26 +281,27 @@ class CompiledGraph:
                     return
             else:
                 template.append((2, v))
-        mutated = []
-        for j, i in enumerate(xla_idx):
-            h = bridge.handle_of(args[i])
-            if h is not handles[j]:
-                if tuple(h.shape) != tuple(handles[j].shape) or h.dtype != handles[j].dtype:
-                    self._partition([(None, f"changes the shape or dtype of input {i}")])
-                    return
-                mutated.append((i, slot_of(h)))
+        mut = []
+        for i, h in mutated:
+            j = xla_idx.index(i)
+            if tuple(h.shape) != tuple(handles[j].shape) or h.dtype != handles[j].dtype:
+                self._partition([(None, f"changes the shape or dtype of input {i}")])
+                return
+            mut.append((i, slot_of(h)))
         const_args = [(i, a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
         cap = _C.capture(handles, cap_outs)
         device = handles[0].device if handles else (cap_outs[0].device if cap_outs else 0)
-        c = _Captured(cap, xla_idx, const_args, template, spec, mutated, device)
+        c = _Captured(cap, xla_idx, const_args, template, spec, mut, device)
         self.captures[key] = c
         self.last = c
         if dynamo_debug():
+            srcs = cap.graph_inputs()
+            consts = sum(1 for s, _ in srcs if s == 1)
             print(f"[dynamo_bridge] {self.name}: traced and compiled\n{self.gm.code}\n"
-                  f"Number of graph inputs: {cap.num_graph_inputs} ({cap.num_inputs} from "
-                  f"arguments, {cap.num_seeds} RNG keys)\nNumber of graph outputs: "
-                  f"{cap.num_graph_outputs} computed of {cap.num_outputs}\nInputs updated in "
-                  f"place: {[i for i, _ in mutated]}\nGraph hash: {cap.hash:016x}\n"
+                  f"Number of graph inputs: {cap.num_graph_inputs} ({cap.num_graph_inputs - consts - cap.num_seeds} "
+                  f"from {cap.num_inputs} arguments, {consts} constants, {cap.num_seeds} RNG keys)\n"
+                  f"Number of graph outputs: {cap.num_graph_outputs} computed of {cap.num_outputs}\n"
+                  f"Inputs updated in place: {[i for i, _ in mut]}\nGraph hash: {cap.hash:016x}\n"
                   f"IR:\n{cap.graph_text()}", file=sys.stderr)
 
     # -------------------------------------------------------- partition

@@ -484,6 +484,12 @@ int32_t tt_capture_num_graph_inputs(const tt_capture_t *c) { return c->num_graph
 int32_t tt_capture_num_graph_outputs(const tt_capture_t *c) { return c->num_graph_outputs; }
 uint64_t tt_capture_hash(const tt_capture_t *c) { return c->hash; }
 
+int32_t tt_capture_graph_input_source(const tt_capture_t *c, int32_t k, int32_t *out_index) {
+  if (k < 0 || k >= c->num_graph_inputs) return -1;
+  *out_index = c->gin_index[k];
+  return c->gin_src[k];
+}
+
 tt_status_t tt_capture_graph_text(const tt_capture_t *c, char **out_text) {
   *out_text = c->exe ? tt_graph_to_text(tt_executable_graph(c->exe)) : calloc(1, 1);
   if (!*out_text) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (graph text)");
@@ -805,6 +811,10 @@ tt_status_t tt_lazy_replay(tt_capture_t *c, tt_tensor_t *const *inputs, int32_t 
     if (!st)
       st = tt_executable_enqueue(c->exe, c->device, vals, c->num_graph_inputs, outs,
                                  c->num_graph_outputs);
+    /* A replayed graph repeats by definition: ask for tier 1 as a cut of a
+     * repeating graph does (the capture's cut was the first run). */
+    if (!st && tt_executable_count_run(c->exe) == 1 && tt_tier_mode() == TT_TIER_AUTO)
+      tt_tier1_request(c->exe, 0);
   }
   int32_t created = 0;
   for (int32_t i = 0; i < c->num_outputs && !st; ++i) {

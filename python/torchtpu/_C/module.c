@@ -526,6 +526,25 @@ static PyObject *Capture_graph_text(CaptureObject *self, PyObject *a) {
   return r;
 }
 
+/* graph_inputs() -> [(source, index)]: source 0 = argument, 1 = constant
+ * (index -1), 2 = RNG seed slot. */
+static PyObject *Capture_graph_inputs(CaptureObject *self, PyObject *a) {
+  (void)a;
+  int32_t n = tt_capture_num_graph_inputs(self->c);
+  PyObject *list = PyList_New(n);
+  for (int32_t k = 0; list && k < n; ++k) {
+    int32_t index = -1;
+    int32_t src = tt_capture_graph_input_source(self->c, k, &index);
+    PyObject *item = Py_BuildValue("(ii)", (int)src, src == 1 ? -1 : (int)index);
+    if (!item) {
+      Py_CLEAR(list);
+      break;
+    }
+    PyList_SET_ITEM(list, k, item);
+  }
+  return list;
+}
+
 static PyGetSetDef Capture_getset[] = {
     {"num_inputs", (getter)Capture_get_int, NULL, "tensor inputs", (void *)0},
     {"num_outputs", (getter)Capture_get_int, NULL, "outputs", (void *)1},
@@ -538,6 +557,8 @@ static PyGetSetDef Capture_getset[] = {
 
 static PyMethodDef Capture_methods[] = {
     {"graph_text", (PyCFunction)Capture_graph_text, METH_NOARGS, "text of the compiled graph"},
+    {"graph_inputs", (PyCFunction)Capture_graph_inputs, METH_NOARGS,
+     "[(source, index)] per graph input: 0 argument, 1 constant, 2 RNG seed"},
     {NULL, NULL, 0, NULL},
 };
 
