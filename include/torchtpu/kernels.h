@@ -60,7 +60,8 @@ tt_status_t tt_kernel_unary(tt_unary_op_t op, const tt_view_t *x, double alpha,
  * have the same dtype. out dtype = that dtype, or BOOL for comparisons and
  * logical ops. Integer DIV is not provided (lowering converts to float);
  * FLOOR_DIV and REMAINDER follow Python's sign rules (PyTorch semantics);
- * integer division by zero returns 0 (no trap). */
+ * integer division by zero returns 0 (no trap). MAX/MIN ignore a NaN
+ * operand (torch.fmax/fmin); MAXIMUM_NAN/MINIMUM_NAN propagate it. */
 typedef enum tt_binary_op_e {
   TT_BIN_ADD, TT_BIN_SUB, TT_BIN_MUL, TT_BIN_DIV, TT_BIN_POW, TT_BIN_MAX,
   TT_BIN_MIN, TT_BIN_EQ, TT_BIN_NE, TT_BIN_LT, TT_BIN_LE, TT_BIN_GT, TT_BIN_GE,

@@ -470,6 +470,68 @@ static void tt_gemm_batch_range(void *arg, int64_t begin, int64_t end) {
   tt_gemm_bufs_free(&bufs);
 }
 
+/* ---- short A (m <= TT_GEMM_SHORT_M): matrix-vector style ------------------
+ * Packing B would cost as much as the whole product when A has a handful
+ * of rows, so f32 operands with contiguous A rows are read in place:
+ * row-major B accumulates rows of B (axpy), column-major B (x @ W^T) takes
+ * dot products with its rows. Items are (problem, block of N). */
+#define TT_GEMM_SHORT_M 4
+#define TT_GEMM_SHORT_NB 256
+
+TT_TARGET_CLONES
+static void tt_short_axpy(int64_t n, float a, const float *x, float *y) {
+  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
+}
+
+TT_TARGET_CLONES
+static float tt_short_dot(int64_t n, const float *x, const float *y) {
+  float acc[16] = {0};
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    for (int q = 0; q < 16; ++q) acc[q] += x[k + q] * y[k + q];
+  }
+  float s = 0;
+  for (int q = 0; q < 16; ++q) s += acc[q];
+  for (; k < n; ++k) s += x[k] * y[k];
+  return s;
+}
+
+static int tt_gemm_is_short(const tt_sgemm_args_t *g) {
+  return g->m <= TT_GEMM_SHORT_M && !g->pack_b && g->a_dtype == TT_F32 &&
+         g->b_dtype == TT_F32 && g->csa == 1 && (g->csb == 1 || g->rsb == 1);
+}
+
+typedef struct tt_gemm_short_s {
+  const tt_sgemm_args_t *probs;
+  int64_t nblk;
+} tt_gemm_short_t;
+
+static void tt_gemm_short_range(void *arg, int64_t begin, int64_t end) {
+  const tt_gemm_short_t *job = (const tt_gemm_short_t *)arg;
+  for (int64_t t = begin; t < end; ++t) {
+    const tt_sgemm_args_t *g = &job->probs[t / job->nblk];
+    int64_t j0 = (t % job->nblk) * TT_GEMM_SHORT_NB;
+    int64_t w = tt_min64(TT_GEMM_SHORT_NB, g->n - j0);
+    const float *a = (const float *)g->a, *b = (const float *)g->b;
+    for (int64_t i = 0; i < g->m; ++i) {
+      const float *arow = a + i * g->rsa;
+      float acc[TT_GEMM_SHORT_NB];
+      if (g->csb == 1) {
+        memset(acc, 0, (size_t)w * sizeof(float));
+        for (int64_t k = 0; k < g->k; ++k) {
+          tt_short_axpy(w, arow[k], b + k * g->rsb + j0, acc);
+        }
+      } else {
+        for (int64_t j = 0; j < w; ++j) {
+          acc[j] = tt_short_dot(g->k, arow, b + (j0 + j) * g->csb);
+        }
+      }
+      float *c = g->c + i * g->ldc + j0;
+      for (int64_t j = 0; j < w; ++j) c[j] = g->accumulate ? c[j] + acc[j] : acc[j];
+    }
+  }
+}
+
 /* Runs nprobs problems with the same m, n, k: in parallel across problems
  * when there are many (or they are small), otherwise one after the other,
  * each split across the threads. */
@@ -481,6 +543,13 @@ static tt_status_t tt_sgemm_many(const tt_sgemm_args_t *probs, int64_t nprobs,
   const tt_ukr_t *u = tt_ukr_select_();
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
   int64_t nt = tt_num_threads();
+  if (tt_gemm_is_short(g)) {
+    tt_gemm_short_t job = {probs, (g->n + TT_GEMM_SHORT_NB - 1) / TT_GEMM_SHORT_NB};
+    double per_item = flops * (double)TT_GEMM_SHORT_NB / (double)g->n;
+    int64_t grain = parallel ? tt_max64(1, (int64_t)(2e5 / (per_item + 1))) : INT64_MAX;
+    tt_parallel_for(nprobs * job.nblk, grain, tt_gemm_short_range, &job);
+    return NULL;
+  }
   if (parallel && nt > 1 && flops * (double)nprobs >= 2e6 &&
       (nprobs < 2 * nt && flops >= 4e6)) {
     for (int64_t i = 0; i < nprobs; ++i) TT_RETURN_IF_ERROR(tt_sgemm_parallel(&probs[i], u));

@@ -13,7 +13,10 @@
 
 /* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and the
  * loader picks one at run time (the engine is built without -march). */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+/* (Not under ThreadSanitizer: ifunc resolvers run before its runtime is
+ * up and crash when instrumented.) */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 #define TT_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TT_TARGET_CLONES

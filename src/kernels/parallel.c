@@ -1,18 +1,27 @@
 /* The kernel thread pool behind tt_parallel_for.
  *
  * Persistent workers (TORCHTPU_NUM_THREADS - 1 of them; the caller is the
- * last thread) are started on the first call that has enough work. A call
- * publishes a job under `mu`, bumps `generation`, works on chunks itself,
- * then waits until every worker has checked in for that generation, so the
- * job fields are never overwritten while a worker still reads them. Chunks
- * are claimed from an atomic counter, which balances uneven chunks.
+ * last thread) are started on the first call that has enough work.
+ *
+ * A call publishes its job and then claims chunks like any worker. Chunks
+ * are claimed through one atomic word holding (job generation : 32 | chunk
+ * count : 16 | next chunk : 16), advanced by compare-and-swap. A worker
+ * that wakes up late still holding an old word cannot claim anything (the
+ * count and the cursor it compares come from the same word), and a
+ * successful claim pins the job: the caller cannot publish the next one
+ * before every chunk of this one is done, so the job fields read after a
+ * claim are always the right ones. The call returns as soon as all chunks
+ * are done; it never waits for a worker that did not take part, which
+ * matters on a busy machine where a worker may not be scheduled for a
+ * while.
  *
  * Calls from several threads serialise on `call_mu`. A call made from
  * inside a chunk (nested parallelism) runs inline on the calling thread,
  * which is both deadlock-free and what the outer split already wants.
- * Workers spin briefly before sleeping so back-to-back kernels do not pay a
- * wake-up each. After fork() the child starts with no pool (the workers
- * did not survive) and builds a new one on demand.
+ * Workers and the caller spin briefly before sleeping on a condition
+ * variable, so back-to-back kernels do not pay a wake-up each. After
+ * fork() the child starts with no pool (the workers did not survive) and
+ * builds a new one on demand.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,21 +36,20 @@
 
 typedef struct tt_pool_s {
   pthread_mutex_t call_mu; /* held for the whole of one parallel call */
-  pthread_mutex_t mu;      /* guards the fields below and the condvars */
-  pthread_cond_t work_cv;
-  pthread_cond_t done_cv;
+  pthread_mutex_t mu;      /* pairs with the condvars */
+  pthread_cond_t work_cv;  /* a new job was published */
+  pthread_cond_t done_cv;  /* the last chunk of the job finished */
   _Atomic int configured;  /* nthreads has been read from the environment */
   int nthreads;            /* including the calling thread */
   int nworkers;            /* started workers */
   int started;
-  _Atomic uint64_t generation;
-  uint64_t start_generation; /* generation when the workers were started */
-  int checked_in; /* workers done with the current generation */
-  /* The current job. */
+  uint32_t last_gen;       /* generation of the last published job */
+  _Atomic uint64_t job;    /* generation << 32 | nchunks << 16 | next */
+  _Atomic int64_t done;    /* chunks finished in the current job */
+  /* The current job; stable while any of its chunks is unfinished. */
   tt_range_fn_t fn;
   void *ctx;
-  int64_t n, chunk, nchunks;
-  _Atomic int64_t next_chunk;
+  int64_t n, chunk;
 } tt_pool_t;
 
 static tt_pool_t tt_pool_ = {
@@ -77,8 +85,9 @@ static void tt_pool_after_fork_child_(void) {
   pthread_mutex_init(&tt_pool_init_mu_, NULL);
   tt_pool_.started = 0;
   tt_pool_.nworkers = 0;
-  tt_pool_.checked_in = 0;
-  atomic_store(&tt_pool_.generation, 0);
+  tt_pool_.last_gen = 0;
+  atomic_store(&tt_pool_.job, 0);
+  atomic_store(&tt_pool_.done, 0);
   tt_in_parallel_ = 0;
 }
 
@@ -97,64 +106,65 @@ int tt_num_threads(void) {
   return tt_pool_.nthreads;
 }
 
-static void tt_pool_run_chunks_(tt_pool_t *p) {
-  for (;;) {
-    int64_t c = atomic_fetch_add(&p->next_chunk, 1);
-    if (c >= p->nchunks) return;
-    int64_t begin = c * p->chunk;
-    int64_t end = tt_min64(p->n, begin + p->chunk);
-    p->fn(p->ctx, begin, end);
-  }
-}
-
 static inline void tt_cpu_relax_(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
 }
 
+static inline uint32_t tt_job_gen_(uint64_t word) { return (uint32_t)(word >> 32); }
+
+/* Claims and runs chunks of job generation `gen` until none is left. */
+static void tt_pool_run_chunks_(tt_pool_t *p, uint32_t gen) {
+  for (;;) {
+    uint64_t word = atomic_load_explicit(&p->job, memory_order_acquire);
+    if (tt_job_gen_(word) != gen) return;
+    int64_t nchunks = (int64_t)((word >> 16) & 0xffffu), c = (int64_t)(word & 0xffffu);
+    if (c >= nchunks) return;
+    if (!atomic_compare_exchange_weak_explicit(&p->job, &word, word + 1,
+                                               memory_order_acq_rel,
+                                               memory_order_acquire)) {
+      continue;
+    }
+    int64_t begin = c * p->chunk;
+    p->fn(p->ctx, begin, tt_min64(p->n, begin + p->chunk));
+    if (atomic_fetch_add(&p->done, 1) + 1 == nchunks) {
+      pthread_mutex_lock(&p->mu);
+      pthread_cond_signal(&p->done_cv);
+      pthread_mutex_unlock(&p->mu);
+    }
+  }
+}
+
 static void *tt_pool_worker_(void *arg) {
   tt_pool_t *p = (tt_pool_t *)arg;
   tt_in_parallel_ = 1;
-  uint64_t seen = p->start_generation;
+  uint32_t seen = tt_job_gen_(atomic_load(&p->job));
   for (;;) {
-    int spins = 0;
-    while (atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&
-           spins < TT_POOL_SPIN) {
+    for (int spins = 0; spins < TT_POOL_SPIN; ++spins) {
+      if (tt_job_gen_(atomic_load_explicit(&p->job, memory_order_acquire)) != seen) break;
       tt_cpu_relax_();
-      ++spins;
     }
     pthread_mutex_lock(&p->mu);
-    while (atomic_load(&p->generation) == seen) {
-      pthread_cond_wait(&p->work_cv, &p->mu);
-    }
-    seen = atomic_load(&p->generation);
+    while (tt_job_gen_(atomic_load(&p->job)) == seen) pthread_cond_wait(&p->work_cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
-
-    tt_pool_run_chunks_(p);
-
-    pthread_mutex_lock(&p->mu);
-    if (++p->checked_in == p->nworkers) pthread_cond_signal(&p->done_cv);
-    pthread_mutex_unlock(&p->mu);
+    seen = tt_job_gen_(atomic_load(&p->job));
+    tt_pool_run_chunks_(p, seen);
   }
   return NULL;
 }
 
-/* Starts the workers; called with call_mu held. */
+/* Starts the workers; called with call_mu held and no job in flight. */
 static void tt_pool_start_(tt_pool_t *p) {
   p->started = 1;
   p->nworkers = 0;
-  p->start_generation = atomic_load(&p->generation);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   for (int i = 0; i < p->nthreads - 1; ++i) {
     pthread_t th;
-    pthread_mutex_lock(&p->mu);
-    int rc = pthread_create(&th, &attr, tt_pool_worker_, p);
-    if (rc == 0) ++p->nworkers;
-    pthread_mutex_unlock(&p->mu);
-    if (rc != 0) break; /* run with the workers we have */
+    if (pthread_create(&th, &attr, tt_pool_worker_, p) != 0) break; /* run with fewer */
+    ++p->nworkers;
   }
   pthread_attr_destroy(&attr);
 }
@@ -181,24 +191,31 @@ void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx) {
   int64_t chunk = (n + nchunks - 1) / nchunks;
   nchunks = (n + chunk - 1) / chunk;
 
-  pthread_mutex_lock(&p->mu);
+  /* No chunk of the previous job is running (it finished before its call
+   * returned), so the fields are free to change. */
   p->fn = fn;
   p->ctx = ctx;
   p->n = n;
   p->chunk = chunk;
-  p->nchunks = nchunks;
-  p->checked_in = 0;
-  atomic_store(&p->next_chunk, 0);
-  atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+  atomic_store(&p->done, 0);
+  uint32_t gen = ++p->last_gen;
+  pthread_mutex_lock(&p->mu);
+  atomic_store_explicit(&p->job, (uint64_t)gen << 32 | (uint64_t)nchunks << 16,
+                        memory_order_release);
   pthread_cond_broadcast(&p->work_cv);
   pthread_mutex_unlock(&p->mu);
 
   tt_in_parallel_ = 1;
-  tt_pool_run_chunks_(p);
+  tt_pool_run_chunks_(p, gen);
   tt_in_parallel_ = 0;
 
-  pthread_mutex_lock(&p->mu);
-  while (p->checked_in < p->nworkers) pthread_cond_wait(&p->done_cv, &p->mu);
-  pthread_mutex_unlock(&p->mu);
+  for (int spins = 0; atomic_load(&p->done) < nchunks && spins < TT_POOL_SPIN; ++spins) {
+    tt_cpu_relax_();
+  }
+  if (atomic_load(&p->done) < nchunks) {
+    pthread_mutex_lock(&p->mu);
+    while (atomic_load(&p->done) < nchunks) pthread_cond_wait(&p->done_cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+  }
   pthread_mutex_unlock(&p->call_mu);
 }

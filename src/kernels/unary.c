@@ -137,6 +137,21 @@ static float tt_digamma_f32(float x) {
   return result + logf(x) - (0.5f / x) - y;
 }
 
+/* lgamma without the racy global signgam where the reentrant form exists. */
+#if defined(_GNU_SOURCE) || defined(_DEFAULT_SOURCE)
+static inline float tt_lgammaf(float x) {
+  int sign;
+  return lgammaf_r(x, &sign);
+}
+static inline double tt_lgamma(double x) {
+  int sign;
+  return lgamma_r(x, &sign);
+}
+#else
+static inline float tt_lgammaf(float x) { return lgammaf(x); }
+static inline double tt_lgamma(double x) { return lgamma(x); }
+#endif
+
 /* ---- vectorisable f32 tanh and erf -------------------------------------- */
 
 /* tanh: Cephes' odd polynomial below 0.625, 1 - 2/(exp(2|x|) + 1) above;
@@ -286,7 +301,7 @@ static void tt_unary_f32(tt_unary_op_t op, const float *x, float *y, int64_t n,
     case TT_UN_MISH:
       for (i = 0; i < n; ++i) y[i] = x[i] * tanhf(log1pf(expf(x[i])));
       break;
-    case TT_UN_LGAMMA: for (i = 0; i < n; ++i) y[i] = lgammaf(x[i]); break;
+    case TT_UN_LGAMMA: for (i = 0; i < n; ++i) y[i] = tt_lgammaf(x[i]); break;
     case TT_UN_DIGAMMA:
       for (i = 0; i < n; ++i) y[i] = tt_digamma_f32(x[i]);
       break;
@@ -355,7 +370,7 @@ static void tt_unary_f64(tt_unary_op_t op, const double *x, double *y,
         break;
       }
       case TT_UN_MISH: r = v * tanh(log1p(exp(v))); break;
-      case TT_UN_LGAMMA: r = lgamma(v); break;
+      case TT_UN_LGAMMA: r = tt_lgamma(v); break;
       case TT_UN_DIGAMMA: r = tt_digamma_f64(v); break;
       default: break;
     }
