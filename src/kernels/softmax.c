@@ -49,7 +49,7 @@ static TT_ALWAYS_INLINE float tt_row_max_f32(const float *x, int64_t L) {
 TT_TARGET_CLONES
 static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
                                  int64_t ld, int log_out) {
-  if (w == 1) {
+  if (w == 1 && ld == 1) {
     /* Contiguous row: exp into y (also for log_softmax, whose last pass
      * overwrites it), then a 16-lane sum. */
     float mm = tt_row_max_f32(x, L);

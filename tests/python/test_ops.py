@@ -116,12 +116,6 @@ _ARANGE_OUT = ("misc_ops: only arange.start_step is registered for the XLA key; 
                "decomposition (Functionalize excluded) torch.arange(n, device=xla) runs the "
                "CompositeExplicitAutograd arange.default, which calls arange.start_out: "
                "NotImplementedError 'aten::arange.start_out' for the XLA backend")
-_SOFTMAX_PANEL_BUG = (
-    "kernel: src/kernels/softmax.c tt_softmax_panel_f32 takes its contiguous-row path "
-    "when a column panel is 1 wide (w == 1), ignoring the row stride ld; softmax over a "
-    "non-last dim whose trailing size is 64k+1 is wrong for f32 in the last column and "
-    "the rows after it. Reproducer: x = torch.randn(4, 65); "
-    "torch.softmax(x.to('xla'), 0).cpu() differs from torch.softmax(x, 0) by ~0.4")
 
 
 # ------------------------------------------------------------------ table
@@ -560,7 +554,7 @@ CASES += [
          tol=LARGE_TOL),
     Case("softmax_large", lambda x: (x.softmax(-1), x.log_softmax(0)), [T(64, 1000)], FLOATS),
     Case("softmax_dim0_65_columns", lambda x: (x.softmax(0), x.log_softmax(0)), [T(4, 65)],
-         FLOATS, xfail={f32: _SOFTMAX_PANEL_BUG}),
+         FLOATS),
     Case("matmul_large", torch.matmul, [T(70, 400), T(400, 130)], NUM,
          tol=LARGE_TOL, grad_tol=LARGE_TOL),
     Case("matmul_transposed", lambda a, b: a.t() @ b.t(), [T(400, 70), T(130, 400)], FLOATS,
