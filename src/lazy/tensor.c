@@ -7,6 +7,8 @@
 
 #include "torchtpu/lazy.h"
 #include "torchtpu/metrics.h"
+#include "torchtpu/debug.h"
+#include "torchtpu/trace.h"
 #include "torchtpu/codegen.h"
 #include "torchtpu/passes.h"
 
@@ -119,6 +121,7 @@ tt_status_t tt_tensor_scalar(int32_t device, tt_dtype_t dtype, double value_f, i
   TT_RETURN_IF_ERROR(tt_check_device(device));
   tt_node_t *n = tt_node_create_scalar(dtype, value_f, value_i, device);
   if (!n) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (scalar)");
+  if (tt_debug_flags() & TT_DEBUG_IR_FRAMES) tt_debug_attach_node_frames(n);
   pthread_mutex_lock(&tt_lazy_lock_);
   tt_tensor_t *t = tt_tensor_new_locked(device, dtype, &n->shape);
   pthread_mutex_unlock(&tt_lazy_lock_);
@@ -162,6 +165,7 @@ tt_status_t tt_tensor_op(tt_op_t op, int32_t device, tt_tensor_t *const *operand
   if (!st) st = tt_node_create(op, device, nodes, num_operands, iattrs, num_iattrs, fattrs,
                                num_fattrs, &n);
   tt_tensor_t *t = NULL;
+  if (!st && (tt_debug_flags() & TT_DEBUG_IR_FRAMES)) tt_debug_attach_node_frames(n);
   if (!st) {
     t = tt_tensor_new_locked(device, n->dtype, &n->shape);
     if (!t) {
@@ -245,9 +249,17 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
   tt_graph_t *g = NULL;
   tt_node_t **inputs = NULL;
   int64_t t0 = tt_now_ns();
+  int64_t trace_t0 = tt_trace_now();
   st = tt_graph_build(roots, nr, &g, &inputs);
   if (st) goto done;
   tt_executable_t *exe = tt_cache_lookup(g);
+  /* Debug output and trace spans (each a single flag test when off). */
+  uint64_t graph_hash = g->hash;
+  tt_trace_complete("BuildGraph", "lazy", trace_t0, "{\"hash\":\"%016llx\",\"cached\":%d}",
+                    (unsigned long long)graph_hash, exe != NULL);
+  tt_debug_cut_t debug_cut = {.graph = g, .roots = roots, .device = device, .cache_miss = !exe};
+  if (tt_debug_flags()) tt_debug_on_cut_built(&debug_cut);
+  int64_t compile_t0 = exe ? 0 : tt_trace_now();
   if (exe) {
     tt_executable_retain(exe);
     tt_counter_add("CachedCompile", 1);
@@ -273,6 +285,9 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
     tt_counter_add("UncachedCompile", 1);
     tt_metric_add("CompileTime", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
   }
+  tt_trace_complete("Compile", "compile", compile_t0, "{\"hash\":\"%016llx\"}",
+                    (unsigned long long)graph_hash);
+  if (tt_debug_flags()) tt_debug_on_cut_scheduled(&debug_cut, tt_executable_graph(exe));
   const tt_graph_t *eg = tt_executable_graph(exe);
   int32_t ni = eg->num_inputs;
   tt_input_value_t *vals = calloc((size_t)ni + 1, sizeof(*vals));
@@ -323,8 +338,8 @@ done:
 }
 
 tt_status_t tt_lazy_sync(int32_t device, int wait, const char *name) {
-  (void)name;
   tt_status_t st = NULL;
+  int64_t trace_t0 = tt_trace_now();
   int32_t ndev = tt_runtime_device_count();
   pthread_mutex_lock(&tt_lazy_lock_);
   int64_t cap = tt_live_count_ + 1;
@@ -333,6 +348,7 @@ tt_status_t tt_lazy_sync(int32_t device, int wait, const char *name) {
     pthread_mutex_unlock(&tt_lazy_lock_);
     return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (sync)");
   }
+  tt_debug_set_sync_name(name);
   for (int32_t d = 0; d < ndev && !st; ++d) {
     if (device >= 0 && d != device) continue;
     int32_t n = 0;
@@ -341,8 +357,11 @@ tt_status_t tt_lazy_sync(int32_t device, int wait, const char *name) {
     if (n) st = tt_cut_locked(ts, n, d);
   }
   pthread_mutex_unlock(&tt_lazy_lock_);
+  tt_debug_set_sync_name(NULL);
   free(ts);
   if (!st && wait) tt_runtime_wait(device);
+  tt_trace_complete("SyncTensorsGraph", "lazy", trace_t0, "{\"device\":%d,\"wait\":%d}", device,
+                    wait);
   return st;
 }
 
@@ -350,6 +369,7 @@ tt_status_t tt_lazy_sync_tensors(tt_tensor_t *const *tensors, int32_t n, int wai
   tt_status_t st = NULL;
   tt_tensor_t **ts = malloc(sizeof(*ts) * (size_t)(n ? n : 1));
   if (!ts) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (sync)");
+  int64_t trace_t0 = tt_trace_now();
   int32_t ndev = tt_runtime_device_count();
   pthread_mutex_lock(&tt_lazy_lock_);
   for (int32_t d = 0; d < ndev && !st; ++d) {
@@ -366,6 +386,8 @@ tt_status_t tt_lazy_sync_tensors(tt_tensor_t *const *tensors, int32_t n, int wai
   if (!st && wait)
     for (int32_t i = 0; i < n && !st; ++i)
       if (tensors[i]->buffer) st = tt_buffer_wait(tensors[i]->buffer);
+  tt_trace_complete("SyncTensorsGraph", "lazy", trace_t0, "{\"tensors\":%d,\"wait\":%d}", n,
+                    wait);
   return st;
 }
 

@@ -6,6 +6,7 @@
 
 #include "runtime/runtime_internal.h"
 #include "torchtpu/metrics.h"
+#include "torchtpu/trace.h"
 
 typedef struct tt_job_s {
   struct tt_job_s *next;
@@ -115,6 +116,7 @@ tt_status_t tt_buffer_from_host(int32_t device, const void *host, size_t nbytes,
     return tt_status_make(TT_INVALID_ARGUMENT, "device xla:%d does not exist (%d devices)",
                           device, tt_num_devices_);
   int64_t t0 = tt_now_ns();
+  int64_t trace_t0 = tt_trace_now();
   tt_buffer_t *b = calloc(1, sizeof(*b));
   if (!b) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (buffer)");
   b->data = tt_device_alloc(device, nbytes);
@@ -129,6 +131,8 @@ tt_status_t tt_buffer_from_host(int32_t device, const void *host, size_t nbytes,
   b->nbytes = nbytes;
   b->ready = 1;
   tt_metric_add("TransferToDeviceTime", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
+  tt_trace_complete("TransferToDevice", "transfer", trace_t0, "{\"bytes\":%zu,\"device\":%d}",
+                    nbytes, device);
   *out_buffer = b;
   return NULL;
 }
@@ -180,8 +184,11 @@ tt_status_t tt_buffer_to_host(tt_buffer_t *b, void *host, size_t nbytes) {
     return tt_status_make(TT_INVALID_ARGUMENT, "copy to host: %zu bytes asked, buffer has %zu",
                           nbytes, b->nbytes);
   int64_t t0 = tt_now_ns();
+  int64_t trace_t0 = tt_trace_now();
   if (nbytes) memcpy(host, b->data, nbytes);
   tt_metric_add("TransferFromDeviceTime", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
+  tt_trace_complete("TransferFromDevice", "transfer", trace_t0, "{\"bytes\":%zu,\"device\":%d}",
+                    nbytes, b->device);
   return NULL;
 }
 
@@ -259,8 +266,11 @@ static void tt_job_run(tt_device_t *d, tt_job_t *job) {
                                              out_data);
   if (!err) {
     int64_t t0 = tt_now_ns();
+    int64_t trace_t0 = tt_trace_now();
     err = tt_executable_execute(job->exe, d->index, job->inputs, out_data);
     tt_metric_add("ExecuteTime", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
+    tt_trace_complete("Execute", "execute", trace_t0, "{\"hash\":\"%016llx\",\"device\":%d}",
+                      (unsigned long long)tt_executable_graph(job->exe)->hash, d->index);
   }
   free(out_data);
   for (int32_t i = 0; i < job->num_outputs; ++i) {
@@ -279,6 +289,9 @@ static void tt_job_run(tt_device_t *d, tt_job_t *job) {
 
 static void *tt_device_worker(void *arg) {
   tt_device_t *d = arg;
+  char thread_name[32];
+  snprintf(thread_name, sizeof(thread_name), "xla:%d", d->index);
+  tt_trace_set_thread_name(thread_name);
   for (;;) {
     pthread_mutex_lock(&tt_rt_lock_);
     while (!d->head || d->head->held) pthread_cond_wait(&tt_rt_work_, &tt_rt_lock_);
