@@ -17,6 +17,25 @@ DEFAULT_CPU_DEVICES = 1
 _device_type = None
 
 
+# PyTorch/XLA's XRT runtime variables: ignored by this PJRT-only runtime.
+XRT_VARIABLES = ("XRT_TPU_CONFIG", "XRT_DEVICE_MAP", "XRT_WORKERS", "XRT_LOCAL_WORKER",
+                 "XRT_MESH_SERVICE_ADDRESS", "XRT_MULTI_PROCESSING_DEVICE", "XRT_HOST_ORDINAL",
+                 "XRT_HOST_WORLD_SIZE", "XRT_SHARD_ORDINAL", "XRT_SHARD_LOCAL_ORDINAL",
+                 "XRT_SHARD_WORLD_SIZE", "XRT_START_LOCAL_SERVER")
+
+
+def warn_xrt_variables(pjrt_device):
+    """One line on stderr naming the XRT variables that are set (they are
+    ignored: XRT is gone, PJRT_DEVICE selects the runtime). Returns the
+    names."""
+    names = [n for n in XRT_VARIABLES if os.environ.get(n)]
+    if names:
+        print(f"WARNING: ignoring XRT environment variable{'s' if len(names) > 1 else ''} "
+              f"{', '.join(names)}: this runtime is PJRT only (PJRT_DEVICE={pjrt_device}); "
+              "unset them", file=sys.stderr)
+    return names
+
+
 def device_type():
     """The backend name ('CPU'), validating PJRT_DEVICE on first call."""
     global _device_type
@@ -33,6 +52,7 @@ def device_type():
             raise RuntimeError(
                 f"Unknown PJRT_DEVICE '{os.environ.get('PJRT_DEVICE')}'{hint}; "
                 f"accepted values: {', '.join(ACCEPTED_DEVICES)}")
+        warn_xrt_variables(value)
         _device_type = value
     return _device_type
 
@@ -58,6 +78,8 @@ def ensure_runtime():
     global _initialized
     if not _initialized:
         device_type()
+        from torchtpu import debugging
+        debugging.install()
         _C.init(num_devices_from_env())
         cache = os.environ.get("XLA_PERSISTENT_CACHE_PATH")
         if cache:
@@ -69,4 +91,13 @@ def ensure_runtime():
 
 
 def runtime_initialized():
-    return _initialized
+    return _initialized or _C.device_count() > 0
+
+
+def check_runtime_not_initialized():
+    """For multi-process launchers (torch_xla.launch, xmp.spawn): the
+    workers each start their own runtime, so the launching process must not
+    have used an xla device. Raises PyTorch/XLA's error if it has."""
+    if runtime_initialized():
+        raise RuntimeError("Runtime is already initialized. Do not use the XLA "
+                           "device before calling xmp.spawn.")
