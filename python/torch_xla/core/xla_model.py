@@ -139,18 +139,38 @@ def send_cpu_data_to_device(datas, device, input_sharding=None):
 
 
 def _maybe_convert_to_cpu(data, convert=True):
-    def to(x):
-        return x.cpu() if isinstance(x, torch.Tensor) and x.device.type == "xla" else x
-    return torch.utils._pytree.tree_map(to, data)
+    """Runs the pending work of the xla tensors in data as one graph and, if
+    convert, returns data with each replaced by a CPU copy (through dicts,
+    lists, tuples, sets and objects' attributes, as PyTorch/XLA does)."""
+    from torch_xla.utils import serialization as xser
+    _, tensors = xser._collect_references(data)
+    xser._sync_tensors(tensors)
+    if not convert:
+        return data
+    return xser._rewrite(data, xser._is_xla_tensor, lambda t: t.cpu(), {})
 
 
 def save(data, file_or_path, master_only=True, global_master=False):
-    """Syncs, moves xla tensors in data to the CPU and torch.save()s them."""
-    torch_xla.sync()
-    cpu_data = _maybe_convert_to_cpu(data)
+    """Saves data with torch.save after moving its xla tensors to the CPU
+    (so torch.load gives CPU tensors). A path is replaced atomically: a
+    process killed during the save leaves the previous file intact.
+
+    Args:
+      data: any nested combination of Python objects and tensors.
+      file_or_path: a path, or a file object (written directly).
+      master_only (bool): only the master ordinal writes.
+      global_master (bool): with master_only, only the global master
+        (ordinal 0) writes instead of each host's.
+    """
+    import os
+    from torch_xla.utils import serialization as xser
     should_write = not master_only or is_master_ordinal(local=not global_master)
+    cpu_data = _maybe_convert_to_cpu(data, convert=should_write)
     if should_write:
-        torch.save(cpu_data, file_or_path)
+        if isinstance(file_or_path, (str, os.PathLike)):
+            xser._atomic_torch_save(cpu_data, file_or_path)
+        else:
+            torch.save(cpu_data, file_or_path)
 
 
 class RateTracker:
