@@ -25,12 +25,14 @@ result with each call's real inputs. The result here is a CompiledGraph:
 
 Counters: DynamoExtractCompiledGraph, DynamoGraphTrace, DynamoGraphReplay,
 DynamoPartitionedGraph, DynamoSyncInputExecuteTime (calls whose inputs had
-pending work that was synced first).
+pending work that was synced first). Metric: DynamoTraceTime (each trace,
+capture and compile, including the first call's execution being queued).
 """
 import itertools
 import operator
 import os
 import sys
+import time
 
 import torch
 from torch.utils import _pytree as pytree
@@ -207,6 +209,13 @@ class CompiledGraph:
 
     # ------------------------------------------------------------ trace
     def _trace(self, args, key):
+        t0 = time.perf_counter_ns()
+        try:
+            return self._trace_inner(args, key)
+        finally:
+            _C.metric_add("DynamoTraceTime", 0, float(time.perf_counter_ns() - t0))
+
+    def _trace_inner(self, args, key):
         _C.counter_add("DynamoGraphTrace", 1)
         reads = _ReadCounter()
         with modes.suspend_eager():
