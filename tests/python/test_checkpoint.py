@@ -340,13 +340,15 @@ def run_zygote(scenarios, on_line, timeout=300):
     for s in scenarios:
         p.stdin.write(json.dumps(s) + "\n")
     p.stdin.close()
-    seen = {}
+    seen, errors = {}, []
     deadline = time.time() + timeout
     timer = threading.Timer(timeout, p.kill)
     timer.start()
     try:
         for line in p.stdout:
             parts = line.split()
+            if parts and parts[0] == "ERROR":
+                errors.append(line)
             if parts and parts[0] in ("PAUSED", "READY", "FINISHED", "ERROR"):
                 seen[parts[1]] = parts
                 on_line(parts)
@@ -356,6 +358,9 @@ def run_zygote(scenarios, on_line, timeout=300):
     finally:
         timer.cancel()
     p.wait(timeout=timeout)
+    rest = p.stdout.read()
+    errors += [line for line in rest.splitlines() if line.startswith("ERROR")]
+    assert not errors, errors
     return seen, p.stderr.read()
 
 
@@ -396,6 +401,13 @@ def test_save_killed_at_each_step_leaves_a_loadable_checkpoint(tmp_path, dev):
     assert leftovers(xm_dir, "ckpt") == []
 
 
+def kill_quietly(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # already gone: run_zygote reports why
+
+
 def test_save_killed_at_random_moments_never_leaves_a_mix(tmp_path, dev):
     rng = random.Random(6)
     trials = 3
@@ -410,7 +422,7 @@ def test_save_killed_at_random_moments_never_leaves_a_mix(tmp_path, dev):
 
     def kill_later(parts):
         if parts[0] == "READY":
-            t = threading.Timer(rng.uniform(0.05, 1.5), os.kill, (int(parts[2]), signal.SIGKILL))
+            t = threading.Timer(rng.uniform(0.05, 1.5), kill_quietly, (int(parts[2]),))
             t.start()
             timers.append(t)
             parts[0] = "KILLING"
