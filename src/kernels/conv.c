@@ -7,7 +7,9 @@
  *   bwd input: gcol    (K x OHW)   = W[g]^T * grad_out[g], then col2im
  *   bwd weight: gW[g]  (Og x K)   += grad_out[g] * col^T
  * with K = Cg*kh*kw. A 1x1 / stride 1 / no-padding convolution uses the
- * input itself as the column matrix. Images run in parallel when there
+ * input itself as the column matrix; other stride-1 convolutions copy the
+ * input planes into zero borders first, which turns every packed column
+ * row into a plain copy (see "zero-padded planes" below). Images run in parallel when there
  * are enough of them, otherwise each GEMM is parallel. The weight gradient
  * sums over images into min(N, 4) partial buffers (image n goes to n % 4)
  * that are added in order, so it does not depend on the thread count.
@@ -266,6 +268,88 @@ static void tt_conv_pack_bwd_w(const void *arg, int64_t p0, int64_t pc,
   }
 }
 
+/* ---- stride-1 convolutions on zero-padded planes ----------------------------
+ * With stride 1 the column matrix is simple once the input planes sit in a
+ * zero border: in a layout where output position (oh, ow) is at oh*Wp + ow
+ * (Wp = W + 2*pw; columns ow >= OW are scratch), tap (c, i, j) reads the
+ * padded plane of channel c at that index + i*dh*Wp + j*dw. Packing a GEMM
+ * panel is then one contiguous copy per tap, with no bounds checks. */
+
+typedef struct tt_conv_padded_s {
+  const tt_conv_geom_t *g;
+  const float *xpad; /* Cg padded planes of one image and group */
+  int64_t plane, Wp; /* (H + 2*ph) * Wp, W + 2*pw */
+} tt_conv_padded_t;
+
+static int tt_conv_use_padded(const tt_conv_geom_t *g) {
+  return g->sh == 1 && g->sw == 1 && !tt_conv_is_pointwise(g);
+}
+
+static tt_conv_padded_t tt_conv_padded_geom(const tt_conv_geom_t *g) {
+  tt_conv_padded_t cp = {g, NULL, 0, g->W + 2 * g->pw};
+  cp.plane = (g->H + 2 * g->ph) * cp.Wp;
+  return cp;
+}
+
+/* Floats in the padded buffer: the last tap of the last channel reads up
+ * to (KW-1)*dw past the end of its plane (scratch columns). */
+static int64_t tt_conv_padded_size(const tt_conv_padded_t *cp) {
+  return cp->g->Cg * cp->plane + (cp->g->KW - 1) * cp->g->dw + 1;
+}
+
+/* Copies the Cg channels at element offset xoff of x into zero borders. */
+static void tt_conv_pad_group(const tt_conv_padded_t *cp, const tt_view_t *x,
+                              int64_t xoff, float *xpad) {
+  const tt_conv_geom_t *g = cp->g;
+  memset(xpad, 0, (size_t)tt_conv_padded_size(cp) * sizeof(float));
+  for (int64_t c = 0; c < g->Cg; ++c) {
+    for (int64_t ih = 0; ih < g->H; ++ih) {
+      tt_load_f32(x->data, x->dtype, xoff + (c * g->H + ih) * g->W, 1, g->W,
+                  xpad + c * cp->plane + (ih + g->ph) * cp->Wp + g->pw);
+    }
+  }
+}
+
+static TT_ALWAYS_INLINE int64_t tt_conv_tap_offset(const tt_conv_padded_t *cp,
+                                                   tt_conv_tap_t t) {
+  return t.c * cp->plane + t.i * cp->g->dh * cp->Wp + t.j * cp->g->dw;
+}
+
+/* Forward: B(k, p) = xpad[offset(tap k) + p]. */
+static void tt_conv_pack_fwd_padded(const void *arg, int64_t k0, int64_t kc,
+                                    int64_t j0, int64_t w, int nr, float *dst) {
+  const tt_conv_padded_t *cp = (const tt_conv_padded_t *)arg;
+  tt_conv_tap_t tap = tt_conv_tap(cp->g, k0);
+  for (int64_t k = 0; k < kc; ++k, tt_conv_tap_next(cp->g, &tap)) {
+    float *d = dst + k * nr;
+    memcpy(d, cp->xpad + tt_conv_tap_offset(cp, tap) + j0, (size_t)w * sizeof(float));
+    for (int64_t q = w; q < nr; ++q) d[q] = 0.0f;
+  }
+}
+
+/* Backward-weight: B(p, q) = xpad[offset(tap q) + p], filled in blocks of
+ * 16 positions so the panel rows being written stay in L1. */
+static void tt_conv_pack_bwd_w_padded(const void *arg, int64_t p0, int64_t pc,
+                                      int64_t j0, int64_t w, int nr, float *dst) {
+  const tt_conv_padded_t *cp = (const tt_conv_padded_t *)arg;
+  int64_t offs[TT_GEMM_PANEL_MAX];
+  tt_conv_tap_t tap = tt_conv_tap(cp->g, j0);
+  for (int64_t q = 0; q < w; ++q, tt_conv_tap_next(cp->g, &tap)) {
+    offs[q] = tt_conv_tap_offset(cp, tap) + p0;
+  }
+  for (int64_t r0 = 0; r0 < pc; r0 += 16) {
+    int64_t len = tt_min64(16, pc - r0);
+    float *d = dst + r0 * nr;
+    for (int64_t q = 0; q < w; ++q) {
+      const float *src = cp->xpad + offs[q] + r0;
+      for (int64_t t = 0; t < len; ++t) d[t * nr + q] = src[t];
+    }
+    for (int64_t t = 0; t < len; ++t) {
+      for (int64_t q = w; q < nr; ++q) d[t * nr + q] = 0.0f;
+    }
+  }
+}
+
 /* gx[c][ih][iw] += col[...] for Cg channels of an f32 image gradient. */
 static void tt_col2im_add(const tt_conv_geom_t *g, const float *col, float *gx) {
   int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
@@ -289,6 +373,44 @@ static void tt_col2im_add(const tt_conv_geom_t *g, const float *col, float *gx) 
 
 /* ---- im2col + GEMM paths (F32 / F16 / BF16) ----------------------------- */
 
+/* Forward of image n through padded planes; xpad and opad are scratch of
+ * tt_conv_padded_size and Og*OH*Wp floats. Returns 0 on failure. */
+static int tt_conv_forward_padded(tt_conv_ctx_t *c, int64_t n, float *xpad,
+                                  float *opad) {
+  const tt_conv_geom_t *g = &c->g;
+  tt_conv_padded_t cp = tt_conv_padded_geom(g);
+  cp.xpad = xpad;
+  int64_t np = g->OH * cp.Wp, OHW = g->OH * g->OW;
+  size_t es = tt_dtype_size(c->w->dtype);
+  for (int64_t gi = 0; gi < g->G; ++gi) {
+    tt_conv_pad_group(&cp, c->x, (n * g->C + gi * g->Cg) * g->H * g->W, xpad);
+    tt_sgemm_args_t a = {0};
+    a.m = g->Og;
+    a.n = np;
+    a.k = g->K;
+    a.a = (const char *)c->w->data + (size_t)(gi * g->Og * g->K) * es;
+    a.a_dtype = c->w->dtype;
+    a.rsa = g->K;
+    a.csa = 1;
+    a.pack_b = tt_conv_pack_fwd_padded;
+    a.pack_b_ctx = &cp;
+    a.c = opad;
+    a.ldc = np;
+    tt_status_t st = tt_sgemm(&a, c->inner_parallel);
+    if (st) {
+      tt_status_free(st);
+      return 0;
+    }
+    for (int64_t o = 0; o < g->Og; ++o) {
+      for (int64_t oh = 0; oh < g->OH; ++oh) {
+        tt_store_f32(opad + o * np + oh * cp.Wp, g->OW, c->out->data, c->out->dtype,
+                     (n * g->O + gi * g->Og + o) * OHW + oh * g->OW);
+      }
+    }
+  }
+  return 1;
+}
+
 /* Forward or backward-input for images [begin, end). */
 static void tt_conv_images_range(void *arg, int64_t begin, int64_t end) {
   tt_conv_ctx_t *c = (tt_conv_ctx_t *)arg;
@@ -297,6 +419,18 @@ static void tt_conv_images_range(void *arg, int64_t begin, int64_t end) {
   int pointwise = tt_conv_is_pointwise(g);
   int out_f32 = c->out->dtype == TT_F32;
   int64_t img = c->kind == TT_CONV_FWD ? g->O * OHW : g->C * HW;
+  if (c->kind == TT_CONV_FWD && tt_conv_use_padded(g)) {
+    tt_conv_padded_t cp = tt_conv_padded_geom(g);
+    float *xpad = (float *)malloc((size_t)tt_conv_padded_size(&cp) * sizeof(float));
+    float *opad = (float *)malloc((size_t)(g->Og * g->OH * cp.Wp) * sizeof(float));
+    for (int64_t n = begin; n < end && xpad && opad; ++n) {
+      if (!tt_conv_forward_padded(c, n, xpad, opad)) break;
+    }
+    if (!xpad || !opad) c->failed = 1;
+    free(xpad);
+    free(opad);
+    return;
+  }
   int need_col = c->kind == TT_CONV_BWD_IN && !pointwise;
   float *col = need_col ? (float *)malloc((size_t)(g->K * OHW) * sizeof(float)) : NULL;
   float *tmp = out_f32 ? NULL : (float *)malloc((size_t)img * sizeof(float));
@@ -372,6 +506,23 @@ static void tt_conv_bwd_w_range(void *arg, int64_t begin, int64_t end) {
   int64_t OHW = g->OH * g->OW, HW = g->H * g->W;
   int pointwise = tt_conv_is_pointwise(g);
   size_t es = tt_dtype_size(c->x->dtype);
+  /* Stride 1: padded planes for x and a padded-layout copy of grad_out
+   * (zero in the scratch columns, so they add nothing). */
+  int padded = tt_conv_use_padded(g);
+  tt_conv_padded_t cp = tt_conv_padded_geom(g);
+  int64_t np = g->OH * cp.Wp;
+  float *xpad = NULL, *gopad = NULL;
+  if (padded) {
+    xpad = (float *)malloc((size_t)tt_conv_padded_size(&cp) * sizeof(float));
+    gopad = (float *)malloc((size_t)(g->Og * np) * sizeof(float));
+    if (!xpad || !gopad) {
+      c->failed = 1;
+      free(xpad);
+      free(gopad);
+      return;
+    }
+    cp.xpad = xpad;
+  }
   for (int64_t part = begin; part < end; ++part) {
     float *gw = c->partials + part * g->O * g->K;
     memset(gw, 0, (size_t)(g->O * g->K) * sizeof(float));
@@ -379,6 +530,35 @@ static void tt_conv_bwd_w_range(void *arg, int64_t begin, int64_t end) {
       for (int64_t gi = 0; gi < g->G; ++gi) {
         int64_t xoff = (n * g->C + gi * g->Cg) * HW;
         tt_sgemm_args_t a = {0};
+        if (padded) {
+          tt_conv_pad_group(&cp, c->x, xoff, xpad);
+          for (int64_t o = 0; o < g->Og; ++o) {
+            for (int64_t oh = 0; oh < g->OH; ++oh) {
+              float *d = gopad + o * np + oh * cp.Wp;
+              tt_load_f32(c->go->data, c->go->dtype,
+                          (n * g->O + gi * g->Og + o) * OHW + oh * g->OW, 1, g->OW, d);
+              for (int64_t ow = g->OW; ow < cp.Wp; ++ow) d[ow] = 0.0f;
+            }
+          }
+          a.m = g->Og;
+          a.n = g->K;
+          a.k = np;
+          a.a = gopad;
+          a.a_dtype = TT_F32;
+          a.rsa = np;
+          a.csa = 1;
+          a.pack_b = tt_conv_pack_bwd_w_padded;
+          a.pack_b_ctx = &cp;
+          a.c = gw + gi * g->Og * g->K;
+          a.ldc = g->K;
+          a.accumulate = 1;
+          tt_status_t st = tt_sgemm(&a, c->inner_parallel);
+          if (st) {
+            tt_status_free(st);
+            c->failed = 1;
+          }
+          continue;
+        }
         a.m = g->Og;
         a.n = g->K;
         a.k = OHW;
@@ -407,6 +587,8 @@ static void tt_conv_bwd_w_range(void *arg, int64_t begin, int64_t end) {
       }
     }
   }
+  free(xpad);
+  free(gopad);
 }
 
 /* ---- entry points ---------------------------------------------------------- */

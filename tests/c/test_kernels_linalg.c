@@ -245,6 +245,8 @@ static void test_conv(void) {
       {2, 4, 6, 6, 4, 1, 1, 2, 2, 0, 0, 1, 1, 2},   /* strided 1x1 */
       {2, 4, 9, 7, 8, 3, 2, 1, 1, 2, 1, 2, 1, 4},   /* depthwise x2, dilated, padded */
       {1, 3, 5, 6, 3, 5, 5, 1, 1, 0, 3, 1, 1, 3},   /* depthwise, kernel taller than padded input rows */
+      {2, 4, 9, 9, 6, 3, 3, 1, 1, 2, 1, 2, 2, 2},   /* stride 1, dilated, grouped (padded planes) */
+      {3, 5, 7, 4, 7, 2, 3, 1, 1, 0, 2, 1, 1, 1},   /* stride 1, asymmetric kernel and padding */
   };
   for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
     run_conv(TT_F32, &cases[ci]);
