@@ -21,3 +21,11 @@ def clean_metrics():
     torch_xla.sync(wait=True)
     met.clear_all()
     yield met
+
+
+def pytest_configure(config):
+    # Opt-in suites (deselected unless asked for with -m): the full OpInfo
+    # sweep (tests/python/test_opinfo.py) and full-size models
+    # (tests/python/test_models.py).
+    config.addinivalue_line("markers", "opinfo_full: the full OpInfo sweep (slow)")
+    config.addinivalue_line("markers", "models_full: full-size model configurations (slow)")

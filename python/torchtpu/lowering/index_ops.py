@@ -298,7 +298,7 @@ def scatter_reduce(x, dim, index, src, reduce, include_self=True):
     d = norm_dim(dim, x.dim())
     if index.numel() == 0:
         return wrap(x._h)
-    if index.dtype != torch.int64:
+    if index.dtype not in (torch.int64, torch.int32):
         raise RuntimeError("scatter_reduce(): Expected dtype int64 for index")
     ih = _vec(index_handle(index, dev))
     sh = _vec(handle(src, dev, dt))

@@ -135,6 +135,94 @@ def exponential(x, lambd=1.0, generator=None):
     return wrap(op(CONVERT, [r], (x._h.dtype,)))
 
 
+def _like_dtype(x, dtype):
+    return dtype if dtype is not None else x.dtype
+
+
+def _rand_like(kind):
+    def fn(x, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None,
+           generator=None):
+        dt = tt(_like_dtype(x, dtype))
+        work = dt if dt in (0, 1) else TT_F32
+        a, b = (0.0, 1.0)
+        h = rng_handle(x._h.device, kind, work, x.shape, a, b)
+        return wrap(h if work == dt else op(CONVERT, [h], (dt,)))
+    return fn
+
+
+lowers(aten.rand_like.default, aten.rand_like.generator)(_rand_like(RNG_UNIFORM))
+lowers(aten.randn_like.default, aten.randn_like.generator)(_rand_like(RNG_NORMAL))
+
+
+def _randint_h(dev, shape, low, high, dt):
+    """Integers uniform in [low, high): floor of a float64 uniform."""
+    if high <= low:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    u = rng_handle(dev, RNG_UNIFORM, 1, shape, float(low), float(high))  # f64
+    f = op(UNARY, [u], (UN["floor"],), (0.0, 0.0))
+    # [low, high) in float64 can round up to high for huge ranges.
+    f = op(BINARY, [f, scalar(dev, 1, float(high - 1))], (BIN["min"],))
+    return op(CONVERT, [f], (dt,))
+
+
+@lowers(aten.randint_like.default, aten.randint_like.generator)
+def randint_like(x, high, *, dtype=None, layout=None, device=None, pin_memory=None,
+                 memory_format=None, generator=None):
+    return wrap(_randint_h(x._h.device, x.shape, 0, int(high), tt(_like_dtype(x, dtype))))
+
+
+@lowers(aten.randint_like.low_dtype, aten.randint_like.low_generator_dtype)
+def randint_like_low(x, low, high, *, dtype=None, layout=None, device=None, pin_memory=None,
+                     memory_format=None, generator=None):
+    return wrap(_randint_h(x._h.device, x.shape, int(low), int(high),
+                           tt(_like_dtype(x, dtype))))
+
+
+@lowers(aten.randint_like.Tensor, aten.randint_like.Tensor_generator)
+def randint_like_tensor(x, high, *, dtype=None, layout=None, device=None, pin_memory=None,
+                        memory_format=None, generator=None):
+    return randint_like(x, int(high.item()), dtype=dtype)
+
+
+@lowers(aten.multinomial.default)
+def multinomial(p, num_samples, replacement=False, *, generator=None):
+    """Sampling from rows of (unnormalised) probabilities on the device: with
+    replacement by inverse CDF (searchsorted of uniforms in the cumulative
+    sum); without replacement by the Gumbel-top-k trick (the k largest of
+    log p + Gumbel noise are a sample without replacement)."""
+    from torchtpu.lowering.core import ARGSORT, GATHER, REDUCE, SCAN, SEARCHSORTED, SLICE, TT_I64
+    dev = p._h.device
+    if p.dim() not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    n = p.shape[-1]
+    if not replacement and num_samples > n:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    h = p._h if p.dim() == 2 else reshape(p._h, [1, n])
+    rows = h.shape[0]
+    work = 1 if h.dtype == 1 else TT_F32
+    h = op(CONVERT, [h], (work,)) if h.dtype != work else h
+    if replacement:
+        cdf = op(SCAN, [h], (0, 1, work))
+        total = op(REDUCE, [h], (0, 2, 1, work))
+        u = rng_handle(dev, RNG_UNIFORM, work, [rows, num_samples], 0.0, 1.0)
+        u = op(BINARY, [u, total], (BIN["mul"],))
+        idx = op(SEARCHSORTED, [cdf, u], (1, TT_I64))
+        idx = op(BINARY, [idx, scalar(dev, TT_I64, n - 1)], (BIN["min"],))
+    else:
+        u = rng_handle(dev, RNG_UNIFORM, work, [rows, n], 0.0, 1.0)
+        # Gumbel noise -log(-log(u)); u == 0 is guarded by a tiny floor.
+        u = op(BINARY, [u, scalar(dev, work, 1e-30)], (BIN["max"],))
+        g = op(UNARY, [op(UNARY, [op(UNARY, [u], (UN["log"],), (0.0, 0.0))], (UN["neg"],),
+                          (0.0, 0.0))], (UN["log"],), (0.0, 0.0))
+        key = op(BINARY, [op(UNARY, [h], (UN["log"],), (0.0, 0.0)), g], (BIN["sub"],))
+        order = op(ARGSORT, [key], (1, 1))
+        idx = op(SLICE, [order], (0, 0, rows, num_samples, 1, 1))
+    _ = GATHER
+    return wrap(idx if p.dim() == 2 else reshape(idx, [num_samples]))
+
+
 # ------------------------------------------------------------- factories
 # Functional factory overloads are registered for the XLA key directly (a
 # backend kernel wins over the composite ones, which would go through out=
@@ -152,14 +240,25 @@ def _arange_h(index, start, end, step, dtype):
         raise RuntimeError("step must be nonzero")
     if (end - start) * step < 0:
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
-    n = max(math.ceil((end - start) / step), 0)
     if dtype is None:
         is_float = any(isinstance(v, float) for v in (start, end, step))
         dtype = torch.get_default_dtype() if is_float else torch.int64
     dt = tt(dtype)
     if dt in (TT_F32, 1, 2, 3):
+        n = max(math.ceil((end - start) / step), 0)
         return op(IOTA, [], (dt, n), (float(start), float(step)), index)
-    h = op(IOTA, [], (TT_I64, n), (float(start), float(step)), index)
+    # Integer dtypes: ATen truncates start/end/step to integers first (and
+    # for int64 also sizes the result in integer arithmetic).
+    xs, xe, xst = int(start), int(end), int(step)
+    if xst == 0:
+        raise RuntimeError("step must be nonzero")
+    if dtype == torch.int64:
+        sgn = (xst > 0) - (xst < 0)
+        num = xe - xs + xst - sgn
+        n = max(abs(num) // abs(xst) * (1 if (num >= 0) == (xst > 0) else -1), 0)
+    else:
+        n = max(math.ceil((end - start) / step), 0)
+    h = op(IOTA, [], (TT_I64, n), (float(xs), float(xst)), index)
     return op(CONVERT, [h], (dt,)) if dt != TT_I64 else h
 
 
@@ -176,14 +275,64 @@ def _arange_start_step(start=0, end=None, step=1, *, dtype=None, layout=None, de
     return _result(_arange_h(bridge.device_index(device), start, end, step, dtype))
 
 
-def _linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
-    start, end = _num(start), _num(end)
+def _linspace_h(index, start, end, steps, dtype):
+    """ATen's linspace: step = (end - start) / (steps - 1); the first half
+    counts up from start, the second half back from end. Integer dtypes
+    truncate start and end first and compute in float64. start and end are
+    numbers or 0-dim handles (tensor overloads stay on the device)."""
+    F64 = 1
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
+
+    def h64(v):
+        if isinstance(v, (int, float, bool)):
+            v = int(v) if not dtype.is_floating_point else float(v)
+            return scalar(index, F64, v)
+        v = op(CONVERT, [reshape(v, [])], (F64,))
+        if not dtype.is_floating_point:
+            v = op(CONVERT, [op(CONVERT, [v], (TT_I64,))], (F64,))
+        return v
+    sh, eh = h64(start), h64(end)
+    if steps == 1:
+        return op(CONVERT, [broadcast(sh, [1])], (tt(dtype),))
+    step = op(BINARY, [op(BINARY, [eh, sh], (BIN["sub"],)), scalar(index, F64, max(steps - 1, 1))],
+              (BIN["div"],))
+    i = op(IOTA, [], (F64, steps), (0.0, 1.0), index)
+    up = op(BINARY, [sh, op(BINARY, [i, step], (BIN["mul"],))], (BIN["add"],))
+    back = op(BINARY, [scalar(index, F64, steps - 1), i], (BIN["sub"],))
+    down = op(BINARY, [eh, op(BINARY, [back, step], (BIN["mul"],))], (BIN["sub"],))
+    first = op(BINARY, [op(IOTA, [], (TT_I64, steps), (0.0, 1.0), index),
+                        scalar(index, TT_I64, steps // 2)], (BIN["lt"],))
+    return op(CONVERT, [op(WHERE, [first, up, down])], (tt(dtype),))
+
+
+def _linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
+    start, end = _num(start), _num(end)
     dtype = dtype or torch.get_default_dtype()
-    step = (end - start) / (steps - 1) if steps > 1 else 0.0
-    h = op(IOTA, [], (1, steps), (float(start), float(step)), bridge.device_index(device))
-    return _result(op(CONVERT, [h], (tt(dtype),)))
+    return _result(_linspace_h(bridge.device_index(device), start, end, steps, dtype))
+
+
+def _linspace_tensors(start, end, steps, *, dtype=None, layout=None, device=None,
+                      pin_memory=None):
+    """linspace with tensor start/end: computed on the device from their
+    values (no read-back)."""
+    from torchtpu.bridge import XlaTensor
+    xs = [v for v in (start, end) if isinstance(v, XlaTensor)]
+    index = xs[0]._h.device if xs else bridge.device_index(device)
+    if device is not None and torch.device(device).type != "xla":
+        return NotImplemented
+    dtype = dtype or torch.get_default_dtype()
+
+    def val(v):
+        if isinstance(v, XlaTensor):
+            return v._h
+        return _num(v)
+    return wrap(_linspace_h(index, val(start), val(end), steps, dtype))
+
+
+for _ov in ("Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"):
+    if hasattr(aten.linspace, _ov):
+        lowers(getattr(aten.linspace, _ov))(_linspace_tensors)
 
 
 def _eye(n, m=None, *, dtype=None, layout=None, device=None, pin_memory=None):
@@ -210,8 +359,26 @@ def _scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
     return _result(scalar(bridge.device_index(device), tt(dtype), s))
 
 
+def _randperm(n, *, dtype=torch.int64, layout=None, device=None, pin_memory=None,
+              generator=None):
+    """A random permutation: the order that sorts n float64 uniforms."""
+    from torchtpu.lowering.core import ARGSORT
+    index = bridge.device_index(device)
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    keys = rng_handle(index, RNG_UNIFORM, 1, [n], 0.0, 1.0)
+    perm = op(ARGSORT, [keys], (0, 0))
+    dt = tt(dtype if dtype is not None else torch.int64)
+    return _result(perm if dt == TT_I64 else op(CONVERT, [perm], (dt,)))
+
+
+def _randperm_gen(n, *, generator=None, dtype=torch.int64, layout=None, device=None,
+                  pin_memory=None):
+    return _randperm(n, dtype=dtype, device=device)
+
+
 _lib = torch.library.Library("aten", "IMPL")
-for _name, _fn in (("arange", _arange), ("arange.start", _arange_start),
+for _name, _fn in (("randperm", _randperm), ("randperm.generator", _randperm_gen),("arange", _arange), ("arange.start", _arange_start),
                    ("arange.start_step", _arange_start_step), ("linspace", _linspace),
                    ("eye", _eye), ("eye.m", _eye), ("full", _full),
                    ("scalar_tensor", _scalar_tensor)):

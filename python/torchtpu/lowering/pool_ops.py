@@ -1,0 +1,344 @@
+"""Pooling and resampling lowerings beyond the 2-D kernels: adaptive max
+pooling (1-D/2-D/3-D) and its backward, 3-D average/max pooling, and the
+backward passes of nearest and (bi/tri)linear upsampling.
+
+Adaptive windows are gathered: along each spatial dim the window of
+output i is [floor(i*I/O), ceil((i+1)*I/O)), padded to the longest window by
+repeating its last element (which changes neither the max nor the first
+argmax). Upsampling backward is separable: along each dim the gradient is
+summed into its source positions with INDEX_ADD, with the same source index
+and weight arithmetic (float32) as ATen's CPU kernels."""
+import math
+
+import torch
+
+from torchtpu.lowering.core import (
+    BIN, BINARY, CONVERT, INDEX_ADD, INDEX_SELECT, REDUCE, RED_ARGMAX, RED_MAX, SCATTER,
+    TRANSPOSE, TT_F32, TT_I64, UN, UNARY, GATHER, aten, broadcast, iota, lowers, op, reshape,
+    scalar, wrap)
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def _const_i64(dev, values):
+    """A small I64 vector built from iota arithmetic-free values: uploaded
+    once as device data (sizes are static, so the graph shape is too)."""
+    from torchtpu import bridge
+    return bridge.upload(torch.tensor(values, dtype=torch.int64), dev)
+
+
+def _adaptive_windows(I, O):
+    starts = [(i * I) // O for i in range(O)]
+    ends = [-((-(i + 1) * I) // O) for i in range(O)]
+    K = max(e - s for s, e in zip(starts, ends)) if O else 0
+    idx = [[min(s + k, e - 1) for k in range(K)] for s, e in zip(starts, ends)]
+    return idx, K
+
+
+def _adaptive_max(x, output_size, nd):
+    dev = x._h.device
+    spatial = list(x.shape[-nd:])
+    lead = list(x.shape[:-nd])
+    out = [int(o) if o is not None else spatial[i] for i, o in enumerate(output_size)]
+    for i, s in enumerate(spatial):
+        if s == 0 and out[i] > 0:
+            raise RuntimeError("adaptive_max_pool: input spatial size must be non-zero")
+    h = x._h
+    r0 = len(lead)
+    wins = []
+    # Gather each spatial dim into [O, K] (kept as adjacent dims).
+    shape = lead + spatial
+    for d in range(nd):
+        idx, K = _adaptive_windows(spatial[d], out[d])
+        wins.append((idx, K))
+        dim = r0 + 2 * d  # dims before d were each split into (O, K)
+        flat = [v for row in idx for v in row]
+        h = op(INDEX_SELECT, [h, _const_i64(dev, flat)], (dim,))
+        shape = shape[:dim] + [out[d], K] + shape[dim + 1:]
+        h = reshape(h, shape)
+    # [lead, O1, K1, O2, K2, ...] -> [lead, O1, O2, ..., K1*K2*...]
+    perm = list(range(r0)) + [r0 + 2 * d for d in range(nd)] + [r0 + 2 * d + 1 for d in range(nd)]
+    h = op(TRANSPOSE, [h], perm)
+    ks = [w[1] for w in wins]
+    h = reshape(h, lead + out + [_numel(ks)])
+    last = len(lead) + nd
+    vals = op(REDUCE, [h], (RED_MAX, 1 << last, 0, h.dtype))
+    arg = op(REDUCE, [h], (RED_ARGMAX, 1 << last, 0, TT_I64))
+    # Flat index (within the spatial plane) of every window element.
+    strides = [_numel(spatial[d + 1:]) for d in range(nd)]
+    flat = None
+    for d in range(nd):
+        idx, K = wins[d]
+        shp = [1] * (2 * nd)
+        shp[d], shp[nd + d] = out[d], K
+        t = reshape(_const_i64(dev, [v * strides[d] for row in idx for v in row]), [out[d], K])
+        # place as [O_d at d, K_d at nd+d]
+        t = reshape(t, [out[d] if i == d else 1 for i in range(nd)] +
+                    [K if i == d else 1 for i in range(nd)])
+        flat = t if flat is None else op(BINARY, [flat, t], (BIN["add"],))
+    flat = reshape(broadcast(flat, out + ks), out + [_numel(ks)])
+    flat = broadcast(reshape(flat, [1] * len(lead) + out + [_numel(ks)]), lead + out + [_numel(ks)])
+    picked = op(GATHER, [flat, reshape(arg, lead + out + [1])], (last,))
+    return wrap(vals), wrap(reshape(picked, lead + out))
+
+
+def _adaptive_max_fn(nd):
+    def fn(x, output_size):
+        if x.dim() not in (nd + 1, nd + 2):
+            raise RuntimeError(f"adaptive_max_pool{nd}d(): Expected {nd + 1}D or {nd + 2}D "
+                               f"tensor, but got: {list(x.shape)}")
+        return _adaptive_max(x, list(output_size), nd)
+    return fn
+
+
+lowers(aten.adaptive_max_pool2d.default)(_adaptive_max_fn(2))
+lowers(aten.adaptive_max_pool3d.default)(_adaptive_max_fn(3))
+
+
+def _max_unpool_backward(nd):
+    """Backward of max pooling given flat-in-plane indices: the gradient
+    goes back to the argmax positions (summed where windows share one)."""
+    def fn(grad, x, indices):
+        dev, dt = grad._h.device, grad._h.dtype
+        spatial = list(x.shape[-nd:])
+        lead = list(x.shape[:-nd])
+        nl = _numel(lead)
+        P = _numel(spatial)
+        Q = _numel(grad.shape[-nd:])
+        g = reshape(grad._h, [nl, Q])
+        i = reshape(indices._h, [nl, Q])
+        zeros = broadcast(scalar(dev, dt, 0), [nl, P])
+        return wrap(reshape(op(SCATTER, [zeros, i, g], (1, 1)), list(x.shape)))
+    return fn
+
+
+lowers(aten.adaptive_max_pool2d_backward.default)(_max_unpool_backward(2))
+lowers(aten.adaptive_max_pool3d_backward.default)(_max_unpool_backward(3))
+
+
+# ---------------------------------------------------- upsample backward
+def _scale_value(scale, I, O):
+    """ATen's compute_scales_value<float>."""
+    f = torch.tensor
+    if scale is not None and scale > 0:
+        return float(f(1.0 / scale, dtype=torch.float32))
+    return float(f(I, dtype=torch.float32) / f(O, dtype=torch.float32))
+
+
+def _nearest_index(dev, I, O, scale, exact):
+    """[O] I64 source indices, as ATen's nearest_idx / nearest_neighbor_exact."""
+    if not exact:
+        if O == I:
+            return iota(dev, O)
+        if O == 2 * I:
+            return op(BINARY, [iota(dev, O), scalar(dev, TT_I64, 2)], (BIN["floor_div"],))
+    s = _scale_value(scale, I, O)
+    i = op(CONVERT, [iota(dev, O)], (TT_F32,))
+    if exact:
+        i = op(BINARY, [i, scalar(dev, TT_F32, 0.5)], (BIN["add"],))
+    f = op(UNARY, [op(BINARY, [i, scalar(dev, TT_F32, s)], (BIN["mul"],))], (UN["floor"],),
+           (0.0, 0.0))
+    idx = op(CONVERT, [f], (TT_I64,))
+    return op(BINARY, [idx, scalar(dev, TT_I64, I - 1)], (BIN["min"],))
+
+
+def _nearest_backward(nd, exact):
+    def fn(grad, output_size, input_size, *scales):
+        dev, dt = grad._h.device, grad._h.dtype
+        input_size = [int(s) for s in input_size]
+        g = grad._h
+        r = len(input_size)
+        for d in range(nd):
+            dim = r - nd + d
+            I, O = input_size[dim], g.shape[dim]
+            sc = scales[d] if d < len(scales) else None
+            idx = _nearest_index(dev, I, O, sc, exact)
+            shape = list(g.shape)
+            shape[dim] = I
+            g = op(INDEX_ADD, [broadcast(scalar(dev, dt, 0), shape), idx, g], (dim,))
+        return wrap(g)
+    return fn
+
+
+for _n in (1, 2, 3):
+    lowers(getattr(aten, f"upsample_nearest{_n}d_backward").default)(_nearest_backward(_n, False))
+    lowers(getattr(aten, f"_upsample_nearest_exact{_n}d_backward").default)(
+        _nearest_backward(_n, True))
+
+
+def _linear_weights(dev, I, O, align_corners, scale):
+    """(i0, i1, l0, l1) along one dim, ATen's area_pixel_compute_* and
+    compute_source_index_and_lambda in float32."""
+    if align_corners:
+        s = float(torch.tensor(I - 1, dtype=torch.float32) /
+                  torch.tensor(O - 1, dtype=torch.float32)) if O > 1 else 0.0
+    else:
+        s = _scale_value(scale, I, O)
+    if O == I and not align_corners:
+        # ATen: the identity (no interpolation) when sizes match.
+        i = iota(dev, O)
+        one = broadcast(scalar(dev, TT_F32, 1.0), [O])
+        zero = broadcast(scalar(dev, TT_F32, 0.0), [O])
+        return i, i, one, zero
+    i = op(CONVERT, [iota(dev, O)], (TT_F32,))
+    if align_corners:
+        real = op(BINARY, [i, scalar(dev, TT_F32, s)], (BIN["mul"],))
+    else:
+        real = op(BINARY, [op(BINARY, [op(BINARY, [i, scalar(dev, TT_F32, 0.5)], (BIN["add"],)),
+                                        scalar(dev, TT_F32, s)], (BIN["mul"],)),
+                           scalar(dev, TT_F32, 0.5)], (BIN["sub"],))
+        real = op(BINARY, [real, scalar(dev, TT_F32, 0.0)], (BIN["max"],))
+    i0 = op(CONVERT, [real], (TT_I64,))
+    i0 = op(BINARY, [i0, scalar(dev, TT_I64, I - 1)], (BIN["min"],))
+    i1 = op(BINARY, [op(BINARY, [i0, scalar(dev, TT_I64, 1)], (BIN["add"],)),
+                     scalar(dev, TT_I64, I - 1)], (BIN["min"],))
+    l1 = op(BINARY, [real, op(CONVERT, [i0], (TT_F32,))], (BIN["sub"],))
+    l1 = op(BINARY, [op(BINARY, [l1, scalar(dev, TT_F32, 0.0)], (BIN["max"],)),
+                     scalar(dev, TT_F32, 1.0)], (BIN["min"],))
+    l0 = op(BINARY, [scalar(dev, TT_F32, 1.0), l1], (BIN["sub"],))
+    return i0, i1, l0, l1
+
+
+def _linear_backward(nd):
+    def fn(grad, output_size, input_size, align_corners, *scales):
+        dev, dt = grad._h.device, grad._h.dtype
+        input_size = [int(s) for s in input_size]
+        work = dt if dt in (0, 1) else TT_F32
+        g = grad._h if grad._h.dtype == work else op(CONVERT, [grad._h], (work,))
+        r = len(input_size)
+        for d in range(nd):
+            dim = r - nd + d
+            I, O = input_size[dim], g.shape[dim]
+            sc = scales[d] if d < len(scales) else None
+            i0, i1, l0, l1 = _linear_weights(dev, I, O, align_corners, sc)
+            wshape = [O if k == dim else 1 for k in range(r)]
+            if work != TT_F32:
+                l0, l1 = op(CONVERT, [l0], (work,)), op(CONVERT, [l1], (work,))
+            g0 = op(BINARY, [g, reshape(l0, wshape)], (BIN["mul"],))
+            g1 = op(BINARY, [g, reshape(l1, wshape)], (BIN["mul"],))
+            shape = list(g.shape)
+            shape[dim] = I
+            acc = op(INDEX_ADD, [broadcast(scalar(dev, work, 0), shape), i0, g0], (dim,))
+            g = op(INDEX_ADD, [acc, i1, g1], (dim,))
+        return wrap(g if g.dtype == dt else op(CONVERT, [g], (dt,)))
+    return fn
+
+
+lowers(aten.upsample_linear1d_backward.default)(_linear_backward(1))
+lowers(aten.upsample_bilinear2d_backward.default)(_linear_backward(2))
+lowers(aten.upsample_trilinear3d_backward.default)(_linear_backward(3))
+
+_ = (math, torch)
+
+
+# ------------------------------------------- separable resampling matrices
+def _apply_along(h, dim, w_h):
+    """Contracts dim of h with the [O, I] matrix w (y[..., o, ...] =
+    sum_i w[o, i] h[..., i, ...]) as one DOT."""
+    from torchtpu.lowering.core import DOT
+    r = len(h.shape)
+    perm = [k for k in range(r) if k != dim] + [dim]
+    t = op(TRANSPOSE, [h], perm) if perm != list(range(r)) else h
+    lead = [h.shape[k] for k in range(r) if k != dim]
+    I = h.shape[dim]
+    O = w_h.shape[0]
+    t = reshape(t, [1, _numel(lead), I])
+    w = reshape(w_h, [1, O, I])
+    if w.dtype != t.dtype:
+        w = op(CONVERT, [w], (t.dtype,))
+    y = op(DOT, [t, w], (0, 1))  # [1, lead, O]
+    y = reshape(y, lead + [O])
+    inv = [0] * r
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return op(TRANSPOSE, [y], inv) if inv != list(range(r)) else y
+
+
+def _upload_matrix(dev, m, dtype):
+    from torchtpu import bridge
+    return bridge.upload(m.to(dtype), dev)
+
+
+def _adaptive_avg_matrix(I, O):
+    m = torch.zeros(O, I, dtype=torch.float64)
+    for o in range(O):
+        s, e = (o * I) // O, -((-(o + 1) * I) // O)
+        m[o, s:e] = 1.0 / (e - s)
+    return m
+
+
+def _adaptive_avg_3d(x, output_size):
+    dev = x._h.device
+    h = x._h
+    r = x.dim()
+    for d, o in enumerate(output_size):
+        dim = r - 3 + d
+        w = _upload_matrix(dev, _adaptive_avg_matrix(h.shape[dim], int(o)), x.dtype)
+        h = _apply_along(h, dim, w)
+    return wrap(h)
+
+
+@lowers(aten._adaptive_avg_pool3d.default)
+def adaptive_avg_pool3d(x, output_size):
+    if x.dim() not in (4, 5):
+        raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got "
+                           f"{list(x.shape)}")
+    return _adaptive_avg_3d(x, list(output_size))
+
+
+@lowers(aten._adaptive_avg_pool3d_backward.default)
+def adaptive_avg_pool3d_backward(grad, x):
+    dev = grad._h.device
+    g = grad._h
+    r = x.dim()
+    for d in range(3):
+        dim = r - 3 + d
+        m = _adaptive_avg_matrix(x.shape[dim], g.shape[dim]).t().contiguous()
+        g = _apply_along(g, dim, _upload_matrix(dev, m, grad.dtype))
+    return wrap(g)
+
+
+def _cubic_matrix(I, O, align_corners, scale):
+    """[O, I] float32 weights of ATen's bicubic upsampling along one dim
+    (A = -0.75, border taps clamped)."""
+    f32 = torch.float32
+    if align_corners:
+        s = torch.tensor(I - 1, dtype=f32) / torch.tensor(O - 1, dtype=f32) if O > 1 else \
+            torch.tensor(0.0, dtype=f32)
+    else:
+        s = torch.tensor(_scale_value(scale, I, O), dtype=f32)
+    dst = torch.arange(O, dtype=f32)
+    real = s * dst if align_corners else s * (dst + 0.5) - 0.5
+    i0 = torch.floor(real)
+    t = real - i0
+    A = -0.75
+
+    def c1(x):
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def c2(x):
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+    ws = [c2(t + 1), c1(t), c1(1 - t), c2(2 - t)]
+    m = torch.zeros(O, I, dtype=f32)
+    for k in range(4):
+        idx = (i0.long() - 1 + k).clamp(0, I - 1)
+        m.index_put_((torch.arange(O), idx), ws[k], accumulate=True)
+    return m
+
+
+@lowers(aten.upsample_bicubic2d_backward.default)
+def upsample_bicubic2d_backward(grad, output_size, input_size, align_corners, scales_h=None,
+                                scales_w=None):
+    dev = grad._h.device
+    g = grad._h
+    input_size = [int(s) for s in input_size]
+    for d, sc in ((0, scales_h), (1, scales_w)):
+        dim = 2 + d
+        m = _cubic_matrix(input_size[dim], g.shape[dim], align_corners, sc).t().contiguous()
+        g = _apply_along(g, dim, _upload_matrix(dev, m, grad.dtype))
+    return wrap(g)

@@ -1,0 +1,162 @@
+"""PyTorch's OpInfo database on xla: a fixed subset in CI, the full sweep on
+demand.
+
+CI (this file, default): for each OpInfo in SUBSET -- the ops real models
+reach and the ops issue 3 names (linear, layer_norm, group_norm, sdpa,
+gelu, silu, interpolate, pooling, index/index_put, scatter family, gather,
+sort/topk, cumsum/cumprod, pad, flip, roll, einsum, tril/triu, clamp,
+norms, erf, rsqrt, where, one_hot, argmax/argmin, logsumexp, var/std,
+bucketize, the dynamic-output ops, ...) -- every sample input (up to
+MAX_SAMPLES per dtype) runs on xla and on CPU through the same harness as
+the full sweep (scripts/opinfo_sweep.py): outputs must match in dtype,
+shape and value, gradients must match, and no aten:: fallback counter may
+move. KNOWN lists the (op, dtype) pairs that do not pass yet, each with its
+reason; they are strict xfails, so a fix shows up as a failure to update.
+
+Full sweep: `pytest -m opinfo_full tests/python/test_opinfo.py` (or
+`scripts/opinfo_sweep.py`) runs all of op_db in worker processes and
+rewrites docs/opinfo.md.
+"""
+import importlib.util
+import os
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_xla  # noqa: E402
+import torch_xla.debug.metrics as met  # noqa: E402
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location(
+    "opinfo_sweep", os.path.join(_HERE, "..", "..", "scripts", "opinfo_sweep.py"))
+sweep = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sweep)
+
+CI_DTYPES = ("float32", "bfloat16", "int64", "bool")
+MAX_SAMPLES = 24
+
+SUBSET = [
+    # linear algebra / nn building blocks
+    "nn.functional.linear", "matmul", "bmm", "addmm", "einsum",
+    "nn.functional.layer_norm", "nn.functional.group_norm", "nn.functional.batch_norm",
+    "nn.functional.rms_norm", "nn.functional.scaled_dot_product_attention",
+    "nn.functional.embedding", "nn.functional.conv2d",
+    "softmax", "log_softmax", "nn.functional.cross_entropy", "nn.functional.nll_loss",
+    "nn.functional.mse_loss",
+    # activations
+    "nn.functional.gelu", "nn.functional.silu", "nn.functional.relu", "sigmoid", "tanh",
+    "nn.functional.hardswish", "nn.functional.leaky_relu", "nn.functional.softplus",
+    "erf", "rsqrt", "exp", "log", "sqrt", "clamp",
+    # resampling and pooling
+    "nn.functional.interpolate.nearest", "nn.functional.interpolate.bilinear",
+    "nn.functional.avg_pool2d", "nn.functional.max_pool2d",
+    "nn.functional.adaptive_avg_pool2d", "nn.functional.adaptive_max_pool2d",
+    "nn.functional.pad.constant", "nn.functional.pad.reflect", "nn.functional.pad.replicate",
+    # indexing
+    "__getitem__", "index_put", "index_select", "index_add", "gather", "scatter",
+    "scatter_add", "scatter_reduce.sum", "scatter_reduce.amax", "masked_fill",
+    "masked_scatter", "take_along_dim", "nn.functional.one_hot",
+    # shape ops
+    "flip", "roll", "tril", "triu", "cat", "stack", "expand", "permute", "reshape",
+    "split", "narrow", "repeat", "diagonal", "unfold", "as_strided",
+    # reductions, scans, sorting
+    "sum", "mean", "prod", "amax", "max.reduction_with_dim", "argmax", "argmin",
+    "logsumexp", "var", "std", "norm", "linalg.vector_norm", "any", "all",
+    "cumsum", "cumprod", "cummax", "sort", "topk", "median", "kthvalue",
+    "bucketize", "searchsorted", "histc",
+    # dynamic output shapes (one counted sync each)
+    "nonzero", "masked_select", "unique", "unique_consecutive",
+    # elementwise arithmetic and comparison
+    "add", "sub", "mul", "div.no_rounding_mode", "pow", "remainder", "where", "eq", "lt",
+    "maximum", "abs", "neg", "floor", "round", "logical_and", "bitwise_and", "isnan",
+    "nan_to_num", "lerp", "addcmul",
+    # factories
+    "full", "arange", "linspace", "zeros_like", "ones_like",
+]
+
+# (op, dtype) -> why it does not pass yet. Strict: a fixed one must be removed.
+KNOWN = {
+    ("nn.functional.scaled_dot_product_attention", "bfloat16"):
+        "gradients: on xla sdpa runs PyTorch's math decomposition (CompositeImplicit, it "
+        "never reaches the lowering table), which rounds scores and probabilities to bf16; "
+        "CPU's fused flash kernel keeps them in f32 (grad errors up to ~0.2)",
+}
+
+_OPS = sweep.all_ops()
+
+
+def _failures(rec):
+    bad = {}
+    for outcome in ("fail", "fallback"):
+        if rec["fwd"].get(outcome):
+            bad[f"fwd {outcome}"] = rec["fwd"][outcome]
+        if rec["grad"].get(outcome):
+            bad[f"grad {outcome}"] = rec["grad"][outcome]
+    return bad
+
+
+@pytest.mark.parametrize("key", SUBSET)
+def test_opinfo_subset(key):
+    assert key in _OPS, f"{key} is not in op_db"
+    torch_xla.sync(wait=True)
+    recs = sweep.run_op(_OPS[key], CI_DTYPES, max_samples=MAX_SAMPLES)
+    ran = 0
+    problems = {}
+    for rec in recs:
+        ran += sum(rec["fwd"].values())
+        bad = _failures(rec)
+        if not bad:
+            continue
+        why = dict(rec["reasons"])
+        why.update(rec["grad_reasons"])
+        if (key, rec["dtype"]) in KNOWN:
+            continue
+        problems[rec["dtype"]] = (bad, dict(list(why.items())[:3]))
+    assert ran > 0, f"{key}: no sample ran"
+    unexpected_pass = [d for (k, d) in KNOWN if k == key and
+                       not _failures(next(r for r in recs if r["dtype"] == d))]
+    assert not problems, problems
+    assert not unexpected_pass, f"{key} now passes for {unexpected_pass}: remove it from KNOWN"
+
+
+def test_dynamic_shape_ops_sync_once_and_never_fall_back():
+    x = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])
+    xx = x.to("xla")
+    torch_xla.sync(wait=True)
+    met.clear_counters()
+    nz = torch.nonzero(xx)
+    assert met.counter_value("DynamicShapeSync") == 1
+    sel = torch.masked_select(xx, xx > 0)
+    u, inv, cnt = torch.unique(xx, return_inverse=True, return_counts=True)
+    assert met.counter_value("DynamicShapeSync") == 3
+    assert torch.equal(nz.cpu(), torch.nonzero(x))
+    assert torch.equal(sel.cpu(), torch.masked_select(x, x > 0))
+    ue, ie, ce = torch.unique(x, return_inverse=True, return_counts=True)
+    assert torch.equal(u.cpu(), ue) and torch.equal(inv.cpu(), ie) and torch.equal(cnt.cpu(), ce)
+    # A boolean-mask assignment with one value needs no sync at all.
+    yy = xx.clone()
+    yy[yy < 0] = 0.0
+    assert met.counter_value("DynamicShapeSync") == 3
+    assert torch.equal(yy.cpu(), x.clamp(min=0))
+    assert met.executed_fallback_ops() == []
+
+
+def test_sweep_harness_detects_wrong_values():
+    """The harness must be able to fail: a wrong result is reported."""
+    ops = sweep.all_ops()
+    s = next(iter(ops["add"].sample_inputs("cpu", torch.float32)))
+    assert sweep.compare(torch.zeros(2), torch.ones(2), "float32") is not None
+    assert sweep.compare(torch.ones(2, dtype=torch.int32), torch.ones(2), "float32") is not None
+    assert sweep.compare(torch.ones(3), torch.ones(2), "float32") is not None
+    fwd, _ = sweep.run_sample(ops["add"], s, "float32", False)
+    assert fwd == ("pass", None)
+
+
+@pytest.mark.opinfo_full
+def test_opinfo_full_sweep(request):
+    """The whole op_db, all five dtypes; rewrites docs/opinfo.md."""
+    if "opinfo_full" not in (request.config.getoption("-m") or ""):
+        pytest.skip("full OpInfo sweep: run with -m opinfo_full")
+    assert sweep.main([]) == 0
