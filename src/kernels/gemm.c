@@ -17,7 +17,7 @@
  * MR x NR tile and store it to c with row stride ldc, adding to what is
  * there when `accumulate` is set. Packing pads partial panels with zeros,
  * so edge tiles run the same kernel into a scratch tile that is then
- * clipped. Variants: AVX-512 12x32, AVX2+FMA 6x16, portable C 4x16; the
+ * clipped. Variants: AVX-512 12x32, AVX2+FMA 6x16, portable C 4x8; the
  * best the CPU supports is picked at run time.
  *
  * Packing reads A and B through (row stride, column stride) pairs, so
@@ -52,17 +52,18 @@ typedef struct tt_ukr_s {
 
 /* ---- micro-kernels ------------------------------------------------------ */
 
-static void tt_ukr_generic_4x16(int64_t kc, const float *a, const float *b,
-                                float *c, int64_t ldc, int accumulate) {
-  float acc[4][16] = {{0}};
+static void tt_ukr_generic_4x8(int64_t kc, const float *a, const float *b,
+                               float *c, int64_t ldc, int accumulate) {
+  /* 4 x 8 keeps the accumulators in eight SSE registers on baseline x86-64. */
+  float acc[4][8] = {{0}};
   for (int64_t k = 0; k < kc; ++k) {
     for (int i = 0; i < 4; ++i) {
       float av = a[k * 4 + i];
-      for (int j = 0; j < 16; ++j) acc[i][j] += av * b[k * 16 + j];
+      for (int j = 0; j < 8; ++j) acc[i][j] += av * b[k * 8 + j];
     }
   }
   for (int i = 0; i < 4; ++i) {
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < 8; ++j) {
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
     }
   }
@@ -144,7 +145,7 @@ __attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32(
 }
 #endif
 
-static const tt_ukr_t tt_ukr_generic_ = {4, 16, tt_ukr_generic_4x16, "generic"};
+static const tt_ukr_t tt_ukr_generic_ = {4, 8, tt_ukr_generic_4x8, "generic"};
 #ifdef TT_HAVE_X86_UKR
 static const tt_ukr_t tt_ukr_avx2_ = {6, 16, tt_ukr_avx2_6x16, "avx2"};
 static const tt_ukr_t tt_ukr_avx512_ = {12, 32, tt_ukr_avx512_12x32, "avx512"};
