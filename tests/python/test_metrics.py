@@ -25,17 +25,25 @@ def test_names_and_values(clean_metrics, dev):
     assert met.metric_data("NoSuchMetric") is None
 
 
+BLOCK = (r"Metric: {}\n  TotalSamples: (\d+)\n  Accumulator: (\S+)\n"
+         r"  ValueRate: (\S+) / second\n  Rate: (\S+) / second\n"
+         r"  Percentiles: 1%=(\S+); 5%=\S+; 10%=\S+; 20%=\S+; 50%=\S+; 80%=\S+; "
+         r"90%=\S+; 95%=\S+; 99%=(\S+)\n")
+TIME = (r"(\d+[dhms])*\d{3}ms\d{3}\.\d{3}us|\d{3}\.\d{3}us|\d{3}ms\d{3}\.\d{3}us"
+        r"|\d{2}s\d{3}ms\d{3}\.\d{3}us")
+
+
 def test_report_format(clean_metrics, dev):
-    # A shape no other test compiles, so CompileTime has a fresh sample.
-    (torch.ones(1301).to(dev) + 1).cpu()
+    # A graph no other test builds (shape and op chain), so it compiles here.
+    x = torch.ones(1301).to(dev)
+    (((x + 1) * 7.25 - 3).cos().floor_divide(2) * -1).cpu()
     report = met.metrics_report()
-    block = re.search(r"Metric: CompileTime\n  TotalSamples: (\d+)\n  Accumulator: (\S+)\n"
-                      r"  ValueRate: (\S+) / second\n  Rate: (\S+) / second\n"
-                      r"  Percentiles: 1%=(\S+); 5%=\S+; 10%=\S+; 20%=\S+; 50%=\S+; 80%=\S+; "
-                      r"90%=\S+; 95%=\S+; 99%=(\S+)\n", report)
-    assert block, report
-    assert re.fullmatch(r"(\d+[dhms])*\d{3}ms\d{3}\.\d{3}us|\d{3}\.\d{3}us|\d{3}ms\d{3}\.\d{3}us"
-                        r"|\d{2}s\d{3}ms\d{3}\.\d{3}us", block.group(2)), block.group(2)
+    for name in ("CompileTime", "ExecuteTime"):
+        block = re.search(BLOCK.format(name), report)
+        assert block, (name, report)
+        assert int(block.group(1)) >= 1
+        assert re.fullmatch(TIME, block.group(2)), block.group(2)
+        assert re.fullmatch(TIME, block.group(5)), block.group(5)
     assert re.search(r"Counter: UncachedCompile\n  Value: \d+\n", report)
     assert report.index("Metric:") < report.index("Counter:")
 
