@@ -547,6 +547,11 @@ static void test_softmax(void) {
   run_softmax(TT_F32, 2, row, 1, 1, 0);
   run_softmax(TT_F32, 2, col, 0, 0, 0);
   run_softmax(TT_BF16, 2, row, 1, 1, 0);
+  /* 65 columns: the last column panel is one wide but strided. */
+  const int64_t d65[3] = {2, 6, 65};
+  run_softmax(TT_F32, 3, d65, 1, 0, 0);
+  run_softmax(TT_F32, 3, d65, 1, 1, 0);
+  run_softmax(TT_F16, 3, d65, 1, 0, 0);
   tensor_t x = tensor_new(TT_I32, 1, (int64_t[]){3});
   CHECK_CODE(tt_kernel_softmax(&x.v, 0, 0, &x.v), TT_TYPE_ERROR, "softmax int");
   tensor_t f = tensor_new(TT_F32, 1, (int64_t[]){3});
