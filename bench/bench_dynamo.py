@@ -25,6 +25,12 @@ import tempfile
 import time
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
+# --threads N (read before torch starts its pools): PyTorch's intra-op
+# threads and the engine's kernel threads alike.
+if "--threads" in sys.argv:
+    _n = sys.argv[sys.argv.index("--threads") + 1]
+    os.environ["TORCHTPU_NUM_THREADS"] = _n
+    os.environ["OMP_NUM_THREADS"] = _n
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor_cold_"))
 
 import torch  # noqa: E402
@@ -268,7 +274,11 @@ def main():
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--out", default=None, help="also write the markdown table here")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for PyTorch and for the engine's kernels (default: cores)")
     args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     args.backends = args.backends.split(",")
     results = []
     for name in args.models.split(","):
