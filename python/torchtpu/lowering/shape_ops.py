@@ -55,9 +55,9 @@ def view(x, shape):
 def view_dtype(x, dtype):
     if dtype == x.dtype:
         return wrap(x._h)
-    # Bit reinterpretation: no IR op yet; go through the host.
-    cpu = bridge.download(x._h).view(dtype)
-    return wrap(bridge.upload(cpu, x._h.device))
+    # Bit reinterpretation has no IR op yet: the counted CPU fallback.
+    from torchtpu.lowering.fallback import fallback
+    return fallback(aten.view.dtype, (x, dtype), {})
 
 
 @lowers(aten._unsafe_view.default)
