@@ -274,6 +274,32 @@ typedef enum tt_cumulative_e {
 tt_status_t tt_kernel_cumulative(tt_cumulative_t op, const tt_view_t *x, int dim,
                                  tt_view_t *out);
 
+/* ---- dense linear algebra (linalg.c) -----------------------------------
+ * Batched, in double precision internally: inputs are rank 3 [B, rows,
+ * cols] of a float dtype; out is [B, P] of a's dtype, one packed result per
+ * batch element (integers such as pivots and info stored as exact floats):
+ *   CHOLESKY (a [n,n]; flags[0] upper): L (or U) [n*n], info [1]
+ *   LU       (a [m,n]): LU [m*n], pivots (1-based, LAPACK) [k], row order
+ *            [m] (A[perm] = L U), info [1]
+ *   TRSM     (a [n,n], b [n,r] (batch B or 1); flags: upper, unitriangular,
+ *            transpose): X [n*r] with op(a) X = b
+ *   GEQRF    (a [m,n]): R and reflectors as LAPACK [m*n], tau [k]
+ *   ORGQR    (a [m,n], tau [1,k] per batch): Q's first n columns [m*n]
+ *   ORMQR    (a [m,n], tau, c [cm,cn]; flags: left, transpose): op(Q) c or
+ *            c op(Q) [cm*cn]
+ *   EIGH     (a [n,n]; flags[0] upper triangle): eigenvalues ascending [n],
+ *            eigenvectors as columns [n*n]
+ *   SVD      (a [m,n]): U [m*m], S descending [k], Vh [n*n] (full)
+ * k = min(m, n). tt_linalg_out_size gives P (or -1 for an unknown op). */
+typedef enum tt_linalg_op_e {
+  TT_LINALG_CHOLESKY, TT_LINALG_LU, TT_LINALG_TRSM, TT_LINALG_GEQRF, TT_LINALG_ORGQR,
+  TT_LINALG_ORMQR, TT_LINALG_EIGH, TT_LINALG_SVD, TT_LINALG_COUNT
+} tt_linalg_op_t;
+int64_t tt_linalg_out_size(tt_linalg_op_t op, const tt_shape_t *a, const tt_shape_t *b,
+                           const tt_shape_t *c);
+tt_status_t tt_kernel_linalg(tt_linalg_op_t op, const tt_view_t *const *in, int nin,
+                             const int64_t *flags, tt_view_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -104,6 +104,30 @@ tt_status_t tt_node_infer_extra(tt_node_t *n) {
                               out_bytes, tt_dtype_name(n->dtype));
       return NULL;
     }
+    case TT_OP_LINALG: {
+      /* i: [tt_linalg_op_t, flag0, flag1, flag2] */
+      TT_RETURN_IF_ERROR(tt_x_need(n, 1, 3, 4));
+      if (ia[0] < 0 || ia[0] >= TT_LINALG_COUNT)
+        return tt_status_make(TT_INVALID_ARGUMENT, "linalg: unknown op %lld", (long long)ia[0]);
+      for (int i = 0; i < n->num_operands; ++i) {
+        if (x[i]->shape.rank != 3)
+          return tt_status_make(TT_INVALID_ARGUMENT, "linalg: operand %d must be rank 3, got %d",
+                                i, x[i]->shape.rank);
+        if (x[i]->dtype != TT_F32 && x[i]->dtype != TT_F64 && x[i]->dtype != TT_F16 &&
+            x[i]->dtype != TT_BF16)
+          return tt_status_make(TT_TYPE_ERROR, "linalg: expected a floating point tensor, got %s",
+                                tt_dtype_name(x[i]->dtype));
+      }
+      int64_t P = tt_linalg_out_size((tt_linalg_op_t)ia[0], &x[0]->shape,
+                                     n->num_operands > 1 ? &x[1]->shape : NULL,
+                                     n->num_operands > 2 ? &x[2]->shape : NULL);
+      if (P < 0) return tt_status_make(TT_INVALID_ARGUMENT, "linalg: bad operands");
+      n->shape.rank = 2;
+      n->shape.dims[0] = x[0]->shape.dims[0];
+      n->shape.dims[1] = P;
+      n->dtype = x[0]->dtype;
+      return NULL;
+    }
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "op %s has no shape inference yet",
                             tt_op_name(n->op));

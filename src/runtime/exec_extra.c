@@ -23,6 +23,12 @@ tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num
       if (bytes) memcpy(out->data, x[0].data, bytes);
       return NULL;
     }
+    case TT_OP_LINALG: {
+      const tt_view_t *ins[3];
+      for (int i = 0; i < num_operands && i < 3; ++i) ins[i] = &x[i];
+      return tt_kernel_linalg((tt_linalg_op_t)ia[0], ins, num_operands < 3 ? num_operands : 3,
+                              ia + 1, out);
+    }
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));
   }

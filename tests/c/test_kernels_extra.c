@@ -122,7 +122,86 @@ static void test_cumulative(void) {
   CHECK(fabs(o[0]) < 1e-12 && fabs(o[1] - log(3.0)) < 1e-12 && fabs(o[2] - log(3.0)) < 1e-12);
 }
 
+/* Linear algebra: LU pivots and reconstruction, triangular solve, QR,
+ * symmetric eigendecomposition and SVD on small matrices (double). */
+static void test_linalg(void) {
+  double a[9] = {1, 2, 3, 4, 5, 6, 7, 8, 10};
+  int64_t d[3] = {1, 3, 3};
+  tt_view_t va = view(a, TT_F64, 3, d);
+  const tt_view_t *in[1] = {&va};
+  int64_t flags[3] = {0, 0, 0};
+  /* LU: [LU 9][piv 3][perm 3][info 1] */
+  double lu[16];
+  int64_t dl[2] = {1, 16};
+  tt_view_t vlu = view(lu, TT_F64, 2, dl);
+  CHECK_OK(tt_kernel_linalg(TT_LINALG_LU, in, 1, flags, &vlu));
+  CHECK(lu[9] == 3.0 && lu[15] == 0.0); /* first pivot: row 3 (largest |7|) */
+  /* A[perm] == L U */
+  double maxerr = 0;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double s = 0;
+      for (int k = 0; k < 3; ++k) {
+        double l = k < i ? lu[i * 3 + k] : (k == i ? 1.0 : 0.0);
+        double u = k <= j ? lu[k * 3 + j] : 0.0;
+        s += l * u;
+      }
+      int r = (int)lu[12 + i];
+      maxerr = fmax(maxerr, fabs(s - a[r * 3 + j]));
+    }
+  CHECK(maxerr < 1e-12);
+
+  /* triangular solve: upper [[2,1],[0,4]] x = [3, 8] -> [0.5, 2] */
+  double t[4] = {2, 1, 0, 4}, b[2] = {3, 8}, x[2];
+  int64_t dt2[3] = {1, 2, 2}, db[3] = {1, 2, 1}, dx[2] = {1, 2};
+  tt_view_t vt = view(t, TT_F64, 3, dt2), vb = view(b, TT_F64, 3, db), vx = view(x, TT_F64, 2, dx);
+  const tt_view_t *in2[2] = {&vt, &vb};
+  int64_t up[3] = {1, 0, 0};
+  CHECK_OK(tt_kernel_linalg(TT_LINALG_TRSM, in2, 2, up, &vx));
+  CHECK(fabs(x[0] - 0.5) < 1e-12 && fabs(x[1] - 2.0) < 1e-12);
+
+  /* eigh of [[2,1],[1,2]]: eigenvalues 1, 3 */
+  double e[4] = {2, 1, 1, 2}, w[6];
+  int64_t dw[2] = {1, 6};
+  tt_view_t ve = view(e, TT_F64, 3, dt2), vw = view(w, TT_F64, 2, dw);
+  const tt_view_t *in3[1] = {&ve};
+  CHECK_OK(tt_kernel_linalg(TT_LINALG_EIGH, in3, 1, flags, &vw));
+  CHECK(fabs(w[0] - 1.0) < 1e-12 && fabs(w[1] - 3.0) < 1e-12);
+
+  /* SVD of a 3x3: U S Vh reconstructs A; S descending */
+  double usv[9 + 3 + 9];
+  int64_t ds[2] = {1, 21};
+  tt_view_t vs = view(usv, TT_F64, 2, ds);
+  CHECK_OK(tt_kernel_linalg(TT_LINALG_SVD, in, 1, flags, &vs));
+  double *U = usv, *S = usv + 9, *Vh = usv + 12;
+  CHECK(S[0] >= S[1] && S[1] >= S[2] && S[2] > 0);
+  maxerr = 0;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double s = 0;
+      for (int k = 0; k < 3; ++k) s += U[i * 3 + k] * S[k] * Vh[k * 3 + j];
+      maxerr = fmax(maxerr, fabs(s - a[i * 3 + j]));
+    }
+  CHECK(maxerr < 1e-10);
+
+  /* QR: R's first diagonal element is -||a[:,0]|| (LAPACK's sign) */
+  double qr[9 + 3];
+  int64_t dq[2] = {1, 12};
+  tt_view_t vq = view(qr, TT_F64, 2, dq);
+  CHECK_OK(tt_kernel_linalg(TT_LINALG_GEQRF, in, 1, flags, &vq));
+  CHECK(fabs(qr[0] + sqrt(1.0 + 16.0 + 49.0)) < 1e-12);
+
+  /* Cholesky of a non-positive-definite matrix reports info = 2 */
+  double c[4] = {1, 2, 2, 1}, co[5];
+  int64_t dc[2] = {1, 5};
+  tt_view_t vc = view(c, TT_F64, 3, dt2), vco = view(co, TT_F64, 2, dc);
+  const tt_view_t *in4[1] = {&vc};
+  CHECK_OK(tt_kernel_linalg(TT_LINALG_CHOLESKY, in4, 1, flags, &vco));
+  CHECK(co[4] == 2.0);
+}
+
 int main(void) {
+  test_linalg();
   test_argsort();
   test_searchsorted();
   test_scatter_reduce();

@@ -852,3 +852,82 @@ def test_arange_on_second_device():
     dev = torch_xla.device(1)
     got = torch.arange(5, device=dev) + torch.ones(5, dtype=torch.int64, device=dev)
     assert got.device == dev and torch.equal(got.cpu(), torch.arange(1, 6))
+
+
+# ------------------------------------------------------------------ RNG
+# Issue 3: torch_xla.manual_seed, xm.set_rng_state and xm.get_rng_state make
+# every random op on xla reproducible, and the device RNG never depends on
+# the CPU generator.
+
+def _random_draws(dev):
+    x = torch.ones(64, 64, device=dev)
+    return [
+        F.dropout(x, 0.5, training=True),
+        torch.rand(8, 8, device=dev),
+        torch.randn(8, 8, device=dev),
+        torch.randint(0, 100, (8, 8), device=dev),
+        torch.randperm(50, device=dev),
+        torch.rand_like(x),
+        torch.randn_like(x),
+        torch.randint_like(x, 10),
+        torch.bernoulli(torch.full((8, 8), 0.3, device=dev)),
+        torch.multinomial(torch.ones(4, 10, device=dev), 5),
+        torch.multinomial(torch.ones(4, 10, device=dev), 20, replacement=True),
+        torch.empty(16, device=dev).uniform_(-2, 2),
+        torch.empty(16, device=dev).normal_(1, 3),
+        torch.empty(16, device=dev).exponential_(),
+    ]
+
+
+def test_rng_manual_seed_reproducible_and_independent_of_cpu_generator():
+    import torch_xla.core.xla_model as xm
+    dev = torch_xla.device()
+    met.clear_counters()
+    torch_xla.manual_seed(11)
+    a = [t.cpu() for t in _random_draws(dev)]
+    torch.manual_seed(0)
+    torch.rand(1000)  # consume the CPU generator: must not matter
+    torch_xla.manual_seed(11)
+    b = [t.cpu() for t in _random_draws(dev)]
+    torch.manual_seed(12345)
+    torch_xla.manual_seed(12)
+    c = [t.cpu() for t in _random_draws(dev)]
+    for x, y, z in zip(a, b, c):
+        assert torch.equal(x, y)
+    assert sum(not torch.equal(x, z) for x, z in zip(a, c)) >= len(a) - 1
+    assert met.executed_fallback_ops() == []
+    # random factories stay on the device and have the right properties
+    perm = a[4]
+    assert torch.equal(perm.sort().values, torch.arange(50))
+    mult = a[9]
+    assert all(len(set(r.tolist())) == 5 for r in mult)  # without replacement
+    assert a[3].min() >= 0 and a[3].max() < 100
+    assert xm.get_rng_state() != 11  # the state advanced
+
+
+def test_rng_get_set_state_replays_the_stream():
+    import torch_xla.core.xla_model as xm
+    dev = torch_xla.device()
+    torch_xla.manual_seed(5)
+    torch.rand(3, device=dev).cpu()  # advance
+    state = xm.get_rng_state()
+    first = [t.cpu() for t in _random_draws(dev)]
+    xm.set_rng_state(state)
+    again = [t.cpu() for t in _random_draws(dev)]
+    for x, y in zip(first, again):
+        assert torch.equal(x, y)
+    assert xm.get_rng_state() != state
+
+
+def test_rng_devices_have_independent_states():
+    import torch_xla.core.xla_model as xm
+    d0, d1 = torch_xla.device(0), torch_xla.device(1)
+    torch_xla.manual_seed(9)
+    a = torch.rand(6, device=d0).cpu()
+    b = torch.rand(6, device=d1).cpu()
+    assert torch.equal(a, b)  # same seed, same stream on each device
+    xm.set_rng_state(123, device=d1)
+    c = torch.rand(6, device=d1).cpu()
+    torch.rand(6, device=d0).cpu()
+    xm.set_rng_state(123, device=d1)
+    assert torch.equal(torch.rand(6, device=d1).cpu(), c)
