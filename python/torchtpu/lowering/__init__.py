@@ -10,7 +10,7 @@ from torch._decomp import decomposition_table
 from torchtpu.lowering.core import LOWERINGS
 from torchtpu.lowering import (  # noqa: F401  (register lowerings)
     elementwise, shape_ops, reductions, nn_ops, misc_ops, sort_ops, index_ops,
-    dynamic_ops, pool_ops, linalg_ops)
+    dynamic_ops, pool_ops, linalg_ops, extra_ops)
 from torchtpu.lowering.fallback import fallback
 
 # Decompositions we never take: their results are handled natively or would

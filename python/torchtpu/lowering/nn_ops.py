@@ -6,7 +6,7 @@ from torchtpu.lowering.core import (
     ADAPTIVE_AVG_POOL2D, ADAPTIVE_AVG_POOL2D_BWD, AVG_POOL2D, AVG_POOL2D_BWD, BIN, BINARY,
     BROADCAST, CONV2D, CONV2D_BWD_INPUT, CONV2D_BWD_WEIGHT, DOT, INDEX_ADD, INDEX_SELECT,
     MAX_POOL2D, MAX_POOL2D_BWD, MAX_POOL2D_INDICES, REDUCE, RED_MAX, RED_SUM, SOFTMAX,
-    SOFTMAX_BWD, TT_I64, UN, UNARY, WHERE, aten, broadcast, convert, handle, lowers, norm_dim, op,
+    SOFTMAX_BWD, TT_I64, UN, UNARY, WHERE, PAD, SLICE, aten, broadcast, convert, handle, lowers, norm_dim, op,
     reshape, result_type, scalar, tt, wrap)
 
 
@@ -134,6 +134,8 @@ def _pair(v, n=2):
 @lowers(aten.convolution.default)
 def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     from torchtpu.lowering.fallback import fallback
+    if transposed and x.dim() in (3, 4) and x.dtype.is_floating_point and x.dtype == w.dtype:
+        return _conv_transpose(x, w, bias, stride, padding, dilation, output_padding, groups)
     if transposed or x.dim() not in (3, 4) or x.dtype == torch.bool:
         return fallback(aten.convolution.default,
                         (x, w, bias, stride, padding, dilation, transposed, output_padding,
@@ -159,6 +161,81 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
     return wrap(out)
 
 
+def _as_2d(x, w, stride, padding, dilation, output_padding=(0,)):
+    """conv1d operands and parameters as conv2d ones (a height of 1)."""
+    xh = reshape(x._h, [x.shape[0], x.shape[1], 1, x.shape[2]])
+    wh = reshape(w._h, [w.shape[0], w.shape[1], 1, w.shape[2]])
+    return (xh, wh, [1, stride[0]], [0, padding[0]], [1, dilation[0]],
+            [0, list(output_padding)[0]])
+
+
+def _conv_transpose(x, w, bias, stride, padding, dilation, output_padding, groups):
+    """A transposed convolution is the input-gradient of the forward
+    convolution with the same weight: CONV2D_BWD_INPUT with x as the
+    output gradient, w being [Cin, Cout/groups, kh, kw]. It is computed
+    unpadded (the full output, which the kernel always accepts), then
+    cropped by padding and extended with zeros for output padding."""
+    conv1d = x.dim() == 3
+    if conv1d:
+        xh, wh, stride, padding, dilation, output_padding = _as_2d(
+            x, w, stride, padding, dilation, output_padding)
+    else:
+        xh, wh = x._h, w._h
+    s, p, d, op_ = _pair(stride), _pair(padding), _pair(dilation), _pair(output_padding)
+    n, _, h, wd = xh.shape
+    k = wh.shape[2:]
+    full = [(hw - 1) * s[i] + d[i] * (k[i] - 1) + 1 for i, hw in enumerate((h, wd))]
+    out_hw = [full[i] - 2 * p[i] + op_[i] for i in range(2)]
+    cout = wh.shape[1] * groups
+    out = op(CONV2D_BWD_INPUT, [xh, wh], (*s, 0, 0, *d, groups, n, cout, *full))
+    # output index o is full index o + p; past the full output: zeros.
+    lo = [-p[i] for i in range(2)]
+    hi = [out_hw[i] + p[i] - full[i] for i in range(2)]
+    if any(lo) or any(hi):
+        out = op(PAD, [out], (0, 0, lo[0], lo[1], 0, 0, hi[0], hi[1]), (0.0,))
+    if bias is not None:
+        out = op(BINARY, [out, reshape(bias._h, [1, cout, 1, 1])], (BIN["add"],))
+    if conv1d:
+        out = reshape(out, [n, cout, out_hw[1]])
+    return wrap(out)
+
+
+def _conv_transpose_backward(grad, x, w, stride, padding, dilation, groups, output_mask):
+    """Gradients of y = conv_transpose(x, w): with dy placed back on the
+    unpadded full output, dx is the (unpadded) forward convolution of dy
+    with w and dw the weight gradient of the convolution mapping dy to x."""
+    conv1d = x.dim() == 3
+    if conv1d:
+        gh = reshape(grad._h, [grad.shape[0], grad.shape[1], 1, grad.shape[2]])
+        xh, wh, stride, padding, dilation, _ = _as_2d(x, w, stride, padding, dilation)
+    else:
+        gh, xh, wh = grad._h, x._h, w._h
+    s, p, d = _pair(stride), _pair(padding), _pair(dilation)
+    k = wh.shape[2:]
+    h, wd = xh.shape[2], xh.shape[3]
+    full = [(hw - 1) * s[i] + d[i] * (k[i] - 1) + 1 for i, hw in enumerate((h, wd))]
+    # grad covers full indices [p, p + out); put it back on [0, full).
+    lo = [p[i] for i in range(2)]
+    hi = [full[i] - p[i] - gh.shape[2 + i] for i in range(2)]
+    if any(lo) or any(hi):
+        gh = op(PAD, [gh], (0, 0, lo[0], lo[1], 0, 0, hi[0], hi[1]), (0.0,))
+    attrs = (*s, 0, 0, *d, groups)
+    gi = gw = gb = None
+    if output_mask[0]:
+        gi = op(CONV2D, [gh, wh], attrs)
+        gi = wrap(reshape(gi, list(x.shape)) if conv1d else gi)
+    if output_mask[1]:
+        gw = op(CONV2D_BWD_WEIGHT, [xh, gh], attrs + tuple(wh.shape))
+        gw = wrap(reshape(gw, list(w.shape)) if conv1d else gw)
+    if output_mask[2]:
+        dims = [0, 2] if conv1d else [0, 2, 3]
+        m = 0
+        for dd in dims:
+            m |= 1 << dd
+        gb = wrap(op(REDUCE, [grad._h], (RED_SUM, m, 0, grad._h.dtype)))
+    return gi, gw, gb
+
+
 def _int_convolution(x, w, bias, stride, padding, dilation, groups):
     """Integer convolution (PyTorch CPU allows it; the kernel is float only):
     computed in f64, which is exact while every partial sum stays below 2**53,
@@ -174,6 +251,9 @@ def _int_convolution(x, w, bias, stride, padding, dilation, groups):
 def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed,
                          output_padding, groups, output_mask):
     from torchtpu.lowering.fallback import fallback
+    if transposed and x.dim() in (3, 4):
+        return _conv_transpose_backward(grad, x, w, stride, padding, dilation, groups,
+                                        output_mask)
     if transposed or x.dim() not in (3, 4):
         return fallback(aten.convolution_backward.default,
                         (grad, x, w, bias_sizes, stride, padding, dilation, transposed,

@@ -1,0 +1,313 @@
+"""Smaller lowerings that close fallbacks PyTorch's decompositions leave:
+tensor-to-bool predicates (equal, allclose), prims the refs emit (abs, neg,
+signbit, fmax, fmin, nextafter), and pairwise distances (cdist, pdist and
+their backward passes)."""
+import torch
+
+from torchtpu import bridge
+from torchtpu.lowering.core import (
+    BIN, BINARY, BITCAST, CONVERT, DOT, INDEX_SELECT, REDUCE, RED_ALL, RED_MAX, RED_SUM,
+    TRANSPOSE, TT_BOOL, TT_F32, TT_I16, TT_I32, TT_I64, UN, UNARY, WHERE, aten, broadcast,
+    device_of, handle, iota, lowers, op, reshape, result_type, scalar, tt, wrap)
+
+prims = torch.ops.prims
+
+
+def _u(name, h):
+    return op(UNARY, [h], (UN[name],), (0.0, 0.0))
+
+
+def _b(name, a, b):
+    return op(BINARY, [a, b], (BIN[name],))
+
+
+# ------------------------------------------------------------ predicates
+@lowers(aten.equal.default)
+def equal(a, b):
+    """A Python bool: the comparison runs on the device, the one result is
+    read back (as .item() would)."""
+    if tuple(a.shape) != tuple(b.shape):
+        return False
+    dev = device_of(a, b)
+    rt = result_type(a, b)
+    eq = _b("eq", handle(a, dev, tt(rt)), handle(b, dev, tt(rt)))
+    n = 1
+    for s in a.shape:
+        n *= s
+    if n == 0:
+        return True
+    allv = op(REDUCE, [reshape(eq, [n])], (RED_ALL, 1, 0, TT_BOOL))
+    return bool(bridge.download(allv).item())
+
+
+def isclose_h(a, b, rtol, atol, equal_nan):
+    """|a - b| <= atol + rtol * |b|, equal values (infinities) and, with
+    equal_nan, pairs of NaNs."""
+    dev = device_of(a, b)
+    rt = result_type(a, b)
+    ah, bh = handle(a, dev, tt(rt)), handle(b, dev, tt(rt))
+    eq = _b("eq", ah, bh)
+    if not rt.is_floating_point:
+        work = TT_F32 if rt != torch.float64 else 1
+        ah, bh = op(CONVERT, [ah], (work,)), op(CONVERT, [bh], (work,))
+    dt = ah.dtype
+    diff = _u("abs", _b("sub", ah, bh))
+    tol = _b("add", scalar(dev, dt, atol), _b("mul", scalar(dev, dt, rtol), _u("abs", bh)))
+    close = _b("logical_or", eq, _b("le", diff, tol))
+    if equal_nan:
+        close = _b("logical_or", close, _b("logical_and", _u("isnan", ah), _u("isnan", bh)))
+    return close
+
+
+@lowers(aten.isclose.default)
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return wrap(isclose_h(a, b, rtol, atol, equal_nan))
+
+
+@lowers(aten.allclose.default)
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    h = isclose_h(a, b, rtol, atol, equal_nan)
+    n = 1
+    for s in h.shape:
+        n *= s
+    if n == 0:
+        return True
+    allv = op(REDUCE, [reshape(h, [n])], (RED_ALL, 1, 0, TT_BOOL))
+    return bool(bridge.download(allv).item())
+
+
+# ------------------------------------------------------------------ prims
+@lowers(prims.abs.default)
+def prims_abs(x):
+    return wrap(_u("abs", x._h))
+
+
+@lowers(prims.neg.default)
+def prims_neg(x):
+    return wrap(_u("neg", x._h))
+
+
+_INT_OF = {0: TT_I32, 1: TT_I64, 2: TT_I16, 3: TT_I16}  # F32, F64, F16, BF16
+
+
+def signbit_h(h):
+    """The IEEE sign bit (set for -0.0 and negative NaNs too): the bits
+    read as a signed integer of the same width are negative."""
+    if h.dtype not in _INT_OF:
+        return _b("lt", h, scalar(h.device, h.dtype, 0))
+    bits = op(BITCAST, [h], (_INT_OF[h.dtype], *h.shape))
+    return _b("lt", bits, scalar(h.device, bits.dtype, 0))
+
+
+@lowers(prims.signbit.default, aten.signbit.default)
+def signbit(x):
+    return wrap(signbit_h(x._h))
+
+
+def _fminmax(name):
+    def fn(a, b):
+        """fmax/fmin: NaN loses to a number (the other argument wins)."""
+        dev = device_of(a, b)
+        rt = result_type(a, b)
+        ah, bh = handle(a, dev, tt(rt)), handle(b, dev, tt(rt))
+        if not rt.is_floating_point:
+            return wrap(_b(name, ah, bh))
+        m = _b(name, ah, bh)
+        m = op(WHERE, [_u("isnan", ah), bh, m])
+        return wrap(op(WHERE, [_u("isnan", bh), ah, m]))
+    return fn
+
+
+lowers(prims.fmax.default, aten.fmax.default)(_fminmax("maximum"))
+lowers(prims.fmin.default, aten.fmin.default)(_fminmax("minimum"))
+
+
+@lowers(prims.nextafter.default, aten.nextafter.default)
+def nextafter(a, b):
+    """The next representable value after a towards b, on the bits."""
+    dev = device_of(a, b)
+    rt = result_type(a, b)
+    ah, bh = handle(a, dev, tt(rt)), handle(b, dev, tt(rt))
+    shape = list(_b("add", ah, bh).shape)
+    ah, bh = broadcast(ah, shape), broadcast(bh, shape)
+    it = _INT_OF[ah.dtype]
+    bits = op(BITCAST, [ah], (it, *shape))
+    one = scalar(dev, it, 1)
+    # Moving away from zero adds 1 to the magnitude bits; towards zero subtracts.
+    up = _b("gt", bh, ah)
+    neg = signbit_h(ah)
+    away = op(WHERE, [neg, _u("logical_not", up), up])
+    stepped = op(WHERE, [away, _b("add", bits, one), _b("sub", bits, one)])
+    res = op(BITCAST, [stepped], (ah.dtype, *shape))
+    # From +-0 the step is the smallest subnormal with b's sign.
+    tiny_bits = broadcast(one, shape)
+    tiny = op(BITCAST, [tiny_bits], (ah.dtype, *shape))
+    zero = _b("eq", ah, scalar(dev, ah.dtype, 0))
+    res = op(WHERE, [zero, op(WHERE, [up, tiny, _u("neg", tiny)]), res])
+    res = op(WHERE, [_b("eq", ah, bh), bh, res])
+    nan = _b("logical_or", _u("isnan", ah), _u("isnan", bh))
+    return wrap(op(WHERE, [nan, _b("add", ah, bh), res]))
+
+
+# ---------------------------------------------------------- distances
+def _pow_sum(d, p, dim):
+    """sum(|d|^p)^(1/p) over dim (p = 0: count of non-zeros; inf: max)."""
+    dev, dt = d.device, d.dtype
+    a = _u("abs", d)
+    mask = 1 << dim
+    if p == 0:
+        nz = op(CONVERT, [_b("ne", a, scalar(dev, dt, 0))], (dt,))
+        return op(REDUCE, [nz], (RED_SUM, mask, 0, dt))
+    if p == float("inf"):
+        return op(REDUCE, [a], (RED_MAX, mask, 0, dt))
+    if p == 1:
+        return op(REDUCE, [a], (RED_SUM, mask, 0, dt))
+    if p == 2:
+        return _u("sqrt", op(REDUCE, [_b("mul", a, a)], (RED_SUM, mask, 0, dt)))
+    s = op(REDUCE, [_b("pow", a, scalar(dev, dt, p))], (RED_SUM, mask, 0, dt))
+    return _b("pow", s, scalar(dev, dt, 1.0 / p))
+
+
+def _diff(x1, x2):
+    """[..., P, 1, M] - [..., 1, R, M]."""
+    r = len(x1.shape)
+    s1 = list(x1.shape)
+    s2 = list(x2.shape)
+    a = reshape(x1, s1[:-1] + [1, s1[-1]])
+    b = reshape(x2, s2[:-2] + [1] + s2[-2:])
+    return _b("sub", a, b), r
+
+
+def _cdist_mm(x1, x2):
+    """Euclidean distances through a matrix product, as ATen's
+    _euclidean_dist: sqrt(clamp_min(|a|^2 - 2 a.b + |b|^2, 0))."""
+    dev, dt = x1.device, x1.dtype
+    r = len(x1.shape)
+    batch = list(x1.shape[:-2])
+    P, M, R = x1.shape[-2], x1.shape[-1], x2.shape[-2]
+    B = 1
+    for s in batch:
+        B *= s
+    n1 = op(REDUCE, [_b("mul", x1, x1)], (RED_SUM, 1 << (r - 1), 1, dt))  # [..., P, 1]
+    n2 = op(REDUCE, [_b("mul", x2, x2)], (RED_SUM, 1 << (r - 1), 1, dt))  # [..., R, 1]
+    prod = op(DOT, [reshape(x1, [B, P, M]), reshape(x2, [B, R, M])], (0, 1))
+    prod = reshape(prod, batch + [P, R])
+    n2t = reshape(n2, batch + [1, R])
+    d2 = _b("add", _b("sub", n1, _b("mul", prod, scalar(dev, dt, 2.0))), n2t)
+    d2 = _b("max", d2, scalar(dev, dt, 0.0))
+    return _u("sqrt", d2)
+
+
+def _bcast_batches(h1, h2):
+    b1, b2 = list(h1.shape[:-2]), list(h2.shape[:-2])
+    r = max(len(b1), len(b2))
+    b1, b2 = [1] * (r - len(b1)) + b1, [1] * (r - len(b2)) + b2
+    out = []
+    for x, y in zip(b1, b2):
+        if x != y and 1 not in (x, y):
+            raise RuntimeError(f"cdist: batch dimensions {b1} and {b2} do not broadcast")
+        out.append(y if x == 1 else x)
+    return (broadcast(h1, out + list(h1.shape[-2:])), broadcast(h2, out + list(h2.shape[-2:])))
+
+
+def _sum_to(h, shape):
+    """Sums the broadcast dims of h back to shape."""
+    shape = list(shape)
+    lead = len(h.shape) - len(shape)
+    mask = 0
+    for d in range(len(h.shape)):
+        if d < lead or (shape[d - lead] == 1 and h.shape[d] != 1):
+            mask |= 1 << d
+    if mask:
+        h = op(REDUCE, [h], (RED_SUM, mask, 1, h.dtype))
+    return reshape(h, shape)
+
+
+@lowers(aten._cdist_forward.default)
+def cdist_forward(x1, x2, p, compute_mode=None):
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    h1, h2 = _bcast_batches(x1._h, x2._h)
+    P, R = x1.shape[-2], x2.shape[-2]
+    use_mm = p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and
+                                                 (P > 25 or R > 25)))
+    if use_mm:
+        return wrap(_cdist_mm(h1, h2))
+    d, r = _diff(h1, h2)
+    return wrap(_pow_sum(d, p, r))
+
+
+def _dist_grad_terms(d, dist, p, grad):
+    """grad * d/d(x1) of dist for elementwise differences d = x1 - x2."""
+    dev, dt = d.device, d.dtype
+    zero = scalar(dev, dt, 0.0)
+    if p == 0:
+        return broadcast(zero, list(d.shape))
+    sign = _u("sign", d)
+    if p == 1:
+        return _b("mul", sign, grad)
+    if p == float("inf"):
+        a = _u("abs", d)
+        hit = _b("eq", a, dist)
+        return op(WHERE, [hit, _b("mul", sign, grad), zero])
+    if p == 2:
+        t = _b("div", d, dist)
+    elif p < 2:
+        a = _u("abs", d)
+        t = _b("div", _b("mul", sign, _b("pow", a, scalar(dev, dt, p - 1))),
+               _b("pow", dist, scalar(dev, dt, p - 1)))
+    else:
+        a = _u("abs", d)
+        t = _b("div", _b("mul", d, _b("pow", a, scalar(dev, dt, p - 2))),
+               _b("pow", dist, scalar(dev, dt, p - 1)))
+    t = op(WHERE, [_b("eq", dist, zero), zero, t])
+    return _b("mul", t, grad)
+
+
+@lowers(aten._cdist_backward.default)
+def cdist_backward(grad, x1, x2, p, cdist):
+    h1, h2 = _bcast_batches(x1._h, x2._h)
+    d, r = _diff(h1, h2)  # [..., P, R, M]
+    dist = reshape(cdist._h, list(cdist.shape) + [1])
+    g = reshape(grad._h, list(grad.shape) + [1])
+    terms = _dist_grad_terms(d, dist, p, g)
+    gx = op(REDUCE, [terms], (RED_SUM, 1 << (r - 1), 0, terms.dtype))
+    return wrap(_sum_to(gx, list(x1.shape)))
+
+
+def _pairs(n):
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+@lowers(aten._pdist_forward.default)
+def pdist_forward(x, p=2.0):
+    dev = x._h.device
+    n = x.shape[0]
+    pairs = _pairs(n)
+    if not pairs:
+        return wrap(broadcast(scalar(dev, x._h.dtype, 0), [0]))
+    ii = bridge.upload(torch.tensor([a for a, _ in pairs]), dev)
+    jj = bridge.upload(torch.tensor([b for _, b in pairs]), dev)
+    d = _b("sub", op(INDEX_SELECT, [x._h, ii], (0,)), op(INDEX_SELECT, [x._h, jj], (0,)))
+    return wrap(_pow_sum(d, p, 1))
+
+
+@lowers(aten._pdist_backward.default)
+def pdist_backward(grad, x, p, pdist):
+    from torchtpu.lowering.core import INDEX_ADD
+    dev, dt = x._h.device, x._h.dtype
+    n = x.shape[0]
+    pairs = _pairs(n)
+    if not pairs:
+        return wrap(broadcast(scalar(dev, dt, 0), list(x.shape)))
+    ii = bridge.upload(torch.tensor([a for a, _ in pairs]), dev)
+    jj = bridge.upload(torch.tensor([b for _, b in pairs]), dev)
+    d = _b("sub", op(INDEX_SELECT, [x._h, ii], (0,)), op(INDEX_SELECT, [x._h, jj], (0,)))
+    k = len(pairs)
+    terms = _dist_grad_terms(d, reshape(pdist._h, [k, 1]), p, reshape(grad._h, [k, 1]))
+    zeros = broadcast(scalar(dev, dt, 0), list(x.shape))
+    g = op(INDEX_ADD, [zeros, ii, terms], (0,))
+    return wrap(op(INDEX_ADD, [g, jj, _u("neg", terms)], (0,)))
+
+
+_ = (TRANSPOSE, TT_F32, iota)
