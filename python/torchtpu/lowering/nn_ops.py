@@ -437,3 +437,139 @@ def native_dropout(x, p, train):
 
 
 _ = (result_type, TT_I64)
+
+
+# ---------------------------------------------------------- embedding_bag
+def _bag_plan(weight, indices, offsets, include_last_offset, padding_idx):
+    """offset2bag (I64 [n]), keep mask (BOOL [n]: not padding_idx), number
+    of bags."""
+    from torchtpu.lowering.core import SEARCHSORTED, SLICE
+    dev = weight._h.device
+    n = indices.numel()
+    nb = offsets.shape[0] - (1 if include_last_offset else 0)
+    off = convert(offsets._h, TT_I64)
+    if include_last_offset:
+        off = op(SLICE, [off], (0, nb, 1))
+    from torchtpu.lowering.core import iota
+    o2b = op(SEARCHSORTED, [off, iota(dev, n)], (1, TT_I64))
+    o2b = op(BINARY, [o2b, scalar(dev, TT_I64, 1)], (BIN["sub"],))
+    idx = convert(reshape(indices._h, [n]), TT_I64)
+    keep = op(BINARY, [idx, scalar(dev, TT_I64, padding_idx)], (BIN["ne"],)) if padding_idx >= 0 \
+        else broadcast(scalar(dev, 9, 1), [n])
+    return idx, o2b, keep, nb
+
+
+@lowers(aten._embedding_bag.default, aten._embedding_bag_forward_only.default)
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """Bags of embedding rows reduced by sum (0), mean (1) or max (2):
+    rows are gathered once, then summed per bag with INDEX_ADD (max: a
+    scatter-reduce). Returns (output, offset2bag, bag_size, max_indices)."""
+    from torchtpu.lowering.core import SCATTER_REDUCE, SR_AMAX, SR_AMIN
+    dev, dt = weight._h.device, weight._h.dtype
+    D = weight.shape[1]
+    idx, o2b, keep, nb = _bag_plan(weight, indices, offsets, include_last_offset, padding_idx)
+    n = idx.shape[0]
+    rows = op(INDEX_SELECT, [weight._h, idx], (0,))
+    if per_sample_weights is not None:
+        rows = op(BINARY, [rows, reshape(handle(per_sample_weights, dev, dt), [n, 1])],
+                  (BIN["mul"],))
+    keep2 = reshape(keep, [n, 1])
+    zero = scalar(dev, dt, 0)
+    ones = op(WHERE, [keep, scalar(dev, TT_I64, 1), scalar(dev, TT_I64, 0)])
+    bag_size = op(INDEX_ADD, [broadcast(scalar(dev, TT_I64, 0), [nb]), o2b, ones], (0,))
+    if mode in (0, 1):
+        masked = op(WHERE, [keep2, rows, zero])
+        out = op(INDEX_ADD, [broadcast(zero, [nb, D]), o2b, masked], (0,))
+        if mode == 1:
+            cnt = reshape(op(BINARY, [bag_size, scalar(dev, TT_I64, 1)], (BIN["max"],)), [nb, 1])
+            out = op(BINARY, [out, convert(cnt, dt)], (BIN["div"],))
+        return wrap(out), wrap(o2b), wrap(bag_size), wrap(bag_size)
+    # max: per bag and column; padding rows never win.
+    o2b_k = op(WHERE, [keep, o2b, scalar(dev, TT_I64, nb)])  # padding -> dump row nb
+    idx2 = broadcast(reshape(o2b_k, [n, 1]), [n, D])
+    base = broadcast(zero, [nb + 1, D])
+    out = op(SCATTER_REDUCE, [base, idx2, rows], (0, SR_AMAX, 0))
+    from torchtpu.lowering.core import SLICE, GATHER
+    out = op(SLICE, [out], (0, 0, nb, D, 1, 1))
+    # max_indices: the first index (in input order) reaching the max.
+    outg = op(GATHER, [op(PAD, [out], (0, 0, 1, 0), (0.0,)), idx2], (0,))
+    hit = op(BINARY, [op(BINARY, [rows, outg], (BIN["eq"],)), keep2], (BIN["logical_and"],))
+    from torchtpu.lowering.core import iota
+    posn = broadcast(reshape(iota(dev, n), [n, 1]), [n, D])
+    big = scalar(dev, TT_I64, n)
+    first = op(SCATTER_REDUCE, [broadcast(big, [nb + 1, D]), idx2,
+                                op(WHERE, [hit, posn, big])], (0, SR_AMIN, 0))
+    first = op(SLICE, [first], (0, 0, nb, D, 1, 1))
+    empty = op(BINARY, [first, big], (BIN["eq"],))
+    safe = op(BINARY, [first, scalar(dev, TT_I64, n - 1)], (BIN["min"],))
+    maxidx = op(INDEX_SELECT, [idx, reshape(safe, [nb * D])], (0,)) if n else \
+        broadcast(scalar(dev, TT_I64, -1), [nb * D])
+    maxidx = op(WHERE, [empty, scalar(dev, TT_I64, -1), reshape(maxidx, [nb, D])])
+    return wrap(out), wrap(o2b), wrap(bag_size), wrap(maxidx)
+
+
+@lowers(aten._embedding_bag_dense_backward.default)
+def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
+                                 num_weights, scale_grad_by_freq, mode, per_sample_weights,
+                                 padding_idx=-1):
+    dev, dt = grad._h.device, grad._h.dtype
+    D = grad.shape[1]
+    n = indices.numel()
+    idx = convert(reshape(indices._h, [n]), TT_I64)
+    zeros = broadcast(scalar(dev, dt, 0), [num_weights, D])
+    if mode == 2:
+        mi = reshape(maximum_indices._h, [grad.shape[0] * D])
+        valid = op(BINARY, [mi, scalar(dev, TT_I64, 0)], (BIN["ge"],))
+        from torchtpu.lowering.core import iota
+        col = broadcast(reshape(iota(dev, D), [1, D]), [grad.shape[0], D])
+        flat = op(BINARY, [op(BINARY, [op(BINARY, [mi, scalar(dev, TT_I64, 0)], (BIN["max"],)),
+                                       scalar(dev, TT_I64, D)], (BIN["mul"],)),
+                           reshape(col, [grad.shape[0] * D])], (BIN["add"],))
+        g = op(WHERE, [valid, reshape(grad._h, [grad.shape[0] * D]), scalar(dev, dt, 0)])
+        out = op(INDEX_ADD, [broadcast(scalar(dev, dt, 0), [num_weights * D]), flat, g], (0,))
+        return wrap(reshape(out, [num_weights, D]))
+    rows = op(INDEX_SELECT, [grad._h, offset2bag._h], (0,))
+    if mode == 1:
+        cnt = op(INDEX_SELECT, [bag_size._h, offset2bag._h], (0,))
+        cnt = op(BINARY, [cnt, scalar(dev, TT_I64, 1)], (BIN["max"],))
+        rows = op(BINARY, [rows, convert(reshape(cnt, [n, 1]), dt)], (BIN["div"],))
+    if per_sample_weights is not None:
+        rows = op(BINARY, [rows, reshape(handle(per_sample_weights, dev, dt), [n, 1])],
+                  (BIN["mul"],))
+    if padding_idx >= 0:
+        keep = op(BINARY, [idx, scalar(dev, TT_I64, padding_idx)], (BIN["ne"],))
+        rows = op(WHERE, [reshape(keep, [n, 1]), rows, scalar(dev, dt, 0)])
+    if scale_grad_by_freq:
+        freq = op(INDEX_ADD, [broadcast(scalar(dev, TT_I64, 0), [num_weights]), idx,
+                              broadcast(scalar(dev, TT_I64, 1), [n])], (0,))
+        f = op(INDEX_SELECT, [freq, idx], (0,))
+        rows = op(BINARY, [rows, convert(reshape(f, [n, 1]), dt)], (BIN["div"],))
+    return wrap(op(INDEX_ADD, [zeros, idx, rows], (0,)))
+
+
+@lowers(aten._embedding_bag_per_sample_weights_backward.default)
+def embedding_bag_psw_backward(grad, weight, indices, offsets, offset2bag, mode, padding_idx=-1):
+    if mode != 0:
+        raise NotImplementedError("embedding_bag_backward: per_sample_weights only supported "
+                                  "for mode='sum'")
+    dev, dt = grad._h.device, grad._h.dtype
+    n = indices.numel()
+    idx = convert(reshape(indices._h, [n]), TT_I64)
+    g = op(INDEX_SELECT, [grad._h, offset2bag._h], (0,))
+    w = op(INDEX_SELECT, [weight._h, idx], (0,))
+    out = op(REDUCE, [op(BINARY, [g, w], (BIN["mul"],))], (RED_SUM, 2, 0, dt))
+    if padding_idx >= 0:
+        keep = op(BINARY, [idx, scalar(dev, TT_I64, padding_idx)], (BIN["ne"],))
+        out = op(WHERE, [keep, out, scalar(dev, dt, 0)])
+    return wrap(out)
+
+
+@lowers(aten._embedding_bag_backward.default)
+def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
+                           num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                           padding_idx=-1):
+    # sparse=True asks for a sparse gradient; xla tensors are dense.
+    return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
+                                        num_weights, scale_grad_by_freq, mode,
+                                        per_sample_weights, padding_idx)

@@ -342,3 +342,104 @@ def upsample_bicubic2d_backward(grad, output_size, input_size, align_corners, sc
         m = _cubic_matrix(input_size[dim], g.shape[dim], align_corners, sc).t().contiguous()
         g = _apply_along(g, dim, _upload_matrix(dev, m, grad.dtype))
     return wrap(g)
+
+
+# ------------------------------------------------------------ avg_pool3d
+def _triple(v):
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return v * 3 if len(v) == 1 else v
+
+
+def _pool_out(I, k, s, p, ceil):
+    num = I + 2 * p - k
+    o = (-(-num // s) if ceil else num // s) + 1
+    if ceil and (o - 1) * s >= I + p:
+        o -= 1
+    return o
+
+
+def _avg_counts(I, k, s, p, ceil, include_pad):
+    """Per-output-position divisor factor along one dim (ATen's avg_pool3d)."""
+    out = []
+    for o in range(_pool_out(I, k, s, p, ceil)):
+        start = o * s - p
+        end = min(start + k, I + p)
+        size = end - start
+        start, end = max(start, 0), min(end, I)
+        out.append(size if include_pad else end - start)
+    return out
+
+
+def _sum_pool_2d(h, k, s, p, ceil):
+    from torchtpu.lowering.core import AVG_POOL2D
+    return op(AVG_POOL2D, [h], (k[0], k[1], s[0], s[1], p[0], p[1], int(ceil), 1, 1))
+
+
+def _avg3d_plan(x_shape, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                divisor_override):
+    k = _triple(kernel_size)
+    s = _triple(stride) if stride else k
+    p = _triple(padding)
+    spatial = list(x_shape[-3:])
+    counts = [_avg_counts(spatial[i], k[i], s[i], p[i], ceil_mode, count_include_pad)
+              for i in range(3)]
+    return k, s, p, spatial, counts
+
+
+def _divisor_h(dev, dt, counts, divisor_override):
+    if divisor_override:
+        return scalar(dev, dt, float(divisor_override))
+    t = torch.tensor(counts[0], dtype=torch.float64)[:, None, None] * \
+        torch.tensor(counts[1], dtype=torch.float64)[None, :, None] * \
+        torch.tensor(counts[2], dtype=torch.float64)[None, None, :]
+    from torchtpu import bridge
+    return bridge.upload(t.to(torch.float32 if dt in (0, 2, 3) else torch.float64), dev)
+
+
+@lowers(aten.avg_pool3d.default)
+def avg_pool3d(x, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Box sums are separable: a sum-pool over (H, W) per depth slice, then
+    over D (as a (kd, 1) pool); the divisor is the product of the per-dim
+    window counts (or divisor_override)."""
+    dev, dt = x._h.device, x._h.dtype
+    k, s, p, sp, counts = _avg3d_plan(x.shape, kernel_size, stride, padding, ceil_mode,
+                                      count_include_pad, divisor_override)
+    lead = list(x.shape[:-3])
+    nl = _numel(lead)
+    work = dt if dt in (0, 1) else TT_F32
+    h = x._h if dt == work else op(CONVERT, [x._h], (work,))
+    D, H, W = sp
+    h = _sum_pool_2d(reshape(h, [nl * D, 1, H, W]), k[1:], s[1:], p[1:], ceil_mode)
+    oh, ow = h.shape[2], h.shape[3]
+    h = _sum_pool_2d(reshape(h, [nl, 1, D, oh * ow]), [k[0], 1], [s[0], 1], [p[0], 0], ceil_mode)
+    od = h.shape[2]
+    h = reshape(h, lead + [od, oh, ow])
+    div = _divisor_h(dev, work, counts, divisor_override)
+    h = op(BINARY, [h, div], (BIN["div"],))
+    return wrap(h if work == dt else op(CONVERT, [h], (dt,)))
+
+
+@lowers(aten.avg_pool3d_backward.default)
+def avg_pool3d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override):
+    from torchtpu.lowering.core import AVG_POOL2D_BWD
+    dev, dt = grad._h.device, grad._h.dtype
+    k, s, p, sp, counts = _avg3d_plan(x.shape, kernel_size, stride, padding, ceil_mode,
+                                      count_include_pad, divisor_override)
+    lead = list(x.shape[:-3])
+    nl = _numel(lead)
+    work = dt if dt in (0, 1) else TT_F32
+    g = grad._h if dt == work else op(CONVERT, [grad._h], (work,))
+    g = op(BINARY, [g, _divisor_h(dev, work, counts, divisor_override)], (BIN["div"],))
+    D, H, W = sp
+    od, oh, ow = g.shape[-3], g.shape[-2], g.shape[-1]
+    # Undo the depth sum-pool, then the (H, W) one.
+    g = reshape(g, [nl, 1, od, oh * ow])
+    g = op(AVG_POOL2D_BWD, [g], (k[0], 1, s[0], 1, p[0], 0, int(ceil_mode), 1, 1,
+                                nl, 1, D, oh * ow))
+    g = reshape(g, [nl * D, 1, oh, ow])
+    g = op(AVG_POOL2D_BWD, [g], (k[1], k[2], s[1], s[2], p[1], p[2], int(ceil_mode), 1, 1,
+                                nl * D, 1, H, W))
+    g = reshape(g, list(x.shape))
+    return wrap(g if work == dt else op(CONVERT, [g], (dt,)))
