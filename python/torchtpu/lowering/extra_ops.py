@@ -311,3 +311,152 @@ def pdist_backward(grad, x, p, pdist):
 
 
 _ = (TRANSPOSE, TT_F32, iota)
+
+
+# ---------------------------------------------------------- segment_reduce
+def _segment_plan(data, lengths, offsets, axis):
+    """(segment id of every position along axis, broadcast to data's shape;
+    segment lengths; number of segments). lengths/offsets have data's
+    leading dims (those before axis) plus the segment dim."""
+    from torchtpu.lowering.core import SCAN, SEARCHSORTED, SLICE, CONCAT
+    dev = data._h.device
+    r = data.dim()
+    ax = axis % r
+    if offsets is not None:
+        off = op(CONVERT, [offsets._h], (TT_I64,))
+        k = off.shape[-1]
+        lead = list(off.shape[:-1])
+        nl = 1
+        for s in lead:
+            nl *= s
+        o2 = reshape(off, [nl, k])
+        lens = _b("sub", op(SLICE, [o2], (0, 1, nl, k, 1, 1)), op(SLICE, [o2], (0, 0, nl, k - 1, 1, 1)))
+        lens = reshape(lens, lead + [k - 1])
+        starts = reshape(op(SLICE, [o2], (0, 0, nl, k - 1, 1, 1)), lead + [k - 1])
+    else:
+        lens = op(CONVERT, [lengths._h], (TT_I64,))
+        lead = list(lens.shape[:-1])
+        S = lens.shape[-1]
+        cum = op(SCAN, [lens], (0, len(lead), TT_I64))
+        starts = _b("sub", cum, lens)
+    S = lens.shape[-1]
+    D = data.shape[ax]
+    # seg[j] = (number of starts <= j) - 1, among non-empty segments: search
+    # the starts of the segments (right bound) and step back to the last
+    # segment starting at or before j.
+    pos = iota(dev, D)
+    if lead:
+        pos = broadcast(reshape(pos, [1] * len(lead) + [D]), lead + [D])
+    seg = _b("sub", op(SEARCHSORTED, [starts, pos], (1, TT_I64)), scalar(dev, TT_I64, 1))
+    # Positions past their segment's end (past the total length) belong to
+    # no segment: they go to a dump segment S that callers drop.
+    from torchtpu.lowering.core import GATHER as _G
+    segc = _b("max", seg, scalar(dev, TT_I64, 0))
+    ends = _b("add", starts, lens)
+    inside = _b("logical_and", _b("ge", seg, scalar(dev, TT_I64, 0)),
+                _b("lt", pos, op(_G, [ends, segc], (len(lead),))))
+    seg = op(WHERE, [inside, segc, scalar(dev, TT_I64, S)])
+    # Broadcast seg ([lead..., D]) over data's trailing dims.
+    shape = list(data.shape)
+    seg = reshape(seg, lead + [D] + [1] * (r - ax - 1))
+    seg = broadcast(seg, shape)
+    return seg, lens, S, ax
+
+
+def _slice_dim(h, ax, n):
+    from torchtpu.lowering.core import SLICE
+    r = len(h.shape)
+    lim = list(h.shape)
+    lim[ax] = n
+    return op(SLICE, [h], [0] * r + lim + [1] * r)
+
+
+def _pad_dim(h, ax, n, value):
+    from torchtpu.lowering.core import PAD
+    r = len(h.shape)
+    hi = [0] * r
+    hi[ax] = n
+    return op(PAD, [h], [0] * r + hi, (float(value),))
+
+
+_SEG_INIT = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}
+
+
+@lowers(aten.segment_reduce.default)
+def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+                   unsafe=False, initial=None):
+    from torchtpu.lowering.core import SCATTER_REDUCE, SR_AMAX, SR_AMIN, SR_PROD, SR_SUM
+    if reduce not in _SEG_INIT:
+        raise RuntimeError(f"segment_reduce: unsupported reduction {reduce}")
+    dev, dt = data._h.device, data._h.dtype
+    seg, lens, S, ax = _segment_plan(data, lengths, offsets, axis)
+    shape = list(data.shape)
+    oshape = shape[:ax] + [S] + shape[ax + 1:]
+    init = _SEG_INIT[reduce] if initial is None else float(initial)
+    code = {"sum": SR_SUM, "mean": SR_SUM, "prod": SR_PROD, "max": SR_AMAX, "min": SR_AMIN}
+    if shape[ax]:
+        dshape = shape[:ax] + [S + 1] + shape[ax + 1:]
+        base = broadcast(scalar(dev, dt, init), dshape)
+        out = op(SCATTER_REDUCE, [base, seg, data._h], (ax, code[reduce], 1))
+        out = _slice_dim(out, ax, S)
+    else:
+        out = broadcast(scalar(dev, dt, init), oshape)
+    if reduce == "mean":
+        lshape = list(lens.shape) + [1] * (len(oshape) - len(lens.shape))
+        ln = reshape(lens, lshape)
+        lf = op(CONVERT, [ln], (dt,))
+        nonempty = _b("gt", ln, scalar(dev, TT_I64, 0))
+        mean = op(WHERE, [_u("isnan", out), out, _b("div", out, lf)])
+        empty_val = scalar(dev, dt, float("nan") if initial is None else init)
+        out = op(WHERE, [nonempty, mean, empty_val])
+    return wrap(out)
+
+
+@lowers(aten._segment_reduce_backward.default)
+def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets=None, axis=0,
+                            initial=None):
+    from torchtpu.lowering.core import GATHER, INDEX_ADD, SCATTER_REDUCE, SR_PROD, SR_SUM
+    dev, dt = data._h.device, data._h.dtype
+    seg, lens, S, ax = _segment_plan(data, lengths, offsets, axis)
+    shape = list(data.shape)
+    if not shape[ax]:
+        return wrap(broadcast(scalar(dev, dt, 0), shape))
+    # Gathers read a padded row S (the dump segment): zero gradient there.
+    gpad = _pad_dim(grad._h, ax, 1, 0.0)
+    g = op(GATHER, [gpad, seg], (ax,))          # grad of each element's segment
+    if reduce == "sum":
+        return wrap(g)
+    if reduce == "mean":
+        lshape = list(lens.shape) + [1] * (len(shape) - len(lens.shape))
+        lf = op(CONVERT, [reshape(lens, lshape)], (dt,))
+        lf = broadcast(lf, list(output.shape))
+        lf = _pad_dim(lf, ax, 1, 1.0)
+        return wrap(_b("div", g, op(GATHER, [lf, seg], (ax,))))
+    out_e = op(GATHER, [_pad_dim(output._h, ax, 1, float("nan")), seg], (ax,))
+    if reduce in ("max", "min"):
+        hit = _b("logical_or", _b("eq", data._h, out_e),
+                 _b("logical_and", _u("isnan", data._h), _u("isnan", out_e)))
+        hf = op(CONVERT, [hit], (dt,))
+        oshape = list(output.shape)
+        oshape[ax] += 1
+        cnt = op(SCATTER_REDUCE, [broadcast(scalar(dev, dt, 0), oshape), seg, hf], (ax, SR_SUM, 1))
+        c_e = op(GATHER, [cnt, seg], (ax,))
+        return wrap(op(WHERE, [hit, _b("div", g, c_e), scalar(dev, dt, 0)]))
+    # prod: d out / d x_i = product of the other elements of the segment.
+    zero = _b("eq", data._h, scalar(dev, dt, 0))
+    oshape = list(output.shape)
+    oshape[ax] += 1
+    nz = op(SCATTER_REDUCE, [broadcast(scalar(dev, dt, 0), oshape), seg,
+                             op(CONVERT, [zero], (dt,))], (ax, SR_SUM, 1))
+    safe = op(WHERE, [zero, scalar(dev, dt, 1), data._h])
+    prod_nz = op(SCATTER_REDUCE, [broadcast(scalar(dev, dt, 1 if initial is None else
+                                                    float(initial)), oshape), seg, safe],
+                 (ax, SR_PROD, 1))
+    nz_e = op(GATHER, [nz, seg], (ax,))
+    pnz_e = op(GATHER, [prod_nz, seg], (ax,))
+    others = op(WHERE, [zero, op(WHERE, [_b("eq", nz_e, scalar(dev, dt, 1)), pnz_e,
+                                         scalar(dev, dt, 0)]),
+                        op(WHERE, [_b("gt", nz_e, scalar(dev, dt, 0)), scalar(dev, dt, 0),
+                                   _b("div", pnz_e, safe)])])
+    _ = INDEX_ADD
+    return wrap(_b("mul", g, others))
