@@ -300,6 +300,17 @@ int64_t tt_linalg_out_size(tt_linalg_op_t op, const tt_shape_t *a, const tt_shap
 tt_status_t tt_kernel_linalg(tt_linalg_op_t op, const tt_view_t *const *in, int nin,
                              const int64_t *flags, tt_view_t *out);
 
+/* ---- special functions (special.c) --------------------------------------
+ * out[i] = f(x[i], y[i]), x, y and out of one shape (float out; y is the
+ * second argument: zeta's q, or a polynomial's degree n, truncated). */
+typedef enum tt_special_op_e {
+  TT_SP_ZETA, TT_SP_CHEB_T, TT_SP_CHEB_U, TT_SP_CHEB_V, TT_SP_CHEB_W,
+  TT_SP_SHIFTED_CHEB_T, TT_SP_SHIFTED_CHEB_U, TT_SP_SHIFTED_CHEB_V, TT_SP_SHIFTED_CHEB_W,
+  TT_SP_HERMITE_H, TT_SP_HERMITE_HE, TT_SP_LAGUERRE_L, TT_SP_LEGENDRE_P, TT_SP_COUNT
+} tt_special_op_t;
+tt_status_t tt_kernel_special(tt_special_op_t op, const tt_view_t *x, const tt_view_t *y,
+                              tt_view_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -128,6 +128,19 @@ tt_status_t tt_node_infer_extra(tt_node_t *n) {
       n->dtype = x[0]->dtype;
       return NULL;
     }
+    case TT_OP_SPECIAL:
+      TT_RETURN_IF_ERROR(tt_x_need(n, 2, 2, 1));
+      if (ia[0] < 0 || ia[0] >= TT_SP_COUNT)
+        return tt_status_make(TT_INVALID_ARGUMENT, "special: unknown op %lld", (long long)ia[0]);
+      if (!tt_shape_equal(&x[0]->shape, &x[1]->shape))
+        return tt_status_make(TT_INVALID_ARGUMENT, "special: operands must have one shape");
+      if (x[0]->dtype != TT_F32 && x[0]->dtype != TT_F64 && x[0]->dtype != TT_F16 &&
+          x[0]->dtype != TT_BF16)
+        return tt_status_make(TT_TYPE_ERROR, "special: expected a floating point tensor, got %s",
+                              tt_dtype_name(x[0]->dtype));
+      n->shape = x[0]->shape;
+      n->dtype = x[0]->dtype;
+      return NULL;
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "op %s has no shape inference yet",
                             tt_op_name(n->op));

@@ -29,6 +29,8 @@ tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num
       return tt_kernel_linalg((tt_linalg_op_t)ia[0], ins, num_operands < 3 ? num_operands : 3,
                               ia + 1, out);
     }
+    case TT_OP_SPECIAL:
+      return tt_kernel_special((tt_special_op_t)ia[0], &x[0], &x[1], out);
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));
   }

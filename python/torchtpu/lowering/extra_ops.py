@@ -460,3 +460,55 @@ def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets
                                    _b("div", pnz_e, safe)])])
     _ = INDEX_ADD
     return wrap(_b("mul", g, others))
+
+
+# ------------------------------------------------------ special functions
+_SP = ["zeta", "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+       "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+       "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+       "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+       "laguerre_polynomial_l", "legendre_polynomial_p"]
+
+
+def special_h(code, a, b):
+    """SPECIAL op on two operands broadcast to one shape, computed in the
+    promoted float dtype."""
+    from torchtpu.lowering.core import SPECIAL, float_type_of
+    dev = device_of(a, b)
+    rt = float_type_of(result_type(a, b))
+    ah, bh = handle(a, dev, tt(rt)), handle(b, dev, tt(rt))
+    shape = list(_b("add", ah, bh).shape)
+    return op(SPECIAL, [broadcast(ah, shape), broadcast(bh, shape)], (code,))
+
+
+def _special(code):
+    def fn(x, n):
+        return wrap(special_h(code, x, n))
+    return fn
+
+
+for _i, _name in enumerate(_SP):
+    if _i == 0:
+        continue
+    _p = getattr(aten, "special_" + _name)
+    lowers(*[getattr(_p, ov) for ov in _p.overloads() if "out" not in ov])(_special(_i))
+
+lowers(prims.zeta.default, aten.special_zeta.default)(_special(0))
+
+
+@lowers(aten.polygamma.default)
+def polygamma(n, x):
+    """polygamma(0, x) = digamma(x); n >= 1: (-1)^(n+1) n! zeta(n+1, x)."""
+    import math
+    dev = x._h.device
+    from torchtpu.lowering.core import float_type_of
+    dt = tt(float_type_of(x.dtype))
+    xh = handle(x, dev, dt)
+    if n == 0:
+        return wrap(_u("digamma", xh))
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    z = op(__import__("torchtpu.lowering.core", fromlist=["SPECIAL"]).SPECIAL,
+           [broadcast(scalar(dev, dt, n + 1.0), list(xh.shape)), xh], (0,))
+    f = (-1.0) ** (n + 1) * math.factorial(n)
+    return wrap(_b("mul", z, scalar(dev, dt, f)))

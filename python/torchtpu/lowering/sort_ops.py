@@ -416,3 +416,84 @@ def logcumsumexp(x, dim):
 
 
 _ = (XlaTensor, TT_F64, CONVERT)
+
+
+# ------------------------------------------------------------ histogramdd
+def _hdd_points(x):
+    """x [..., D] as [N, D] and D."""
+    D = x.shape[-1]
+    n = x.numel() // D if D else 0
+    return reshape(x._h, [n, D]), n, D
+
+
+def _hdd_edges(x, bins, rng):
+    pts, n, D = _hdd_points(x)
+    dev, dt = x._h.device, x._h.dtype
+    edges = []
+    for d in range(D):
+        col = reshape(slice_dim_h(pts, 1, d, d + 1), [n])
+        lo, hi = (rng[2 * d], rng[2 * d + 1]) if rng is not None else (0.0, 0.0)
+        if lo > hi:
+            raise RuntimeError(f"torch.histogramdd(): for dimension {d}, min should not exceed "
+                               f"max, but got min {lo} max {hi}")
+        lo_h, hi_h = _data_range(col, lo, hi, 0.5)
+        edges.append(_linspace_h(dev, lo_h, hi_h, int(bins[d]) + 1, dt))
+    return edges
+
+
+def _hdd_hist(x, edges, weight, density):
+    pts, n, D = _hdd_points(x)
+    dev, dt = x._h.device, x._h.dtype
+    sizes = [e.shape[0] - 1 for e in edges]
+    total = 1
+    for s_ in sizes:
+        total *= s_
+    flat = broadcast(scalar(dev, TT_I64, 0), [n])
+    valid = broadcast(scalar(dev, 9, 1), [n])
+    stride = total
+    for d in range(D):
+        nb = sizes[d]
+        stride //= max(nb, 1)
+        col = reshape(slice_dim_h(pts, 1, d, d + 1), [n])
+        e = edges[d]
+        pos = op(BINARY, [op(SEARCHSORTED, [e, col], (1, TT_I64)), scalar(dev, TT_I64, 1)],
+                 (BIN["sub"],))
+        lo = reshape(slice_dim_h(e, 0, 0, 1), [])
+        hi = reshape(slice_dim_h(e, 0, nb, nb + 1), [])
+        pos = op(WHERE, [op(BINARY, [col, hi], (BIN["eq"],)), scalar(dev, TT_I64, nb - 1), pos])
+        ok = op(BINARY, [op(BINARY, [col, lo], (BIN["ge"],)), op(BINARY, [col, hi], (BIN["le"],))],
+                (BIN["logical_and"],))
+        valid = op(BINARY, [valid, ok], (BIN["logical_and"],))
+        pos = op(BINARY, [pos, scalar(dev, TT_I64, 0)], (BIN["max"],))
+        flat = op(BINARY, [flat, op(BINARY, [pos, scalar(dev, TT_I64, stride)], (BIN["mul"],))],
+                  (BIN["add"],))
+    wh = None if weight is None else reshape(handle(weight, dev, dt), [n])
+    hist = _hist_counts(dev, flat, valid, wh, total, dt) if n else \
+        broadcast(scalar(dev, dt, 0), [total])
+    hist = reshape(hist, sizes)
+    if density:
+        s_all = op(REDUCE, [reshape(hist, [total])], (RED_SUM, 1, 0, dt))
+        hist = op(BINARY, [hist, s_all], (BIN["div"],))
+        for d in range(D):
+            nb = sizes[d]
+            w = op(BINARY, [slice_dim_h(edges[d], 0, 1, nb + 1), slice_dim_h(edges[d], 0, 0, nb)],
+                   (BIN["sub"],))
+            hist = op(BINARY, [hist, reshape(w, [nb if i == d else 1 for i in range(D)])],
+                      (BIN["div"],))
+    return hist
+
+
+@lowers(aten._histogramdd_bin_edges.default)
+def histogramdd_bin_edges(x, bins, *, range=None, weight=None, density=False):
+    return [wrap(e) for e in _hdd_edges(x, bins, range)]
+
+
+@lowers(aten._histogramdd_from_bin_cts.default)
+def histogramdd_from_bin_cts(x, bins, *, range=None, weight=None, density=False):
+    return wrap(_hdd_hist(x, _hdd_edges(x, bins, range), weight, density))
+
+
+@lowers(aten._histogramdd_from_bin_tensors.default)
+def histogramdd_from_bin_tensors(x, bins, *, weight=None, density=False):
+    dev, dt = x._h.device, x._h.dtype
+    return wrap(_hdd_hist(x, [handle(b, dev, dt) for b in bins], weight, density))
