@@ -44,7 +44,8 @@ def add(a, b, alpha=1):
 
 @lowers(aten.sub.Tensor, aten.sub.Scalar)
 def sub(a, b, alpha=1):
-    if a.dtype == torch.bool and isinstance(b, torch.Tensor) and b.dtype == torch.bool:
+    if isinstance(a, torch.Tensor) and a.dtype == torch.bool and isinstance(b, torch.Tensor) \
+            and b.dtype == torch.bool:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
     return _binary("sub", a, _scaled(b, alpha), compute_dtype=result_type(a, b))
@@ -293,9 +294,17 @@ def leaky_relu(x, negative_slope=0.01):
 
 @lowers(aten.elu.default)
 def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
-    if scale != 1.0 or input_scale != 1.0:
-        return NotImplemented
-    return _unary("elu", x, alpha)
+    if scale == 1.0 and input_scale == 1.0:
+        return _unary("elu", x, alpha)
+    # selu and friends: scale * (x > 0 ? x : alpha * (exp(x * input_scale) - 1))
+    dev = x._h.device
+    dt = tt(float_type_of(x.dtype))
+    h = handle(x, dev, dt)
+    neg = op(BINARY, [op(UNARY, [op(BINARY, [h, scalar(dev, dt, input_scale)], (BIN["mul"],))],
+                         (UN["expm1"],), (0.0, 0.0)), scalar(dev, dt, alpha)], (BIN["mul"],))
+    pos = op(BINARY, [h, scalar(dev, dt, 0)], (BIN["gt"],))
+    y = op(WHERE, [pos, h, neg])
+    return wrap(op(BINARY, [y, scalar(dev, dt, scale)], (BIN["mul"],)))
 
 
 @lowers(aten.hardtanh.default)
@@ -345,3 +354,11 @@ def tanh_backward(grad, y):
 
 
 _ = math
+
+
+@lowers(torch.ops.prims.erfc.default, aten.erfc.default)
+def erfc(x):
+    dev = x._h.device
+    dt = tt(float_type_of(x.dtype))
+    return wrap(op(BINARY, [scalar(dev, dt, 1.0), _unary_h("erf", handle(x, dev, dt))],
+                   (BIN["sub"],)))

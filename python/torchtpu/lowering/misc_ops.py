@@ -411,3 +411,23 @@ def prims_broadcast_in_dim(x, shape, broadcast_dimensions):
     for src, dst in enumerate(broadcast_dimensions):
         inter[dst] = x.shape[src]
     return wrap(broadcast(reshape(x._h, inter), shape))
+
+
+# normal with tensor mean and/or std: mean + std * N(0, 1) on the device.
+def _normal_tensors(mean, std, generator=None):
+    from torchtpu.lowering.core import device_of, result_type
+    dev = device_of(mean, std)
+    rt = result_type(mean, std) if any(isinstance(v, torch.Tensor) for v in (mean, std)) \
+        else torch.get_default_dtype()
+    dt = tt(rt)
+    mh, sh = handle(mean, dev, dt), handle(std, dev, dt)
+    shape = list(op(BINARY, [mh, sh], (BIN["add"],)).shape)
+    work = dt if dt in (0, 1) else TT_F32
+    z = rng_handle(dev, RNG_NORMAL, work, shape, 0.0, 1.0)
+    z = z if work == dt else op(CONVERT, [z], (dt,))
+    return wrap(op(BINARY, [mh, op(BINARY, [sh, z], (BIN["mul"],))], (BIN["add"],)))
+
+
+@lowers(aten.normal.Tensor_Tensor, aten.normal.Tensor_float, aten.normal.float_Tensor)
+def normal_tensor(mean, std=1.0, *, generator=None):
+    return _normal_tensors(mean, std)

@@ -6,7 +6,7 @@ from torchtpu.lowering.core import (
     ADAPTIVE_AVG_POOL2D, ADAPTIVE_AVG_POOL2D_BWD, AVG_POOL2D, AVG_POOL2D_BWD, BIN, BINARY,
     BROADCAST, CONV2D, CONV2D_BWD_INPUT, CONV2D_BWD_WEIGHT, DOT, INDEX_ADD, INDEX_SELECT,
     MAX_POOL2D, MAX_POOL2D_BWD, MAX_POOL2D_INDICES, REDUCE, RED_MAX, RED_SUM, SOFTMAX,
-    SOFTMAX_BWD, TT_I64, UN, UNARY, WHERE, PAD, SLICE, aten, broadcast, convert, handle, lowers, norm_dim, op,
+    SOFTMAX_BWD, TT_BF16, TT_F16, TT_F32, TT_I64, UN, UNARY, WHERE, PAD, SLICE, aten, broadcast, convert, handle, lowers, norm_dim, op,
     reshape, result_type, scalar, tt, wrap)
 
 
@@ -136,6 +136,9 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
     from torchtpu.lowering.fallback import fallback
     if transposed and x.dim() in (3, 4) and x.dtype.is_floating_point and x.dtype == w.dtype:
         return _conv_transpose(x, w, bias, stride, padding, dilation, output_padding, groups)
+    if transposed and x.dim() in (3, 4) and x.dtype == w.dtype and x.dtype != torch.bool:
+        return _int_convolution(x, w, bias, stride, padding, dilation, groups,
+                                transposed=True, output_padding=output_padding)
     if transposed or x.dim() not in (3, 4) or x.dtype == torch.bool:
         return fallback(aten.convolution.default,
                         (x, w, bias, stride, padding, dilation, transposed, output_padding,
@@ -236,14 +239,16 @@ def _conv_transpose_backward(grad, x, w, stride, padding, dilation, groups, outp
     return gi, gw, gb
 
 
-def _int_convolution(x, w, bias, stride, padding, dilation, groups):
-    """Integer convolution (PyTorch CPU allows it; the kernel is float only):
-    computed in f64, which is exact while every partial sum stays below 2**53,
-    then converted back."""
+def _int_convolution(x, w, bias, stride, padding, dilation, groups, transposed=False,
+                     output_padding=(0,)):
+    """Integer convolution, plain or transposed (PyTorch CPU allows it; the
+    kernel is float only): computed in f64, which is exact while every
+    partial sum stays below 2**53, then converted back."""
     f64 = tt(torch.float64)
     xf, wf = wrap(convert(x._h, f64)), wrap(convert(w._h, f64))
     bf = None if bias is None else wrap(convert(bias._h, f64))
-    out = convolution(xf, wf, bf, stride, padding, dilation, False, [0], groups)
+    out = convolution(xf, wf, bf, stride, padding, dilation, transposed, output_padding,
+                      groups)
     return wrap(convert(out._h, x._h.dtype))
 
 
@@ -471,20 +476,27 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     idx, o2b, keep, nb = _bag_plan(weight, indices, offsets, include_last_offset, padding_idx)
     n = idx.shape[0]
     rows = op(INDEX_SELECT, [weight._h, idx], (0,))
-    if per_sample_weights is not None:
-        rows = op(BINARY, [rows, reshape(handle(per_sample_weights, dev, dt), [n, 1])],
-                  (BIN["mul"],))
     keep2 = reshape(keep, [n, 1])
     zero = scalar(dev, dt, 0)
     ones = op(WHERE, [keep, scalar(dev, TT_I64, 1), scalar(dev, TT_I64, 0)])
     bag_size = op(INDEX_ADD, [broadcast(scalar(dev, TT_I64, 0), [nb]), o2b, ones], (0,))
     if mode in (0, 1):
-        masked = op(WHERE, [keep2, rows, zero])
-        out = op(INDEX_ADD, [broadcast(zero, [nb, D]), o2b, masked], (0,))
+        # Half types: products and sums in f32, one rounding (as CPU).
+        work = TT_F32 if dt in (TT_F16, TT_BF16) else dt
+        rows = convert(rows, work)
+        if per_sample_weights is not None:
+            rows = op(BINARY, [rows, reshape(handle(per_sample_weights, dev, work), [n, 1])],
+                      (BIN["mul"],))
+        wzero = scalar(dev, work, 0)
+        masked = op(WHERE, [keep2, rows, wzero])
+        out = op(INDEX_ADD, [broadcast(wzero, [nb, D]), o2b, masked], (0,))
         if mode == 1:
             cnt = reshape(op(BINARY, [bag_size, scalar(dev, TT_I64, 1)], (BIN["max"],)), [nb, 1])
-            out = op(BINARY, [out, convert(cnt, dt)], (BIN["div"],))
-        return wrap(out), wrap(o2b), wrap(bag_size), wrap(bag_size)
+            out = op(BINARY, [out, convert(cnt, work)], (BIN["div"],))
+        return wrap(convert(out, dt)), wrap(o2b), wrap(bag_size), wrap(bag_size)
+    if per_sample_weights is not None:
+        rows = op(BINARY, [rows, reshape(handle(per_sample_weights, dev, dt), [n, 1])],
+                  (BIN["mul"],))
     # max: per bag and column; padding rows never win.
     o2b_k = op(WHERE, [keep, o2b, scalar(dev, TT_I64, nb)])  # padding -> dump row nb
     idx2 = broadcast(reshape(o2b_k, [n, 1]), [n, D])
@@ -573,3 +585,57 @@ def embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum
     return embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
                                         num_weights, scale_grad_by_freq, mode,
                                         per_sample_weights, padding_idx)
+
+
+
+@lowers(aten.addbmm.default)
+def addbmm(bias, b1, b2, beta=1, alpha=1):
+    """beta * bias + alpha * sum_i b1[i] @ b2[i] (half types accumulate in
+    float32 and round once, as CPU's addbmm)."""
+    dt = b1._h.dtype
+    work = tt(torch.float32) if dt in (2, 3) else dt
+    p = op(DOT, [convert(b1._h, work), convert(b2._h, work)], (0, 0))
+    prod = op(REDUCE, [p], (RED_SUM, 1, 0, work))
+    if work != dt:
+        bias_h = handle(bias, prod.device, work)
+        out = addbmm_finish(prod, bias_h, beta, alpha)
+        return wrap(convert(out, dt))
+    dev = prod.device
+    return wrap(addbmm_finish(prod, handle(bias, dev, prod.dtype), beta, alpha))
+
+
+def addbmm_finish(prod, bh, beta, alpha):
+    dev = prod.device
+    if alpha != 1:
+        prod = op(BINARY, [prod, scalar(dev, prod.dtype, alpha)], (BIN["mul"],))
+    if beta == 0:
+        return prod
+    if beta != 1:
+        bh = op(BINARY, [bh, scalar(dev, prod.dtype, beta)], (BIN["mul"],))
+    return op(BINARY, [prod, bh], (BIN["add"],))
+
+
+def _bn_eval_outputs(fn, training_pos=5):
+    """native_batch_norm with training=False: CPU returns empty save_mean and
+    save_invstd (the backward uses the running statistics); the
+    decomposition fills them. Match CPU."""
+    from torch._decomp import decomposition_table
+    decomp = decomposition_table[fn]
+
+    def lowering(*args, **kwargs):
+        out = decomp(*args, **kwargs)
+        training = kwargs.get("training", args[training_pos] if len(args) > training_pos
+                              else True)
+        if training:
+            return out
+        dev, dt = out[0]._h.device, out[0]._h.dtype
+        empty = wrap(broadcast(scalar(dev, dt, 0), [0]))
+        return out[0], empty, wrap(broadcast(scalar(dev, dt, 0), [0]))
+    return lowering
+
+
+lowers(aten.native_batch_norm.default)(_bn_eval_outputs(aten.native_batch_norm.default))
+lowers(aten._native_batch_norm_legit.default)(
+    _bn_eval_outputs(aten._native_batch_norm_legit.default))
+lowers(aten._native_batch_norm_legit.no_stats)(
+    _bn_eval_outputs(aten._native_batch_norm_legit.no_stats, 3))

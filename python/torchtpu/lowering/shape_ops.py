@@ -574,3 +574,21 @@ def _pad_backward(reflect):
 for _n in (1, 2, 3):
     lowers(getattr(aten, f"replication_pad{_n}d_backward").default)(_pad_backward(False))
     lowers(getattr(aten, f"reflection_pad{_n}d_backward").default)(_pad_backward(True))
+
+
+
+@lowers(aten.resize.default)
+def resize(x, size, memory_format=None):
+    """Functional resize: the first elements keep their values (flat
+    order); new elements, undefined in PyTorch, are zeros here."""
+    size = [int(s) for s in size]
+    n = 1
+    for s_ in size:
+        n *= s_
+    m = x.numel()
+    flat = reshape(x._h, [m])
+    if n < m:
+        flat = op(SLICE, [flat], (0, n, 1))
+    elif n > m:
+        flat = op(PAD, [flat], (0, n - m), (0.0,))
+    return wrap(reshape(flat, size))
