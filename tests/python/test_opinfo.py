@@ -156,6 +156,12 @@ def test_sweep_harness_detects_wrong_values():
     assert sweep.compare(torch.ones(3), torch.ones(2), "float32") is not None
     fwd, _ = sweep.run_sample(ops["add"], s, "float32", False)
     assert fwd == ("pass", None)
+    # The float64 referee for half types: a result no closer to the exact
+    # value than CPU's (plus tolerance) is still a failure; one as close is not.
+    sb = next(iter(ops["mul"].sample_inputs("cpu", torch.bfloat16)))
+    exp = sb.input * sb.args[0]
+    assert sweep.at_least_as_accurate(ops["mul"], sb, exp.clone(), exp, "bfloat16")
+    assert not sweep.at_least_as_accurate(ops["mul"], sb, exp + 1, exp, "bfloat16")
 
 
 @pytest.mark.opinfo_full
