@@ -10,8 +10,9 @@ import os
 from setuptools import Extension, find_packages, setup
 
 here = os.path.dirname(os.path.abspath(__file__))
-sources = sorted(glob.glob("src/**/*.c", recursive=True)) + ["python/torchtpu/_C/module.c"]
-headers = sorted(glob.glob("include/**/*.h", recursive=True) + glob.glob("src/**/*.h", recursive=True))
+sources = sorted(glob.glob("src/**/*.c", recursive=True)) + sorted(glob.glob("python/torchtpu/_C/*.c"))
+headers = sorted(glob.glob("include/**/*.h", recursive=True) + glob.glob("src/**/*.h", recursive=True) +
+                 glob.glob("python/torchtpu/_C/*.h"))
 
 ext = Extension(
     "torchtpu._C",

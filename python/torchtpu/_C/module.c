@@ -9,6 +9,7 @@
 #include "torchtpu/torchtpu.h"
 #include "torchtpu/debug.h"
 #include "torchtpu/trace.h"
+#include "binding.h"
 
 /* Debug hooks around engine calls (defined with the debug bindings). */
 static int debug_call_begin(void);
@@ -1099,5 +1100,18 @@ PyMODINIT_FUNC PyInit__C(void) {
   PyModule_AddObject(mod, "Tensor", (PyObject *)&TensorType);
   Py_INCREF(&CaptureType);
   PyModule_AddObject(mod, "Capture", (PyObject *)&CaptureType);
+  if (PyModule_AddFunctions(mod, tt_py_extra_methods_stablehlo) < 0 ||
+      PyModule_AddFunctions(mod, tt_py_extra_methods_pjrt) < 0) {
+    Py_DECREF(mod);
+    return NULL;
+  }
   return mod;
+}
+
+/* Shared with the other binding files (binding.h). */
+PyObject *tt_py_raise_status(tt_status_t st) { return raise_status(st); }
+PyObject *tt_py_wrap_tensor(tt_tensor_t *t) { return wrap_tensor(t); }
+int tt_py_as_tensor(PyObject *o, tt_tensor_t **out) { return as_tensor(o, out); }
+int tt_py_tensor_array(PyObject *seq, tt_tensor_t ***out, Py_ssize_t *n) {
+  return tensor_array(seq, out, n);
 }
