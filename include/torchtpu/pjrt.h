@@ -1,0 +1,133 @@
+/* The PJRT backend: drives any PJRT C API plugin (libtpu for TPUs, a JAX
+ * CUDA plugin, XLA's CPU plugin for testing) through the shared library's
+ * `GetPjrtApi` table. See docs/pjrt.md.
+ *
+ * Objects and ownership:
+ * - tt_pjrt_client_t: a loaded plugin plus one plugin client. Reference
+ *   counted; executables and buffers retain their client, so releasing the
+ *   caller's reference while they live is safe. A plugin library, once
+ *   loaded, stays loaded for the life of the process (plugins do not
+ *   support unloading) and is initialised once.
+ * - tt_pjrt_executable_t, tt_pjrt_buffer_t: owned by whoever created them,
+ *   freed with their destroy function.
+ * Every plugin error comes back as a tt_status_t carrying the plugin's own
+ * message, prefixed by the call that failed.
+ */
+#ifndef TORCHTPU_PJRT_H_
+#define TORCHTPU_PJRT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "torchtpu/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tt_pjrt_client_s tt_pjrt_client_t;
+typedef struct tt_pjrt_executable_s tt_pjrt_executable_t;
+typedef struct tt_pjrt_buffer_s tt_pjrt_buffer_t;
+
+/* A client create option passed to the plugin as a named value (for XLA's
+ * CPU plugin e.g. "cpu_device_count" = 4). Which names a plugin accepts is
+ * the plugin's business; it rejects unknown ones with its own message. */
+typedef enum tt_pjrt_option_kind_e {
+  TT_PJRT_OPTION_STRING = 0,
+  TT_PJRT_OPTION_INT64 = 1,
+  TT_PJRT_OPTION_FLOAT = 3,
+  TT_PJRT_OPTION_BOOL = 4,
+} tt_pjrt_option_kind_t;
+
+typedef struct tt_pjrt_option_s {
+  const char *name;
+  tt_pjrt_option_kind_t kind;
+  const char *string_value;
+  int64_t int64_value;
+  double float_value; /* sent as a float */
+  int bool_value;
+} tt_pjrt_option_t;
+
+/* Loads the plugin at `library_path` (dlopen, GetPjrtApi, version and table
+ * size checks, PJRT_Plugin_Initialize once per library) and creates a
+ * client with `options` (may be NULL when num_options is 0). On success
+ * *out_client holds one reference (tt_pjrt_client_release).
+ * Fails with TT_IO_ERROR when the file is missing or not loadable, TT_
+ * INVALID_ARGUMENT when it does not export GetPjrtApi or its API version or
+ * table is not one this backend speaks, and with the plugin's message when
+ * initialisation or client creation fails. */
+tt_status_t tt_pjrt_client_create(const char *library_path, const tt_pjrt_option_t *options,
+                                  size_t num_options, tt_pjrt_client_t **out_client);
+void tt_pjrt_client_retain(tt_pjrt_client_t *client);
+/* Drops a reference; the plugin client is destroyed with the last one. */
+void tt_pjrt_client_release(tt_pjrt_client_t *client);
+
+/* Facts about a client; the strings live as long as the client. */
+const char *tt_pjrt_client_library_path(const tt_pjrt_client_t *client);
+const char *tt_pjrt_client_platform_name(const tt_pjrt_client_t *client);
+const char *tt_pjrt_client_platform_version(const tt_pjrt_client_t *client);
+void tt_pjrt_client_api_version(const tt_pjrt_client_t *client, int *out_major, int *out_minor);
+
+/* Addressable devices, in the plugin's order. */
+typedef struct tt_pjrt_device_info_s {
+  int id;           /* the plugin's global device id */
+  const char *kind; /* e.g. "cpu", "TPU v5 lite"; lives as long as the client */
+} tt_pjrt_device_info_t;
+size_t tt_pjrt_client_device_count(const tt_pjrt_client_t *client);
+/* TT_OUT_OF_RANGE for index >= device count. */
+tt_status_t tt_pjrt_client_device_info(const tt_pjrt_client_t *client, size_t index,
+                                       tt_pjrt_device_info_t *out_info);
+
+/* What a compile asks for; serialised as an xla.CompileOptionsProto. */
+typedef struct tt_pjrt_compile_config_s {
+  int64_t num_replicas;   /* >= 1 */
+  int64_t num_partitions; /* >= 1 */
+  int64_t device_ordinal; /* -1: not pinned to a device */
+  int portable;           /* 1: may run on any device (tt_pjrt_execute's index) */
+} tt_pjrt_compile_config_t;
+/* One replica, one partition, not pinned, not portable. */
+tt_pjrt_compile_config_t tt_pjrt_compile_config_default(void);
+
+/* Compiles `program` (size bytes, need not be NUL-terminated) in `format`
+ * ("mlir": StableHLO/MHLO text or bytecode; "hlo": a serialized HloModule).
+ * config NULL means tt_pjrt_compile_config_default(). *out_executable is
+ * owned by the caller (tt_pjrt_executable_destroy). Fails with the plugin's
+ * message (a parse or verifier error names the line). */
+tt_status_t tt_pjrt_compile(tt_pjrt_client_t *client, const char *program, size_t size,
+                            const char *format, const tt_pjrt_compile_config_t *config,
+                            tt_pjrt_executable_t **out_executable);
+size_t tt_pjrt_executable_num_outputs(const tt_pjrt_executable_t *executable);
+void tt_pjrt_executable_destroy(tt_pjrt_executable_t *executable);
+
+/* Copies `nbytes` of dense row-major host data of `dtype` and `shape` to the
+ * addressable device `device_index`, waiting until the host memory is no
+ * longer needed. Fails with TT_INVALID_ARGUMENT when nbytes does not match
+ * the shape, TT_OUT_OF_RANGE for a bad device index. *out_buffer is owned by
+ * the caller (tt_pjrt_buffer_destroy). */
+tt_status_t tt_pjrt_buffer_from_host(tt_pjrt_client_t *client, size_t device_index,
+                                     tt_dtype_t dtype, const tt_shape_t *shape,
+                                     const void *data, size_t nbytes,
+                                     tt_pjrt_buffer_t **out_buffer);
+tt_dtype_t tt_pjrt_buffer_dtype(const tt_pjrt_buffer_t *buffer);
+const tt_shape_t *tt_pjrt_buffer_shape(const tt_pjrt_buffer_t *buffer);
+/* Dense size in bytes of the buffer's contents. */
+size_t tt_pjrt_buffer_nbytes(const tt_pjrt_buffer_t *buffer);
+/* Copies the buffer to `dst` (nbytes must equal tt_pjrt_buffer_nbytes) and
+ * waits for the copy. */
+tt_status_t tt_pjrt_buffer_to_host(tt_pjrt_buffer_t *buffer, void *dst, size_t nbytes);
+void tt_pjrt_buffer_destroy(tt_pjrt_buffer_t *buffer);
+
+/* Runs `executable` on addressable device `device_index` (must be 0 unless
+ * it was compiled portable) with `args` (borrowed; on that device) and waits
+ * for completion. On success out_outputs[0 .. num_outputs-1] receive new
+ * buffers owned by the caller; out_outputs must have room for
+ * tt_pjrt_executable_num_outputs(). Outputs with an element type torchtpu
+ * has no dtype for fail with TT_UNIMPLEMENTED. */
+tt_status_t tt_pjrt_execute(tt_pjrt_executable_t *executable, size_t device_index,
+                            tt_pjrt_buffer_t *const *args, size_t num_args,
+                            tt_pjrt_buffer_t **out_outputs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TORCHTPU_PJRT_H_ */

@@ -1,0 +1,120 @@
+/* Protocol-buffer wire-format writer for the PJRT compile options. */
+#include "backends/pjrt/proto.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { TT_PROTO_WIRE_VARINT = 0, TT_PROTO_WIRE_LEN = 2 };
+
+void tt_proto_writer_init(tt_proto_writer_t *w) { memset(w, 0, sizeof(*w)); }
+
+void tt_proto_writer_release(tt_proto_writer_t *w) {
+  free(w->data);
+  memset(w, 0, sizeof(*w));
+}
+
+tt_status_t tt_proto_writer_status(const tt_proto_writer_t *w) {
+  if (w->failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "protobuf writer: out of memory");
+  return NULL;
+}
+
+static void append(tt_proto_writer_t *w, const void *bytes, size_t n) {
+  if (w->failed || n == 0) return;
+  if (w->size + n > w->capacity) {
+    size_t cap = w->capacity ? w->capacity : 64;
+    while (cap < w->size + n) cap *= 2;
+    uint8_t *grown = realloc(w->data, cap);
+    if (!grown) {
+      w->failed = 1;
+      return;
+    }
+    w->data = grown;
+    w->capacity = cap;
+  }
+  memcpy(w->data + w->size, bytes, n);
+  w->size += n;
+}
+
+void tt_proto_write_varint(tt_proto_writer_t *w, uint64_t value) {
+  uint8_t bytes[10];
+  size_t n = 0;
+  do {
+    uint8_t low = value & 0x7f;
+    value >>= 7;
+    bytes[n++] = low | (value ? 0x80 : 0);
+  } while (value);
+  append(w, bytes, n);
+}
+
+static void write_key(tt_proto_writer_t *w, uint32_t field, int wire_type) {
+  tt_proto_write_varint(w, ((uint64_t)field << 3) | (uint64_t)wire_type);
+}
+
+void tt_proto_write_int64_field(tt_proto_writer_t *w, uint32_t field, int64_t value) {
+  write_key(w, field, TT_PROTO_WIRE_VARINT);
+  tt_proto_write_varint(w, (uint64_t)value);
+}
+
+void tt_proto_write_bool_field(tt_proto_writer_t *w, uint32_t field, int value) {
+  write_key(w, field, TT_PROTO_WIRE_VARINT);
+  tt_proto_write_varint(w, value ? 1 : 0);
+}
+
+void tt_proto_write_bytes_field(tt_proto_writer_t *w, uint32_t field, const void *bytes,
+                                size_t size) {
+  write_key(w, field, TT_PROTO_WIRE_LEN);
+  tt_proto_write_varint(w, size);
+  append(w, bytes, size);
+}
+
+void tt_proto_write_message_field(tt_proto_writer_t *w, uint32_t field,
+                                  const tt_proto_writer_t *message) {
+  if (message->failed) w->failed = 1;
+  tt_proto_write_bytes_field(w, field, message->data, message->size);
+}
+
+/* Field numbers of xla.CompileOptionsProto and its
+ * xla.ExecutableBuildOptionsProto (xla/pjrt/proto/compile_options.proto). */
+enum {
+  TT_COMPILE_OPTIONS_EXECUTABLE_BUILD_OPTIONS = 3,
+  TT_COMPILE_OPTIONS_COMPILE_PORTABLE_EXECUTABLE = 4,
+  TT_BUILD_OPTIONS_DEVICE_ORDINAL = 1,
+  TT_BUILD_OPTIONS_NUM_REPLICAS = 4,
+  TT_BUILD_OPTIONS_NUM_PARTITIONS = 5,
+};
+
+tt_status_t tt_pjrt_compile_options_encode(const tt_pjrt_compile_config_t *config,
+                                           uint8_t **out_bytes, size_t *out_size) {
+  *out_bytes = NULL;
+  *out_size = 0;
+  if (config->num_replicas < 1 || config->num_partitions < 1)
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "PJRT compile options: num_replicas (%lld) and num_partitions (%lld) "
+                          "must be at least 1",
+                          (long long)config->num_replicas, (long long)config->num_partitions);
+  if (config->device_ordinal < -1)
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "PJRT compile options: device_ordinal must be -1 (any) or a device "
+                          "index, got %lld",
+                          (long long)config->device_ordinal);
+  tt_proto_writer_t build, options;
+  tt_proto_writer_init(&build);
+  tt_proto_writer_init(&options);
+  /* Written even when they equal proto3 defaults, so the message is never
+   * empty and says exactly what was asked. */
+  tt_proto_write_int64_field(&build, TT_BUILD_OPTIONS_DEVICE_ORDINAL, config->device_ordinal);
+  tt_proto_write_int64_field(&build, TT_BUILD_OPTIONS_NUM_REPLICAS, config->num_replicas);
+  tt_proto_write_int64_field(&build, TT_BUILD_OPTIONS_NUM_PARTITIONS, config->num_partitions);
+  tt_proto_write_message_field(&options, TT_COMPILE_OPTIONS_EXECUTABLE_BUILD_OPTIONS, &build);
+  if (config->portable)
+    tt_proto_write_bool_field(&options, TT_COMPILE_OPTIONS_COMPILE_PORTABLE_EXECUTABLE, 1);
+  tt_proto_writer_release(&build);
+  tt_status_t st = tt_proto_writer_status(&options);
+  if (st) {
+    tt_proto_writer_release(&options);
+    return st;
+  }
+  *out_bytes = options.data; /* ownership moves to the caller */
+  *out_size = options.size;
+  return NULL;
+}
