@@ -97,6 +97,9 @@ tt_status_t tt_pjrt_compile(tt_pjrt_client_t *client, const char *program, size_
                             const char *format, const tt_pjrt_compile_config_t *config,
                             tt_pjrt_executable_t **out_executable);
 size_t tt_pjrt_executable_num_outputs(const tt_pjrt_executable_t *executable);
+/* The client the executable was compiled by (borrowed; lives at least as
+ * long as the executable). */
+tt_pjrt_client_t *tt_pjrt_executable_client(const tt_pjrt_executable_t *executable);
 void tt_pjrt_executable_destroy(tt_pjrt_executable_t *executable);
 
 /* Copies `nbytes` of dense row-major host data of `dtype` and `shape` to the

@@ -342,6 +342,7 @@ tt_status_t tt_pjrt_compile(tt_pjrt_client_t *client, const char *program, size_
 }
 
 size_t tt_pjrt_executable_num_outputs(const tt_pjrt_executable_t *e) { return e->num_outputs; }
+tt_pjrt_client_t *tt_pjrt_executable_client(const tt_pjrt_executable_t *e) { return e->client; }
 
 void tt_pjrt_executable_destroy(tt_pjrt_executable_t *e) {
   if (!e) return;
