@@ -36,6 +36,21 @@ def warn_xrt_variables(pjrt_device):
     return names
 
 
+# Device types served by a PJRT plugin (src/backends/pjrt/, docs/pjrt.md).
+PJRT_PLUGIN_DEVICES = ("TPU", "CUDA", "GPU", "LIBRARY")
+
+
+def _refuse_pjrt_plugin_device(value):
+    """Finds the plugin PJRT_DEVICE=value asks for (raising with the places
+    searched when there is none), then says that the lazy engine does not
+    run through it yet: torchtpu.pjrt can drive the plugin directly."""
+    from torchtpu import pjrt
+    path = pjrt.find_plugin(value)
+    raise RuntimeError(
+        f"PJRT_DEVICE={value}: found the PJRT plugin {path}, but torch_xla devices do not run "
+        "through PJRT plugins yet (torchtpu.pjrt drives a plugin directly); use PJRT_DEVICE=CPU")
+
+
 def device_type():
     """The backend name ('CPU'), validating PJRT_DEVICE on first call."""
     global _device_type
@@ -45,6 +60,8 @@ def device_type():
             print("PJRT_DEVICE is not set. Defaulting to using CPU.", file=sys.stderr)
             value = "CPU"
         value = value.upper()
+        if value in PJRT_PLUGIN_DEVICES:
+            _refuse_pjrt_plugin_device(value)
         if value not in ACCEPTED_DEVICES:
             hint = ""
             if value in KNOWN_BUT_UNAVAILABLE:
