@@ -1,0 +1,1094 @@
+/* StableHLO emission, core: the text builder, typed values, generic ops,
+ * constants, the shape and reduction helpers the lowerings share, graph
+ * linearisation, and the per-op dispatch. The op families' lowerings live
+ * in emit_elementwise.c, emit_nn.c and emit_data.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/stablehlo/emit_internal.h"
+
+/* ---- text ---- */
+
+static void tt_shlo_vappend(tt_shlo_t *c, const char *fmt, va_list ap) {
+  if (c->err) return;
+  for (;;) {
+    va_list aq;
+    va_copy(aq, ap);
+    size_t room = c->cap - c->len;
+    int n = vsnprintf(c->buf ? c->buf + c->len : NULL, c->buf ? room : 0, fmt, aq);
+    va_end(aq);
+    if (n < 0) return;
+    if (c->buf && (size_t)n < room) {
+      c->len += (size_t)n;
+      return;
+    }
+    size_t ncap = c->cap ? c->cap * 2 : 16384;
+    while (ncap <= c->len + (size_t)n) ncap *= 2;
+    char *nb = realloc(c->buf, ncap);
+    if (!nb) {
+      c->err = tt_status_make(TT_RESOURCE_EXHAUSTED, "stablehlo: out of memory writing text");
+      return;
+    }
+    c->buf = nb;
+    c->cap = ncap;
+  }
+}
+
+void tt_shlo_printf(tt_shlo_t *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tt_shlo_vappend(c, fmt, ap);
+  va_end(ap);
+}
+
+void tt_shlo_line_start(tt_shlo_t *c) {
+  tt_shlo_printf(c, "%*s", 2 * c->indent, "");
+}
+
+void tt_shlo_fail(tt_shlo_t *c, tt_status_t err) {
+  if (c->err) {
+    tt_status_free(err);
+    return;
+  }
+  c->err = err;
+}
+
+int tt_shlo_bad(const tt_shlo_t *c, int n, const tt_shv_t *vs) {
+  if (c->err) return 1;
+  for (int i = 0; i < n; ++i)
+    if (vs[i] < 0 || vs[i] >= c->num_vals) return 1;
+  return 0;
+}
+
+const char *tt_shlo_elem(tt_dtype_t dt) {
+  switch (dt) {
+    case TT_F32: return "f32";
+    case TT_F64: return "f64";
+    case TT_F16: return "f16";
+    case TT_BF16: return "bf16";
+    case TT_I8: return "i8";
+    case TT_U8: return "ui8";
+    case TT_I16: return "i16";
+    case TT_I32: return "i32";
+    case TT_I64: return "i64";
+    case TT_BOOL: return "i1";
+    default:
+      if (dt == TT_SHLO_U32) return "ui32";
+      if (dt == TT_SHLO_U64) return "ui64";
+      return "none";
+  }
+}
+
+void tt_shlo_type(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s) {
+  tt_shlo_printf(c, "tensor<");
+  for (int d = 0; d < s->rank; ++d) tt_shlo_printf(c, "%lldx", (long long)s->dims[d]);
+  tt_shlo_printf(c, "%s>", tt_shlo_elem(dt));
+}
+
+const tt_shv_info_t *tt_shlo_info(const tt_shlo_t *c, tt_shv_t v) { return &c->vals[v]; }
+tt_dtype_t tt_shlo_dtype(const tt_shlo_t *c, tt_shv_t v) { return c->vals[v].dtype; }
+const tt_shape_t *tt_shlo_shape(const tt_shlo_t *c, tt_shv_t v) { return &c->vals[v].shape; }
+
+void tt_shlo_ref(tt_shlo_t *c, tt_shv_t v) {
+  const tt_shv_info_t *i = &c->vals[v];
+  if (i->ssa < 0) tt_shlo_printf(c, "%%arg%d", -i->ssa - 1);
+  else if (i->res >= 0) tt_shlo_printf(c, "%%%d#%d", i->ssa, i->res);
+  else tt_shlo_printf(c, "%%%d", i->ssa);
+}
+
+tt_shv_t tt_shlo_new_value(tt_shlo_t *c, int32_t ssa, int32_t res, tt_dtype_t dt,
+                           const tt_shape_t *s) {
+  if (c->err) return -1;
+  if (c->num_vals == c->cap_vals) {
+    int32_t ncap = c->cap_vals ? c->cap_vals * 2 : 1024;
+    tt_shv_info_t *nv = realloc(c->vals, sizeof(*nv) * (size_t)ncap);
+    if (!nv) {
+      tt_shlo_fail(c, tt_status_make(TT_RESOURCE_EXHAUSTED, "stablehlo: out of memory"));
+      return -1;
+    }
+    c->vals = nv;
+    c->cap_vals = ncap;
+  }
+  tt_shv_info_t *i = &c->vals[c->num_vals];
+  i->ssa = ssa;
+  i->res = res;
+  i->dtype = dt;
+  i->shape = *s;
+  return c->num_vals++;
+}
+
+tt_shape_t tt_shlo_dims(int32_t rank, const int64_t *dims) {
+  tt_shape_t s;
+  memset(&s, 0, sizeof(s));
+  s.rank = rank;
+  for (int d = 0; d < rank; ++d) s.dims[d] = dims[d];
+  return s;
+}
+
+/* ---- attributes ---- */
+
+void tt_shlo_attr(tt_shlo_attr_t *a, const char *fmt, ...) {
+  if (a->overflow) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(a->s + a->n, sizeof(a->s) - a->n, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= sizeof(a->s) - a->n) {
+    a->overflow = 1;
+    return;
+  }
+  a->n += (size_t)n;
+}
+
+void tt_shlo_attr_list(tt_shlo_attr_t *a, const int64_t *v, int n) {
+  tt_shlo_attr(a, "[");
+  for (int i = 0; i < n; ++i) tt_shlo_attr(a, i ? ", %lld" : "%lld", (long long)v[i]);
+  tt_shlo_attr(a, "]");
+}
+
+void tt_shlo_attr_i64s(tt_shlo_attr_t *a, const char *name, const int64_t *v, int n) {
+  tt_shlo_attr(a, "%s%s = array<i64%s", a->n ? ", " : "", name, n ? ": " : "");
+  for (int i = 0; i < n; ++i) tt_shlo_attr(a, i ? ", %lld" : "%lld", (long long)v[i]);
+  tt_shlo_attr(a, ">");
+}
+
+void tt_shlo_attr_padding(tt_shlo_attr_t *a, const char *name, const int64_t *lo,
+                          const int64_t *hi, int n) {
+  tt_shlo_attr(a, "%s%s = dense<", a->n ? ", " : "", name);
+  if (n == 0) {
+    tt_shlo_attr(a, "0> : tensor<0x2xi64>");
+    return;
+  }
+  tt_shlo_attr(a, "[");
+  for (int i = 0; i < n; ++i)
+    tt_shlo_attr(a, "%s[%lld, %lld]", i ? ", " : "", (long long)lo[i], (long long)hi[i]);
+  tt_shlo_attr(a, "]> : tensor<%dx2xi64>", n);
+}
+
+/* ---- generic ops ---- */
+
+static void tt_shlo_types(tt_shlo_t *c, int n, const tt_shv_t *args) {
+  for (int i = 0; i < n; ++i) {
+    if (i) tt_shlo_printf(c, ", ");
+    tt_shlo_type(c, c->vals[args[i]].dtype, &c->vals[args[i]].shape);
+  }
+}
+
+int32_t tt_shlo_op_begin(tt_shlo_t *c, const char *name, int nres, int nargs,
+                         const tt_shv_t *args) {
+  if (tt_shlo_bad(c, nargs, args)) return -1;
+  int32_t ssa = c->next_ssa++;
+  tt_shlo_line_start(c);
+  if (nres == 1) tt_shlo_printf(c, "%%%d = ", ssa);
+  else if (nres > 1) tt_shlo_printf(c, "%%%d:%d = ", ssa, nres);
+  tt_shlo_printf(c, "\"%s\"(", name);
+  for (int i = 0; i < nargs; ++i) {
+    if (i) tt_shlo_printf(c, ", ");
+    tt_shlo_ref(c, args[i]);
+  }
+  tt_shlo_printf(c, ")");
+  return ssa;
+}
+
+void tt_shlo_region_begin(tt_shlo_t *c, int first, int nargs, const tt_dtype_t *dts,
+                          tt_shv_t *out_args) {
+  tt_shlo_printf(c, first ? " ({\n" : ", {\n");
+  tt_shlo_line_start(c);
+  tt_shlo_printf(c, "^bb0(");
+  tt_shape_t scalar = {0};
+  for (int i = 0; i < nargs; ++i) {
+    int32_t ssa = c->next_ssa++;
+    out_args[i] = tt_shlo_new_value(c, ssa, -1, dts[i], &scalar);
+    tt_shlo_printf(c, "%s%%%d: ", i ? ", " : "", ssa);
+    tt_shlo_type(c, dts[i], &scalar);
+  }
+  tt_shlo_printf(c, "):\n");
+  c->indent += 1;
+}
+
+void tt_shlo_return(tt_shlo_t *c, int n, const tt_shv_t *vs) {
+  if (tt_shlo_bad(c, n, vs)) return;
+  tt_shlo_line_start(c);
+  tt_shlo_printf(c, "\"stablehlo.return\"(");
+  for (int i = 0; i < n; ++i) {
+    if (i) tt_shlo_printf(c, ", ");
+    tt_shlo_ref(c, vs[i]);
+  }
+  tt_shlo_printf(c, ") : (");
+  tt_shlo_types(c, n, vs);
+  tt_shlo_printf(c, ") -> ()\n");
+}
+
+void tt_shlo_region_end(tt_shlo_t *c) {
+  c->indent -= 1;
+  tt_shlo_line_start(c);
+  tt_shlo_printf(c, "})");
+}
+
+tt_shv_t tt_shlo_op_end(tt_shlo_t *c, int32_t ssa, const char *attrs, int nargs,
+                        const tt_shv_t *args, int nres, const tt_dtype_t *dts,
+                        const tt_shape_t *shapes) {
+  if (ssa < 0 || tt_shlo_bad(c, nargs, args)) return -1;
+  if (attrs && attrs[0]) tt_shlo_printf(c, " {%s}", attrs);
+  tt_shlo_printf(c, " : (");
+  tt_shlo_types(c, nargs, args);
+  tt_shlo_printf(c, ") -> ");
+  if (nres != 1) tt_shlo_printf(c, "(");
+  for (int i = 0; i < nres; ++i) {
+    if (i) tt_shlo_printf(c, ", ");
+    tt_shlo_type(c, dts[i], &shapes[i]);
+  }
+  if (nres != 1) tt_shlo_printf(c, ")");
+  tt_shlo_printf(c, "\n");
+  tt_shv_t first = -1;
+  for (int i = 0; i < nres; ++i) {
+    tt_shv_t v = tt_shlo_new_value(c, ssa, nres > 1 ? i : -1, dts[i], &shapes[i]);
+    if (i == 0) first = v;
+  }
+  return c->err ? -1 : first;
+}
+
+tt_shv_t tt_shlo_op(tt_shlo_t *c, const char *name, int nargs, const tt_shv_t *args,
+                    const char *attrs, tt_dtype_t dt, const tt_shape_t *s) {
+  int32_t ssa = tt_shlo_op_begin(c, name, 1, nargs, args);
+  return tt_shlo_op_end(c, ssa, attrs, nargs, args, 1, &dt, s);
+}
+
+/* ---- constants ---- */
+
+static uint32_t tt_f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+/* One element of dt as MLIR writes it in a dense attribute. */
+static void tt_shlo_elem_text(char *buf, size_t n, tt_dtype_t dt, double f, int64_t i,
+                              int is_int) {
+  switch (dt) {
+    case TT_F64: {
+      double v = is_int ? (double)i : f;
+      if (isfinite(v)) {
+        snprintf(buf, n, "%.17e", v);
+      } else {
+        uint64_t u;
+        memcpy(&u, &v, 8);
+        snprintf(buf, n, "0x%016llX", (unsigned long long)u);
+      }
+      return;
+    }
+    case TT_F32: case TT_F16: case TT_BF16: {
+      float v = (float)(is_int ? (double)i : f);
+      uint32_t half = 0;
+      if (dt == TT_F16) {
+        half = tt_f32_to_f16(v);
+        v = tt_f16_to_f32((uint16_t)half);
+      } else if (dt == TT_BF16) {
+        half = tt_f32_to_bf16(v);
+        v = tt_bf16_to_f32((uint16_t)half);
+      }
+      if (isfinite(v)) snprintf(buf, n, "%.9e", (double)v);
+      else if (dt == TT_F32) snprintf(buf, n, "0x%08X", tt_f32_bits(v));
+      else snprintf(buf, n, "0x%04X", half);
+      return;
+    }
+    case TT_BOOL:
+      snprintf(buf, n, "%s", (is_int ? i != 0 : f != 0) ? "true" : "false");
+      return;
+    case TT_U8: {
+      int64_t v = is_int ? i : (int64_t)f;
+      snprintf(buf, n, "%lld", (long long)(uint8_t)v);
+      return;
+    }
+    default: {
+      int64_t v = is_int ? i : (int64_t)f;
+      if (dt == TT_I8) v = (int8_t)v;
+      else if (dt == TT_I16) v = (int16_t)v;
+      else if (dt == TT_I32) v = (int32_t)v;
+      snprintf(buf, n, "%lld", (long long)v);
+      return;
+    }
+  }
+}
+
+static tt_shv_t tt_shlo_splat(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s, double f,
+                              int64_t i, int is_int) {
+  if (c->err) return -1;
+  char e[64];
+  tt_shlo_elem_text(e, sizeof(e), dt, f, i, is_int);
+  int32_t ssa = tt_shlo_op_begin(c, "stablehlo.constant", 1, 0, NULL);
+  tt_shlo_printf(c, " {value = dense<%s> : ", e);
+  tt_shlo_type(c, dt, s);
+  tt_shlo_printf(c, "}");
+  return tt_shlo_op_end(c, ssa, NULL, 0, NULL, 1, &dt, s);
+}
+
+tt_shv_t tt_shlo_const_f(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s, double v) {
+  return tt_shlo_splat(c, dt, s, v, 0, 0);
+}
+
+tt_shv_t tt_shlo_const_i(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s, int64_t v) {
+  return tt_shlo_splat(c, dt, s, 0, v, 1);
+}
+
+tt_shv_t tt_shlo_scalar(tt_shlo_t *c, tt_dtype_t dt, double v) {
+  tt_shape_t s = {0};
+  return tt_dtype_is_float(dt) ? tt_shlo_const_f(c, dt, &s, v)
+                               : tt_shlo_const_i(c, dt, &s, (int64_t)v);
+}
+
+tt_shv_t tt_shlo_like(tt_shlo_t *c, tt_shv_t v, double value) {
+  if (tt_shlo_bad(c, 1, &v)) return -1;
+  tt_dtype_t dt = c->vals[v].dtype;
+  tt_shape_t s = c->vals[v].shape;
+  return tt_dtype_is_float(dt) ? tt_shlo_const_f(c, dt, &s, value)
+                               : tt_shlo_const_i(c, dt, &s, (int64_t)value);
+}
+
+static void tt_shlo_dense_rec(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s, int d,
+                              const double *vals, int64_t *pos) {
+  if (d == s->rank) {
+    char e[64];
+    tt_shlo_elem_text(e, sizeof(e), dt, vals[*pos], (int64_t)vals[*pos],
+                      !tt_dtype_is_float(dt));
+    tt_shlo_printf(c, "%s", e);
+    ++*pos;
+    return;
+  }
+  tt_shlo_printf(c, "[");
+  for (int64_t k = 0; k < s->dims[d]; ++k) {
+    if (k) tt_shlo_printf(c, ", ");
+    tt_shlo_dense_rec(c, dt, s, d + 1, vals, pos);
+  }
+  tt_shlo_printf(c, "]");
+}
+
+tt_shv_t tt_shlo_const_array(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s,
+                             const double *vals) {
+  if (c->err) return -1;
+  int32_t ssa = tt_shlo_op_begin(c, "stablehlo.constant", 1, 0, NULL);
+  tt_shlo_printf(c, " {value = dense<");
+  int64_t pos = 0;
+  tt_shlo_dense_rec(c, dt, s, 0, vals, &pos);
+  tt_shlo_printf(c, "> : ");
+  tt_shlo_type(c, dt, s);
+  tt_shlo_printf(c, "}");
+  return tt_shlo_op_end(c, ssa, NULL, 0, NULL, 1, &dt, s);
+}
+
+static int64_t tt_shlo_int_limit(tt_dtype_t dt, int hi) {
+  switch (dt) {
+    case TT_I8: return hi ? INT8_MAX : INT8_MIN;
+    case TT_U8: return hi ? UINT8_MAX : 0;
+    case TT_I16: return hi ? INT16_MAX : INT16_MIN;
+    case TT_I32: return hi ? INT32_MAX : INT32_MIN;
+    case TT_BOOL: return hi ? 1 : 0;
+    default: return hi ? INT64_MAX : INT64_MIN;
+  }
+}
+
+tt_shv_t tt_shlo_lowest(tt_shlo_t *c, tt_dtype_t dt) {
+  tt_shape_t s = {0};
+  if (tt_dtype_is_float(dt)) return tt_shlo_const_f(c, dt, &s, -INFINITY);
+  return tt_shlo_const_i(c, dt, &s, tt_shlo_int_limit(dt, 0));
+}
+
+tt_shv_t tt_shlo_highest(tt_shlo_t *c, tt_dtype_t dt) {
+  tt_shape_t s = {0};
+  if (tt_dtype_is_float(dt)) return tt_shlo_const_f(c, dt, &s, INFINITY);
+  return tt_shlo_const_i(c, dt, &s, tt_shlo_int_limit(dt, 1));
+}
+
+/* ---- shape and type helpers ---- */
+
+tt_shv_t tt_shlo_convert(tt_shlo_t *c, tt_shv_t v, tt_dtype_t dt) {
+  if (tt_shlo_bad(c, 1, &v)) return -1;
+  if (c->vals[v].dtype == dt) return v;
+  /* Anything -> bool is (x != 0), as the engine's convert kernel does. */
+  if (dt == TT_BOOL) return tt_shlo_cmp(c, "NE", v, tt_shlo_like(c, v, 0));
+  tt_shape_t s = c->vals[v].shape;
+  return tt_shlo_op(c, "stablehlo.convert", 1, &v, NULL, dt, &s);
+}
+
+tt_shv_t tt_shlo_reshape(tt_shlo_t *c, tt_shv_t v, const tt_shape_t *s) {
+  if (tt_shlo_bad(c, 1, &v)) return -1;
+  if (tt_shape_equal(&c->vals[v].shape, s)) return v;
+  return tt_shlo_op(c, "stablehlo.reshape", 1, &v, NULL, c->vals[v].dtype, s);
+}
+
+tt_shv_t tt_shlo_bcast_dims(tt_shlo_t *c, tt_shv_t v, const tt_shape_t *s,
+                            const int64_t *dims) {
+  if (tt_shlo_bad(c, 1, &v)) return -1;
+  tt_shlo_attr_t a = {0};
+  tt_shlo_attr_i64s(&a, "broadcast_dimensions", dims, c->vals[v].shape.rank);
+  return tt_shlo_op(c, "stablehlo.broadcast_in_dim", 1, &v, a.s, c->vals[v].dtype, s);
+}
+
+tt_shv_t tt_shlo_bcast_to(tt_shlo_t *c, tt_shv_t v, const tt_shape_t *s) {
+  if (tt_shlo_bad(c, 1, &v)) return -1;
+  const tt_shape_t *vs = &c->vals[v].shape;
+  if (tt_shape_equal(vs, s)) return v;
+  if (vs->rank > s->rank) {
+    tt_shlo_fail(c, tt_status_make(TT_INTERNAL, "stablehlo: cannot broadcast rank %d to %d",
+                                   vs->rank, s->rank));
+    return -1;
+  }
+  int64_t dims[TT_MAX_RANK];
+  for (int d = 0; d < vs->rank; ++d) dims[d] = s->rank - vs->rank + d;
+  return tt_shlo_bcast_dims(c, v, s, dims);
+}
+
+tt_shv_t tt_shlo_transpose(tt_shlo_t *c, tt_shv_t v, const int64_t *perm) {
+  if (tt_shlo_bad(c, 1, &v)) return -1;
+  const tt_shape_t *vs = &c->vals[v].shape;
+  tt_shape_t s = *vs;
+  int ident = 1;
+  for (int d = 0; d < vs->rank; ++d) {
+    s.dims[d] = vs->dims[perm[d]];
+    ident &= perm[d] == d;
+  }
+  if (ident) return v;
+  tt_shlo_attr_t a = {0};
+  tt_shlo_attr_i64s(&a, "permutation", perm, vs->rank);
+  return tt_shlo_op(c, "stablehlo.transpose", 1, &v, a.s, c->vals[v].dtype, &s);
+}
+
+tt_shv_t tt_shlo_slice(tt_shlo_t *c, tt_shv_t v, const int64_t *start, const int64_t *limit,
+                       const int64_t *step) {
+  if (tt_shlo_bad(c, 1, &v)) return -1;
+  const tt_shape_t *vs = &c->vals[v].shape;
+  tt_shape_t s = *vs;
+  int ident = 1;
+  for (int d = 0; d < vs->rank; ++d) {
+    s.dims[d] = limit[d] > start[d] ? (limit[d] - start[d] + step[d] - 1) / step[d] : 0;
+    ident &= start[d] == 0 && limit[d] == vs->dims[d] && step[d] == 1;
+  }
+  if (ident) return v;
+  tt_shlo_attr_t a = {0};
+  tt_shlo_attr_i64s(&a, "start_indices", start, vs->rank);
+  tt_shlo_attr_i64s(&a, "limit_indices", limit, vs->rank);
+  tt_shlo_attr_i64s(&a, "strides", step, vs->rank);
+  return tt_shlo_op(c, "stablehlo.slice", 1, &v, a.s, c->vals[v].dtype, &s);
+}
+
+tt_shv_t tt_shlo_concat(tt_shlo_t *c, int n, const tt_shv_t *vs, int64_t dim) {
+  if (tt_shlo_bad(c, n, vs)) return -1;
+  if (n == 1) return vs[0];
+  tt_shape_t s = c->vals[vs[0]].shape;
+  s.dims[dim] = 0;
+  for (int i = 0; i < n; ++i) s.dims[dim] += c->vals[vs[i]].shape.dims[dim];
+  tt_shlo_attr_t a = {0};
+  tt_shlo_attr(&a, "dimension = %lld : i64", (long long)dim);
+  return tt_shlo_op(c, "stablehlo.concatenate", n, vs, a.s, c->vals[vs[0]].dtype, &s);
+}
+
+tt_shv_t tt_shlo_iota(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s, int64_t dim) {
+  tt_shlo_attr_t a = {0};
+  tt_shlo_attr(&a, "iota_dimension = %lld : i64", (long long)dim);
+  return tt_shlo_op(c, "stablehlo.iota", 0, NULL, a.s, dt, s);
+}
+
+/* ---- elementwise ---- */
+
+tt_shv_t tt_shlo_un(tt_shlo_t *c, const char *name, tt_shv_t a) {
+  if (tt_shlo_bad(c, 1, &a)) return -1;
+  char full[96];
+  snprintf(full, sizeof(full), "%s%s", strchr(name, '.') ? "" : "stablehlo.", name);
+  tt_shape_t s = c->vals[a].shape;
+  return tt_shlo_op(c, full, 1, &a, NULL, c->vals[a].dtype, &s);
+}
+
+tt_shv_t tt_shlo_bin(tt_shlo_t *c, const char *name, tt_shv_t a, tt_shv_t b) {
+  tt_shv_t ab[2] = {a, b};
+  if (tt_shlo_bad(c, 2, ab)) return -1;
+  char full[96];
+  snprintf(full, sizeof(full), "%s%s", strchr(name, '.') ? "" : "stablehlo.", name);
+  tt_shape_t s = c->vals[a].shape;
+  return tt_shlo_op(c, full, 2, ab, NULL, c->vals[a].dtype, &s);
+}
+
+tt_shv_t tt_shlo_bin_k(tt_shlo_t *c, const char *name, tt_shv_t a, double k) {
+  return tt_shlo_bin(c, name, a, tt_shlo_like(c, a, k));
+}
+
+static const char *tt_shlo_compare_type(tt_dtype_t dt) {
+  if (tt_dtype_is_float(dt)) return "FLOAT";
+  if (dt == TT_U8 || dt == TT_BOOL || dt == TT_SHLO_U32 || dt == TT_SHLO_U64) return "UNSIGNED";
+  return "SIGNED";
+}
+
+tt_shv_t tt_shlo_cmp(tt_shlo_t *c, const char *dir, tt_shv_t a, tt_shv_t b) {
+  tt_shv_t ab[2] = {a, b};
+  if (tt_shlo_bad(c, 2, ab)) return -1;
+  tt_shlo_attr_t at = {0};
+  tt_shlo_attr(&at,
+               "comparison_direction = #stablehlo<comparison_direction %s>, "
+               "compare_type = #stablehlo<comparison_type %s>",
+               dir, tt_shlo_compare_type(c->vals[a].dtype));
+  tt_shape_t s = c->vals[a].shape;
+  return tt_shlo_op(c, "stablehlo.compare", 2, ab, at.s, TT_BOOL, &s);
+}
+
+tt_shv_t tt_shlo_select(tt_shlo_t *c, tt_shv_t p, tt_shv_t a, tt_shv_t b) {
+  tt_shv_t pab[3] = {p, a, b};
+  if (tt_shlo_bad(c, 3, pab)) return -1;
+  tt_shape_t s = c->vals[a].shape;
+  return tt_shlo_op(c, "stablehlo.select", 3, pab, NULL, c->vals[a].dtype, &s);
+}
+
+tt_shv_t tt_shlo_isnan(tt_shlo_t *c, tt_shv_t a) {
+  if (tt_shlo_bad(c, 1, &a)) return -1;
+  if (!tt_dtype_is_float(c->vals[a].dtype)) {
+    tt_shape_t s = c->vals[a].shape;
+    return tt_shlo_const_i(c, TT_BOOL, &s, 0);
+  }
+  return tt_shlo_cmp(c, "NE", a, a);
+}
+
+/* ---- reductions ---- */
+
+void tt_shlo_region_binary(tt_shlo_t *c, int first, const char *name, tt_dtype_t dt) {
+  tt_dtype_t dts[2] = {dt, dt};
+  tt_shv_t args[2];
+  tt_shlo_region_begin(c, first, 2, dts, args);
+  tt_shv_t r = tt_shlo_bin(c, name, args[0], args[1]);
+  tt_shlo_return(c, 1, &r);
+  tt_shlo_region_end(c);
+}
+
+tt_shv_t tt_shlo_reduce(tt_shlo_t *c, tt_shv_t v, uint32_t mask, const char *name,
+                        tt_shv_t init) {
+  tt_shv_t args[2] = {v, init};
+  if (tt_shlo_bad(c, 2, args)) return -1;
+  const tt_shape_t *vs = &c->vals[v].shape;
+  tt_shape_t out = {0};
+  int64_t dims[TT_MAX_RANK];
+  int nd = 0;
+  for (int d = 0; d < vs->rank; ++d) {
+    if (mask & (1u << d)) dims[nd++] = d;
+    else out.dims[out.rank++] = vs->dims[d];
+  }
+  if (nd == 0) return v;
+  tt_dtype_t dt = c->vals[v].dtype;
+  int32_t ssa = tt_shlo_op_begin(c, "stablehlo.reduce", 1, 2, args);
+  tt_shlo_region_binary(c, 1, name, dt);
+  tt_shlo_attr_t a = {0};
+  tt_shlo_attr_i64s(&a, "dimensions", dims, nd);
+  return tt_shlo_op_end(c, ssa, a.s, 2, args, 1, &dt, &out);
+}
+
+tt_shv_t tt_shlo_reduce_window(tt_shlo_t *c, tt_shv_t v, tt_shv_t init, const char *name,
+                               const int64_t *window, const int64_t *stride,
+                               const int64_t *dilation, const int64_t *lo,
+                               const int64_t *hi, const tt_shape_t *out_shape) {
+  tt_shv_t args[2] = {v, init};
+  if (tt_shlo_bad(c, 2, args)) return -1;
+  int r = c->vals[v].shape.rank;
+  tt_dtype_t dt = c->vals[v].dtype;
+  int32_t ssa = tt_shlo_op_begin(c, "stablehlo.reduce_window", 1, 2, args);
+  tt_shlo_region_binary(c, 1, name, dt);
+  tt_shlo_attr_t a = {0};
+  tt_shlo_attr_i64s(&a, "window_dimensions", window, r);
+  tt_shlo_attr_i64s(&a, "window_strides", stride, r);
+  tt_shlo_attr_i64s(&a, "window_dilations", dilation, r);
+  tt_shlo_attr_padding(&a, "padding", lo, hi, r);
+  return tt_shlo_op_end(c, ssa, a.s, 2, args, 1, &dt, out_shape);
+}
+
+void tt_shlo_region_select_index(tt_shlo_t *c, int first, int kind, tt_dtype_t vdt,
+                                 tt_dtype_t idt) {
+  tt_dtype_t dts[4] = {vdt, idt, vdt, idt};
+  tt_shv_t p[4];
+  tt_shlo_region_begin(c, first, 4, dts, p);
+  tt_shv_t av = p[0], ai = p[1], bv = p[2], bi = p[3];
+  int is_max = kind == 0 || kind == 2;
+  int later_wins = kind >= 2;
+  tt_shv_t better = tt_shlo_cmp(c, is_max ? "GT" : "LT", av, bv);
+  tt_shv_t tie = tt_shlo_cmp(c, "EQ", av, bv);
+  tt_shv_t idx_pref = tt_shlo_cmp(c, later_wins ? "GT" : "LT", ai, bi);
+  tt_shv_t take_a = tt_shlo_bin(c, "or", better, tt_shlo_bin(c, "and", tie, idx_pref));
+  if (tt_dtype_is_float(vdt)) {
+    /* NaN beats every number; between two NaNs the index rule decides. */
+    tt_shv_t a_nan = tt_shlo_isnan(c, av), b_nan = tt_shlo_isnan(c, bv);
+    tt_shv_t b_num = tt_shlo_un(c, "not", b_nan);
+    tt_shv_t if_a_nan = tt_shlo_bin(c, "or", b_num, idx_pref);
+    tt_shv_t if_a_num = tt_shlo_bin(c, "and", b_num, take_a);
+    take_a = tt_shlo_select(c, a_nan, if_a_nan, if_a_num);
+  }
+  tt_shv_t r[2] = {tt_shlo_select(c, take_a, av, bv), tt_shlo_select(c, take_a, ai, bi)};
+  tt_shlo_return(c, 2, r);
+  tt_shlo_region_end(c);
+}
+
+/* ---- per-op dispatch ---- */
+
+/* How each op is lowered; indexed by tt_op_t. A new op without an entry
+ * fails the static assertion below, and the switch in tt_shlo_lower_instr
+ * (no default) fails -Wswitch, so no op goes silently unlowered. */
+static const char *const tt_shlo_lowering_[] = {
+    [TT_OP_PARAM] = "function argument",
+    [TT_OP_SCALAR] = "function argument (0-d tensor)",
+    [TT_OP_UNARY] = "elementwise stablehlo ops (chlo.erf/erf_inv/lgamma/digamma where needed)",
+    [TT_OP_BINARY] = "broadcast_in_dim + elementwise stablehlo ops / compare",
+    [TT_OP_WHERE] = "broadcast_in_dim + select",
+    [TT_OP_CONVERT] = "convert (compare NE 0 for bool)",
+    [TT_OP_BROADCAST] = "broadcast_in_dim",
+    [TT_OP_RESHAPE] = "reshape",
+    [TT_OP_IOTA] = "iota (+ multiply/add for start and step)",
+    [TT_OP_REDUCE] = "reduce with an add/mul/max/min/and/or region; mean = sum / count; "
+                     "argmax/argmin = variadic reduce over (value, iota)",
+    [TT_OP_SCAN] = "reduce_window over a full-length window padded on the low side",
+    [TT_OP_DOT] = "dot_general with batch dims",
+    [TT_OP_CONV2D] = "convolution [b,f,0,1]x[o,i,0,1]->[b,f,0,1]",
+    [TT_OP_CONV2D_BWD_INPUT] = "convolution over grad_out with lhs_dilation = stride and "
+                               "the kernel reversed, in/out features swapped",
+    [TT_OP_CONV2D_BWD_WEIGHT] = "convolution of x by grad_out with rhs_dilation = stride, "
+                                "batch as features, batch_group_count = groups",
+    [TT_OP_MAX_POOL2D] = "reduce_window max",
+    [TT_OP_MAX_POOL2D_INDICES] = "variadic reduce_window over (value, flat h*W+w iota)",
+    [TT_OP_MAX_POOL2D_BWD] = "scatter (add) of grad_out at the indices",
+    [TT_OP_AVG_POOL2D] = "reduce_window add / constant window counts",
+    [TT_OP_AVG_POOL2D_BWD] = "divide by counts, interior pad by stride-1, reduce_window add",
+    [TT_OP_ADAPTIVE_AVG_POOL2D] = "two dot_generals with constant averaging matrices",
+    [TT_OP_ADAPTIVE_AVG_POOL2D_BWD] = "two dot_generals with the transposed matrices",
+    [TT_OP_TRANSPOSE] = "transpose",
+    [TT_OP_SLICE] = "slice",
+    [TT_OP_SLICE_SCATTER] = "dynamic_update_slice (unit steps) or pad + select",
+    [TT_OP_CONCAT] = "concatenate",
+    [TT_OP_PAD] = "pad",
+    [TT_OP_FLIP] = "reverse",
+    [TT_OP_INDEX_SELECT] = "gather",
+    [TT_OP_INDEX_ADD] = "scatter (add)",
+    [TT_OP_GATHER] = "gather with full coordinates (iota + index)",
+    [TT_OP_SCATTER] = "scatter (replace or add) with full coordinates",
+    [TT_OP_SOFTMAX] = "reduce max, exponential, reduce add, divide (log: subtract log)",
+    [TT_OP_SOFTMAX_BWD] = "elementwise + reduce add",
+    [TT_OP_RNG] = "rng_bit_generator + bit tricks (uniform), Box-Muller (normal), compare "
+                  "(bernoulli)",
+    [TT_OP_FUSED] = "the fused program expanded into elementwise ops",
+    [TT_OP_ARGSORT] = "sort of (value, iota) with a NaN-aware comparator, is_stable",
+    [TT_OP_SEARCHSORTED] = "compare against every boundary + reduce add",
+    [TT_OP_SCATTER_REDUCE] = "scatter with add/mul/max/min regions (+ counts for mean)",
+    [TT_OP_CUMULATIVE] = "reduce_window (max/min; variadic with indices; logaddexp region)",
+    [TT_OP_LINALG] = "custom_call @torchtpu.linalg.<op>",
+    [TT_OP_BITCAST] = "bitcast_convert + reshape",
+    [TT_OP_SPECIAL] = "chlo.zeta, or custom_call @torchtpu.special.<op>",
+};
+_Static_assert(sizeof(tt_shlo_lowering_) / sizeof(tt_shlo_lowering_[0]) == TT_OP_COUNT,
+               "every IR op needs a StableHLO lowering entry");
+
+const char *tt_stablehlo_op_lowering(tt_op_t op) {
+  if (op < 0 || op >= TT_OP_COUNT) return NULL;
+  return tt_shlo_lowering_[op];
+}
+
+static tt_shv_t tt_shlo_lower_simple(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+  const tt_instr_t *in = ins->in;
+  const int64_t *ia = in->iattrs;
+  tt_shv_t x0 = in->num_operands > 0 ? ins->x[0] : -1;
+  switch (in->op) {
+    case TT_OP_WHERE: {
+      tt_shv_t p = tt_shlo_bcast_to(c, ins->x[0], &in->shape);
+      tt_shv_t a = tt_shlo_bcast_to(c, ins->x[1], &in->shape);
+      tt_shv_t b = tt_shlo_bcast_to(c, ins->x[2], &in->shape);
+      return tt_shlo_select(c, p, a, b);
+    }
+    case TT_OP_CONVERT:
+      return tt_shlo_convert(c, x0, (tt_dtype_t)ia[0]);
+    case TT_OP_BROADCAST:
+      return tt_shlo_bcast_to(c, x0, &in->shape);
+    case TT_OP_RESHAPE:
+      return tt_shlo_reshape(c, x0, &in->shape);
+    case TT_OP_IOTA: {
+      double start = in->fattrs[0], step = in->fattrs[1];
+      int is_float = tt_dtype_is_float(in->dtype);
+      int integral = start == floor(start) && step == floor(step);
+      tt_dtype_t work = (is_float || integral) ? in->dtype : TT_F64;
+      if (in->dtype == TT_BOOL) work = TT_I64;
+      tt_shv_t v = tt_shlo_iota(c, work, &in->shape, 0);
+      if (step != 1) v = tt_shlo_bin_k(c, "multiply", v, step);
+      if (start != 0) v = tt_shlo_bin_k(c, "add", v, start);
+      if (work != in->dtype && in->dtype != TT_BOOL && tt_dtype_is_float(work))
+        v = tt_shlo_un(c, "floor", v); /* the kernel truncates; iotas are >= 0 */
+      return tt_shlo_convert(c, v, in->dtype);
+    }
+    case TT_OP_TRANSPOSE:
+      return tt_shlo_transpose(c, x0, ia);
+    case TT_OP_SLICE: {
+      int r = tt_shlo_shape(c, x0)->rank;
+      return tt_shlo_slice(c, x0, ia, ia + r, ia + 2 * r);
+    }
+    case TT_OP_CONCAT:
+      return tt_shlo_concat(c, in->num_operands, ins->x, ia[0]);
+    case TT_OP_PAD: {
+      int r = in->shape.rank;
+      tt_shv_t pv = tt_shlo_scalar(c, in->dtype, in->fattrs[0]);
+      tt_shv_t args[2] = {x0, pv};
+      int64_t interior[TT_MAX_RANK] = {0};
+      tt_shlo_attr_t a = {0};
+      tt_shlo_attr_i64s(&a, "edge_padding_low", ia, r);
+      tt_shlo_attr_i64s(&a, "edge_padding_high", ia + r, r);
+      tt_shlo_attr_i64s(&a, "interior_padding", interior, r);
+      return tt_shlo_op(c, "stablehlo.pad", 2, args, a.s, in->dtype, &in->shape);
+    }
+    case TT_OP_FLIP: {
+      int64_t dims[TT_MAX_RANK];
+      int nd = 0;
+      for (int d = 0; d < in->shape.rank; ++d)
+        if ((uint64_t)ia[0] & (1ull << d)) dims[nd++] = d;
+      if (nd == 0) return x0;
+      tt_shlo_attr_t a = {0};
+      tt_shlo_attr_i64s(&a, "dimensions", dims, nd);
+      return tt_shlo_op(c, "stablehlo.reverse", 1, &x0, a.s, in->dtype, &in->shape);
+    }
+    default:
+      tt_shlo_fail(c, tt_status_make(TT_INTERNAL, "stablehlo: %s is not a simple op",
+                                     tt_op_name(in->op)));
+      return -1;
+  }
+}
+
+static tt_shv_t tt_shlo_lower_instr(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+  const tt_instr_t *in = ins->in;
+  switch (in->op) {
+    case TT_OP_PARAM:
+    case TT_OP_SCALAR:
+      break; /* arguments, made by the caller */
+    case TT_OP_UNARY:
+      return tt_shlo_lower_unary(c, in->iattrs[0], in->fattrs[0], in->fattrs[1], ins->x[0],
+                                 in->dtype);
+    case TT_OP_BINARY: {
+      tt_shv_t a = tt_shlo_bcast_to(c, ins->x[0], &in->shape);
+      tt_shv_t b = tt_shlo_bcast_to(c, ins->x[1], &in->shape);
+      return tt_shlo_lower_binary(c, in->iattrs[0], a, b, in->dtype);
+    }
+    case TT_OP_WHERE:
+    case TT_OP_CONVERT:
+    case TT_OP_BROADCAST:
+    case TT_OP_RESHAPE:
+    case TT_OP_IOTA:
+    case TT_OP_TRANSPOSE:
+    case TT_OP_SLICE:
+    case TT_OP_CONCAT:
+    case TT_OP_PAD:
+    case TT_OP_FLIP:
+      return tt_shlo_lower_simple(c, ins);
+    case TT_OP_REDUCE:
+      return tt_shlo_lower_reduce(c, ins);
+    case TT_OP_SCAN:
+      return tt_shlo_lower_scan(c, ins);
+    case TT_OP_DOT:
+      return tt_shlo_lower_dot(c, ins);
+    case TT_OP_CONV2D:
+    case TT_OP_CONV2D_BWD_INPUT:
+    case TT_OP_CONV2D_BWD_WEIGHT:
+      return tt_shlo_lower_conv(c, ins);
+    case TT_OP_MAX_POOL2D:
+    case TT_OP_MAX_POOL2D_INDICES:
+    case TT_OP_MAX_POOL2D_BWD:
+    case TT_OP_AVG_POOL2D:
+    case TT_OP_AVG_POOL2D_BWD:
+    case TT_OP_ADAPTIVE_AVG_POOL2D:
+    case TT_OP_ADAPTIVE_AVG_POOL2D_BWD:
+      return tt_shlo_lower_pool(c, ins);
+    case TT_OP_SLICE_SCATTER:
+      return tt_shlo_lower_slice_scatter(c, ins);
+    case TT_OP_INDEX_SELECT:
+    case TT_OP_INDEX_ADD:
+    case TT_OP_GATHER:
+    case TT_OP_SCATTER:
+    case TT_OP_SCATTER_REDUCE:
+      return tt_shlo_lower_index(c, ins);
+    case TT_OP_SOFTMAX:
+    case TT_OP_SOFTMAX_BWD:
+      return tt_shlo_lower_softmax(c, ins);
+    case TT_OP_RNG:
+      return tt_shlo_lower_rng(c, ins);
+    case TT_OP_FUSED:
+      return tt_shlo_lower_fused(c, ins);
+    case TT_OP_ARGSORT:
+      return tt_shlo_lower_argsort(c, ins);
+    case TT_OP_SEARCHSORTED:
+      return tt_shlo_lower_searchsorted(c, ins);
+    case TT_OP_CUMULATIVE:
+      return tt_shlo_lower_cumulative(c, ins);
+    case TT_OP_BITCAST:
+      return tt_shlo_lower_bitcast(c, ins);
+    case TT_OP_LINALG:
+    case TT_OP_SPECIAL:
+      return tt_shlo_lower_custom(c, ins);
+    case TT_OP_COUNT:
+      break;
+  }
+  tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED, "stablehlo: no lowering for op %s (%d)",
+                                 tt_op_name(in->op), (int)in->op));
+  return -1;
+}
+
+/* ---- the module ---- */
+
+static void tt_shlo_free(tt_shlo_t *c) {
+  free(c->buf);
+  free(c->vals);
+  tt_status_free(c->err);
+}
+
+static void tt_shlo_type_text(char *buf, size_t n, tt_dtype_t dt, const tt_shape_t *s) {
+  size_t used = (size_t)snprintf(buf, n, "tensor<");
+  for (int d = 0; d < s->rank && used < n; ++d)
+    used += (size_t)snprintf(buf + used, n - used, "%lldx", (long long)s->dims[d]);
+  if (used < n) snprintf(buf + used, n - used, "%s>", tt_shlo_elem(dt));
+}
+
+tt_status_t tt_stablehlo_emit_graph(const tt_graph_t *g, const char *module_name,
+                                    char **out_text) {
+  *out_text = NULL;
+  tt_shlo_t c;
+  memset(&c, 0, sizeof(c));
+  tt_shv_t *vals = malloc(sizeof(*vals) * (size_t)(g->num_instrs ? g->num_instrs : 1));
+  if (!vals) return tt_status_make(TT_RESOURCE_EXHAUSTED, "stablehlo: out of memory");
+  for (int32_t i = 0; i < g->num_instrs; ++i) vals[i] = -1;
+  const char *name = module_name ? module_name : "torchtpu";
+  tt_shlo_printf(&c, "module @\"");
+  for (const char *p = name; *p; ++p)
+    tt_shlo_printf(&c, (*p == '"' || *p == '\\' || (unsigned char)*p < 32) ? "_" : "%c", *p);
+  tt_shlo_printf(&c, "\" {\n  func.func @main(");
+  for (int32_t k = 0; k < g->num_inputs; ++k) {
+    const tt_instr_t *in = &g->instrs[g->input_instr[k]];
+    tt_shlo_printf(&c, "%s%%arg%d: ", k ? ", " : "", k);
+    tt_shlo_type(&c, in->dtype, &in->shape);
+    vals[g->input_instr[k]] = tt_shlo_new_value(&c, -k - 1, -1, in->dtype, &in->shape);
+  }
+  tt_shlo_printf(&c, ") -> ");
+  if (g->num_outputs != 1) tt_shlo_printf(&c, "(");
+  for (int32_t r = 0; r < g->num_outputs; ++r) {
+    const tt_instr_t *in = &g->instrs[g->output_instr[r]];
+    if (r) tt_shlo_printf(&c, ", ");
+    tt_shlo_type(&c, in->dtype, &in->shape);
+  }
+  if (g->num_outputs != 1) tt_shlo_printf(&c, ")");
+  tt_shlo_printf(&c, " {\n");
+  c.indent = 2;
+  for (int32_t i = 0; i < g->num_instrs && !c.err; ++i) {
+    const tt_instr_t *in = &g->instrs[i];
+    if (in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR) continue;
+    tt_shv_t small[16];
+    tt_shv_t *xs = in->num_operands <= 16 ? small : malloc(sizeof(*xs) * (size_t)in->num_operands);
+    if (!xs) {
+      tt_shlo_fail(&c, tt_status_make(TT_RESOURCE_EXHAUSTED, "stablehlo: out of memory"));
+      break;
+    }
+    for (int32_t k = 0; k < in->num_operands; ++k) xs[k] = vals[in->operands[k]];
+    tt_shlo_instr_t ins = {in, xs};
+    tt_shv_t v = tt_shlo_lower_instr(&c, &ins);
+    if (xs != small) free(xs);
+    if (v < 0 || c.err) {
+      if (!c.err)
+        c.err = tt_status_make(TT_INTERNAL, "stablehlo: lowering %s failed", tt_op_name(in->op));
+      break;
+    }
+    /* Every lowering must produce exactly the IR's type: a mismatch is an
+     * emitter bug, reported rather than written out. */
+    const tt_shv_info_t *vi = tt_shlo_info(&c, v);
+    if (vi->dtype != in->dtype || !tt_shape_equal(&vi->shape, &in->shape)) {
+      char have[256], want[256];
+      tt_shlo_type_text(have, sizeof(have), vi->dtype, &vi->shape);
+      tt_shlo_type_text(want, sizeof(want), in->dtype, &in->shape);
+      c.err = tt_status_make(TT_INTERNAL,
+                             "stablehlo: the lowering of %s (instruction %%%d) made %s, the "
+                             "IR says %s",
+                             tt_op_name(in->op), i, have, want);
+      break;
+    }
+    vals[i] = v;
+  }
+  if (!c.err) {
+    tt_shlo_line_start(&c);
+    tt_shlo_printf(&c, "return");
+    for (int32_t r = 0; r < g->num_outputs; ++r) {
+      tt_shlo_printf(&c, r ? ", " : " ");
+      tt_shlo_ref(&c, vals[g->output_instr[r]]);
+    }
+    for (int32_t r = 0; r < g->num_outputs; ++r) {
+      const tt_instr_t *in = &g->instrs[g->output_instr[r]];
+      tt_shlo_printf(&c, r ? ", " : " : ");
+      tt_shlo_type(&c, in->dtype, &in->shape);
+    }
+    tt_shlo_printf(&c, "\n  }\n}\n");
+  }
+  free(vals);
+  if (c.err) {
+    tt_status_t st = c.err;
+    c.err = NULL;
+    tt_shlo_free(&c);
+    return st;
+  }
+  *out_text = c.buf;
+  c.buf = NULL;
+  tt_shlo_free(&c);
+  return NULL;
+}
+
+/* ---- linearising nodes without the engine's visit marks ---- */
+
+typedef struct tt_shlo_map_s {
+  const tt_node_t **keys;
+  int32_t *idx;
+  size_t cap, count;
+} tt_shlo_map_t;
+
+static size_t tt_shlo_hash_ptr(const void *p, size_t cap) {
+  uint64_t h = (uint64_t)(uintptr_t)p;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return (size_t)h & (cap - 1);
+}
+
+static int32_t tt_shlo_map_get(const tt_shlo_map_t *m, const tt_node_t *n) {
+  if (!m->cap) return -2;
+  for (size_t i = tt_shlo_hash_ptr(n, m->cap);; i = (i + 1) & (m->cap - 1)) {
+    if (!m->keys[i]) return -2;
+    if (m->keys[i] == n) return m->idx[i];
+  }
+}
+
+static int tt_shlo_map_put(tt_shlo_map_t *m, const tt_node_t *n, int32_t v) {
+  if ((m->count + 1) * 2 > m->cap) {
+    size_t ncap = m->cap ? m->cap * 2 : 256;
+    const tt_node_t **nk = calloc(ncap, sizeof(*nk));
+    int32_t *ni = calloc(ncap, sizeof(*ni));
+    if (!nk || !ni) {
+      free(nk);
+      free(ni);
+      return 0;
+    }
+    for (size_t i = 0; i < m->cap; ++i) {
+      if (!m->keys[i]) continue;
+      size_t j = tt_shlo_hash_ptr(m->keys[i], ncap);
+      while (nk[j]) j = (j + 1) & (ncap - 1);
+      nk[j] = m->keys[i];
+      ni[j] = m->idx[i];
+    }
+    free(m->keys);
+    free(m->idx);
+    m->keys = nk;
+    m->idx = ni;
+    m->cap = ncap;
+  }
+  size_t i = tt_shlo_hash_ptr(n, m->cap);
+  while (m->keys[i] && m->keys[i] != n) i = (i + 1) & (m->cap - 1);
+  if (!m->keys[i]) m->count++;
+  m->keys[i] = n;
+  m->idx[i] = v;
+  return 1;
+}
+
+tt_status_t tt_stablehlo_emit(tt_node_t *const *roots, int32_t num_roots, char **out_text,
+                              tt_node_t ***out_inputs, int32_t *out_num_inputs) {
+  *out_text = NULL;
+  if (out_inputs) *out_inputs = NULL;
+  if (out_num_inputs) *out_num_inputs = 0;
+  tt_shlo_map_t map = {0};
+  size_t cap = 64, count = 0, scap = 64, top = 0;
+  tt_node_t **order = malloc(cap * sizeof(*order));
+  struct tt_shlo_frame { tt_node_t *n; int32_t next; } *stack = malloc(scap * sizeof(*stack));
+  tt_status_t st = NULL;
+  tt_graph_t *g = NULL;
+  tt_node_t **inputs = NULL;
+  if (!order || !stack) goto oom;
+  /* Iterative post-order; -1 marks "on the stack", >= 0 the final index. */
+  for (int32_t r = 0; r < num_roots; ++r) {
+    if (tt_shlo_map_get(&map, roots[r]) != -2) continue;
+    if (!tt_shlo_map_put(&map, roots[r], -1)) goto oom;
+    stack[0].n = roots[r];
+    stack[0].next = 0;
+    top = 1;
+    while (top) {
+      struct tt_shlo_frame *f = &stack[top - 1];
+      if (f->next < f->n->num_operands) {
+        tt_node_t *ch = f->n->operands[f->next++];
+        if (tt_shlo_map_get(&map, ch) != -2) continue;
+        if (!tt_shlo_map_put(&map, ch, -1)) goto oom;
+        if (top == scap) {
+          scap *= 2;
+          void *ns = realloc(stack, scap * sizeof(*stack));
+          if (!ns) goto oom;
+          stack = ns;
+        }
+        stack[top].n = ch;
+        stack[top].next = 0;
+        ++top;
+      } else {
+        if (count == cap) {
+          cap *= 2;
+          void *no = realloc(order, cap * sizeof(*order));
+          if (!no) goto oom;
+          order = no;
+        }
+        if (!tt_shlo_map_put(&map, f->n, (int32_t)count)) goto oom;
+        order[count++] = f->n;
+        --top;
+      }
+    }
+  }
+  size_t total_operands = 0;
+  for (size_t i = 0; i < count; ++i) total_operands += (size_t)order[i]->num_operands;
+  g = calloc(1, sizeof(*g));
+  if (!g) goto oom;
+  g->arena = calloc(1, count * sizeof(tt_instr_t) + (total_operands + 2 * count +
+                                                     (size_t)num_roots + 4) * sizeof(int32_t));
+  if (!g->arena) goto oom;
+  g->instrs = (tt_instr_t *)g->arena;
+  int32_t *pool = (int32_t *)(g->instrs + count);
+  g->input_instr = pool + total_operands;
+  g->output_instr = g->input_instr + count;
+  g->num_instrs = (int32_t)count;
+  inputs = malloc(sizeof(*inputs) * (count ? count : 1));
+  if (!inputs) goto oom;
+  for (size_t i = 0; i < count; ++i) {
+    tt_node_t *n = order[i];
+    tt_instr_t *in = &g->instrs[i];
+    in->op = n->op;
+    in->dtype = n->dtype;
+    in->shape = n->shape;
+    in->num_operands = n->num_operands;
+    in->operands = pool;
+    pool += n->num_operands;
+    for (int32_t k = 0; k < n->num_operands; ++k)
+      in->operands[k] = tt_shlo_map_get(&map, n->operands[k]);
+    in->num_iattrs = n->num_iattrs;
+    memcpy(in->iattrs, n->iattrs, sizeof(in->iattrs));
+    memcpy(in->fattrs, n->fattrs, sizeof(in->fattrs));
+    in->input_index = -1;
+    if (n->op == TT_OP_PARAM || n->op == TT_OP_SCALAR) {
+      in->input_index = g->num_inputs;
+      g->input_instr[g->num_inputs] = (int32_t)i;
+      inputs[g->num_inputs++] = n;
+    }
+  }
+  g->num_outputs = num_roots;
+  for (int32_t r = 0; r < num_roots; ++r) g->output_instr[r] = tt_shlo_map_get(&map, roots[r]);
+  st = tt_stablehlo_emit_graph(g, NULL, out_text);
+  if (!st && out_inputs && g->num_inputs) {
+    *out_inputs = inputs;
+    inputs = NULL;
+  }
+  if (!st && out_num_inputs) *out_num_inputs = g->num_inputs;
+  goto done;
+oom:
+  st = tt_status_make(TT_RESOURCE_EXHAUSTED, "stablehlo: out of memory linearising the graph");
+done:
+  free(inputs);
+  free(order);
+  free(stack);
+  free(map.keys);
+  free(map.idx);
+  if (g) {
+    free(g->arena);
+    free(g);
+  }
+  return st;
+}

@@ -1,0 +1,331 @@
+/* StableHLO lowerings of the elementwise ops: UNARY, BINARY and the fused
+ * elementwise programs (TT_OP_FUSED, expanded step by step). Semantics
+ * follow the engine's kernels (src/kernels/unary.c, binary.c): half types
+ * compute transcendental functions in f32; MAX/MIN ignore a NaN operand;
+ * integer division and remainder by zero give 0. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backends/stablehlo/emit_internal.h"
+
+#define TT_LN2 0.69314718055994530942
+#define TT_LN10 2.30258509299404568402
+#define TT_SQRT1_2_ 0.70710678118654752440
+#define TT_GELU_BETA 0.79788456080286535588 /* sqrt(2/pi) */
+
+static tt_shv_t tt_shlo_unimplemented_un(tt_shlo_t *c, int64_t code, tt_dtype_t dt) {
+  tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED,
+                                 "stablehlo: unary op %lld has no lowering for dtype %s",
+                                 (long long)code, tt_dtype_name(dt)));
+  return -1;
+}
+
+/* log1p(exp(x)), the softplus core without a threshold. */
+static tt_shv_t tt_shlo_log1p_exp(tt_shlo_t *c, tt_shv_t x) {
+  return tt_shlo_un(c, "log_plus_one", tt_shlo_un(c, "exponential", x));
+}
+
+static tt_shv_t tt_shlo_unary_float(tt_shlo_t *c, int64_t code, double alpha, double beta,
+                                    tt_shv_t x) {
+  switch ((tt_unary_op_t)code) {
+    case TT_UN_NEG: return tt_shlo_un(c, "negate", x);
+    case TT_UN_ABS: return tt_shlo_un(c, "abs", x);
+    case TT_UN_EXP: return tt_shlo_un(c, "exponential", x);
+    case TT_UN_LOG: return tt_shlo_un(c, "log", x);
+    case TT_UN_LOG1P: return tt_shlo_un(c, "log_plus_one", x);
+    case TT_UN_EXPM1: return tt_shlo_un(c, "exponential_minus_one", x);
+    case TT_UN_SQRT: return tt_shlo_un(c, "sqrt", x);
+    case TT_UN_RSQRT: return tt_shlo_un(c, "rsqrt", x);
+    case TT_UN_SIN: return tt_shlo_un(c, "sine", x);
+    case TT_UN_COS: return tt_shlo_un(c, "cosine", x);
+    case TT_UN_TAN:
+      return tt_shlo_bin(c, "divide", tt_shlo_un(c, "sine", x), tt_shlo_un(c, "cosine", x));
+    case TT_UN_TANH: return tt_shlo_un(c, "tanh", x);
+    case TT_UN_SIGMOID: return tt_shlo_un(c, "logistic", x);
+    case TT_UN_RELU: {
+      tt_shv_t zero = tt_shlo_like(c, x, 0);
+      return tt_shlo_select(c, tt_shlo_cmp(c, "LT", x, zero), zero, x);
+    }
+    case TT_UN_GELU_ERF: {
+      tt_shv_t e = tt_shlo_un(c, "chlo.erf", tt_shlo_bin_k(c, "multiply", x, TT_SQRT1_2_));
+      tt_shv_t h = tt_shlo_bin_k(c, "multiply", x, 0.5);
+      return tt_shlo_bin(c, "multiply", h, tt_shlo_bin_k(c, "add", e, 1.0));
+    }
+    case TT_UN_GELU_TANH: {
+      tt_shv_t x3 = tt_shlo_bin(c, "multiply", tt_shlo_bin(c, "multiply", x, x), x);
+      tt_shv_t inner = tt_shlo_bin(c, "add", x, tt_shlo_bin_k(c, "multiply", x3, 0.044715));
+      tt_shv_t t = tt_shlo_un(c, "tanh", tt_shlo_bin_k(c, "multiply", inner, TT_GELU_BETA));
+      tt_shv_t h = tt_shlo_bin_k(c, "multiply", x, 0.5);
+      return tt_shlo_bin(c, "multiply", h, tt_shlo_bin_k(c, "add", t, 1.0));
+    }
+    case TT_UN_SILU: return tt_shlo_bin(c, "multiply", x, tt_shlo_un(c, "logistic", x));
+    case TT_UN_ERF: return tt_shlo_un(c, "chlo.erf", x);
+    case TT_UN_FLOOR: return tt_shlo_un(c, "floor", x);
+    case TT_UN_CEIL: return tt_shlo_un(c, "ceil", x);
+    case TT_UN_ROUND: return tt_shlo_un(c, "round_nearest_even", x);
+    case TT_UN_TRUNC:
+      return tt_shlo_select(c, tt_shlo_cmp(c, "LT", x, tt_shlo_like(c, x, 0)),
+                            tt_shlo_un(c, "ceil", x), tt_shlo_un(c, "floor", x));
+    case TT_UN_SIGN: /* the kernel gives 0 for NaN */
+      return tt_shlo_select(c, tt_shlo_isnan(c, x), tt_shlo_like(c, x, 0),
+                            tt_shlo_un(c, "sign", x));
+    case TT_UN_RECIPROCAL: return tt_shlo_bin(c, "divide", tt_shlo_like(c, x, 1), x);
+    case TT_UN_LOGICAL_NOT: return tt_shlo_cmp(c, "EQ", x, tt_shlo_like(c, x, 0));
+    case TT_UN_ISNAN: return tt_shlo_isnan(c, x);
+    case TT_UN_ASIN: case TT_UN_ACOS: {
+      tt_shv_t one = tt_shlo_like(c, x, 1);
+      tt_shv_t r = tt_shlo_un(c, "sqrt", tt_shlo_bin(c, "subtract", one,
+                                                     tt_shlo_bin(c, "multiply", x, x)));
+      return code == TT_UN_ASIN ? tt_shlo_bin(c, "atan2", x, r) : tt_shlo_bin(c, "atan2", r, x);
+    }
+    case TT_UN_ATAN: return tt_shlo_bin(c, "atan2", x, tt_shlo_like(c, x, 1));
+    case TT_UN_SINH: {
+      tt_shv_t d = tt_shlo_bin(c, "subtract", tt_shlo_un(c, "exponential_minus_one", x),
+                               tt_shlo_un(c, "exponential_minus_one", tt_shlo_un(c, "negate", x)));
+      return tt_shlo_bin_k(c, "multiply", d, 0.5);
+    }
+    case TT_UN_COSH: {
+      tt_shv_t s = tt_shlo_bin(c, "add", tt_shlo_un(c, "exponential", x),
+                               tt_shlo_un(c, "exponential", tt_shlo_un(c, "negate", x)));
+      return tt_shlo_bin_k(c, "multiply", s, 0.5);
+    }
+    case TT_UN_ASINH: {
+      /* sign(x) * log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) */
+      tt_shv_t ax = tt_shlo_un(c, "abs", x);
+      tt_shv_t x2 = tt_shlo_bin(c, "multiply", x, x);
+      tt_shv_t den = tt_shlo_bin_k(c, "add", tt_shlo_un(c, "sqrt", tt_shlo_bin_k(c, "add", x2, 1)), 1);
+      tt_shv_t l = tt_shlo_un(c, "log_plus_one",
+                              tt_shlo_bin(c, "add", ax, tt_shlo_bin(c, "divide", x2, den)));
+      return tt_shlo_bin(c, "multiply", tt_shlo_un(c, "sign", x), l);
+    }
+    case TT_UN_ACOSH: {
+      tt_shv_t r = tt_shlo_un(c, "sqrt", tt_shlo_bin_k(c, "subtract",
+                                                       tt_shlo_bin(c, "multiply", x, x), 1));
+      return tt_shlo_un(c, "log", tt_shlo_bin(c, "add", x, r));
+    }
+    case TT_UN_ATANH: {
+      tt_shv_t q = tt_shlo_bin(c, "divide", tt_shlo_bin_k(c, "multiply", x, 2),
+                               tt_shlo_bin(c, "subtract", tt_shlo_like(c, x, 1), x));
+      return tt_shlo_bin_k(c, "multiply", tt_shlo_un(c, "log_plus_one", q), 0.5);
+    }
+    case TT_UN_LOG2: return tt_shlo_bin_k(c, "multiply", tt_shlo_un(c, "log", x), 1.0 / TT_LN2);
+    case TT_UN_LOG10:
+      return tt_shlo_bin_k(c, "multiply", tt_shlo_un(c, "log", x), 1.0 / TT_LN10);
+    case TT_UN_EXP2: return tt_shlo_un(c, "exponential", tt_shlo_bin_k(c, "multiply", x, TT_LN2));
+    case TT_UN_ERFINV: return tt_shlo_un(c, "chlo.erf_inv", x);
+    case TT_UN_SQUARE: return tt_shlo_bin(c, "multiply", x, x);
+    case TT_UN_LEAKY_RELU:
+      return tt_shlo_select(c, tt_shlo_cmp(c, "GT", x, tt_shlo_like(c, x, 0)), x,
+                            tt_shlo_bin_k(c, "multiply", x, alpha));
+    case TT_UN_ELU:
+      return tt_shlo_select(c, tt_shlo_cmp(c, "LE", x, tt_shlo_like(c, x, 0)),
+                            tt_shlo_bin_k(c, "multiply",
+                                          tt_shlo_un(c, "exponential_minus_one", x), alpha),
+                            x);
+    case TT_UN_HARDTANH: {
+      tt_shv_t lo = tt_shlo_like(c, x, alpha), hi = tt_shlo_like(c, x, beta);
+      tt_shv_t upper = tt_shlo_select(c, tt_shlo_cmp(c, "GT", x, hi), hi, x);
+      return tt_shlo_select(c, tt_shlo_cmp(c, "LT", x, lo), lo, upper);
+    }
+    case TT_UN_SOFTPLUS: {
+      tt_shv_t ax = tt_shlo_bin_k(c, "multiply", x, alpha);
+      tt_shv_t soft = tt_shlo_bin_k(c, "divide", tt_shlo_log1p_exp(c, ax), alpha);
+      return tt_shlo_select(c, tt_shlo_cmp(c, "GT", ax, tt_shlo_like(c, x, beta)), x, soft);
+    }
+    case TT_UN_HARDSIGMOID:
+    case TT_UN_HARDSWISH: {
+      tt_shv_t t = tt_shlo_bin_k(c, "add", x, 3);
+      t = tt_shlo_bin_k(c, "maximum", t, 0);
+      t = tt_shlo_bin_k(c, "minimum", t, 6);
+      if (code == TT_UN_HARDSWISH) t = tt_shlo_bin(c, "multiply", x, t);
+      return tt_shlo_bin_k(c, "divide", t, 6);
+    }
+    case TT_UN_MISH:
+      return tt_shlo_bin(c, "multiply", x, tt_shlo_un(c, "tanh", tt_shlo_log1p_exp(c, x)));
+    case TT_UN_LGAMMA: return tt_shlo_un(c, "chlo.lgamma", x);
+    case TT_UN_DIGAMMA: return tt_shlo_un(c, "chlo.digamma", x);
+    case TT_UN_BITWISE_NOT:
+    case TT_UN_COUNT:
+      break;
+  }
+  return tt_shlo_unimplemented_un(c, code, tt_shlo_dtype(c, x));
+}
+
+static tt_shv_t tt_shlo_unary_int(tt_shlo_t *c, int64_t code, double alpha, double beta,
+                                  tt_shv_t x) {
+  int is_bool = tt_shlo_dtype(c, x) == TT_BOOL;
+  switch ((tt_unary_op_t)code) {
+    case TT_UN_NEG: return is_bool ? x : tt_shlo_un(c, "negate", x);
+    case TT_UN_ABS: return is_bool ? x : tt_shlo_un(c, "abs", x);
+    case TT_UN_RELU: return is_bool ? x : tt_shlo_bin_k(c, "maximum", x, 0);
+    case TT_UN_FLOOR: case TT_UN_CEIL: case TT_UN_ROUND: case TT_UN_TRUNC:
+      return x;
+    case TT_UN_SIGN: return is_bool ? x : tt_shlo_un(c, "sign", x);
+    case TT_UN_LOGICAL_NOT: return tt_shlo_cmp(c, "EQ", x, tt_shlo_like(c, x, 0));
+    case TT_UN_ISNAN: return tt_shlo_isnan(c, x);
+    case TT_UN_BITWISE_NOT: return tt_shlo_un(c, "not", x);
+    case TT_UN_SQUARE: return tt_shlo_bin(c, is_bool ? "and" : "multiply", x, x);
+    case TT_UN_HARDTANH: {
+      if (is_bool) break;
+      tt_shv_t lo = tt_shlo_like(c, x, alpha), hi = tt_shlo_like(c, x, beta);
+      tt_shv_t upper = tt_shlo_select(c, tt_shlo_cmp(c, "GT", x, hi), hi, x);
+      return tt_shlo_select(c, tt_shlo_cmp(c, "LT", x, lo), lo, upper);
+    }
+    default:
+      break;
+  }
+  return tt_shlo_unimplemented_un(c, code, tt_shlo_dtype(c, x));
+}
+
+tt_shv_t tt_shlo_lower_unary(tt_shlo_t *c, int64_t code, double alpha, double beta,
+                             tt_shv_t x, tt_dtype_t out_dt) {
+  if (tt_shlo_bad(c, 1, &x)) return -1;
+  tt_dtype_t dt = tt_shlo_dtype(c, x);
+  if (!tt_dtype_is_float(dt)) return tt_shlo_unary_int(c, code, alpha, beta, x);
+  if ((dt == TT_F16 || dt == TT_BF16) && out_dt == dt) {
+    /* As the kernels do: compute in f32, round once to the half type. */
+    tt_shv_t w = tt_shlo_unary_float(c, code, alpha, beta, tt_shlo_convert(c, x, TT_F32));
+    return tt_shlo_convert(c, w, dt);
+  }
+  return tt_shlo_unary_float(c, code, alpha, beta, x);
+}
+
+/* Python-style sign fix of a C remainder r of a by b: r + b when r != 0
+ * and r and b differ in sign. */
+static tt_shv_t tt_shlo_py_mod(tt_shlo_t *c, tt_shv_t r, tt_shv_t b) {
+  tt_shv_t zero = tt_shlo_like(c, r, 0);
+  tt_shv_t nz = tt_shlo_cmp(c, "NE", r, zero);
+  tt_shv_t diff = tt_shlo_cmp(c, "NE", tt_shlo_cmp(c, "LT", r, zero), tt_shlo_cmp(c, "LT", b, zero));
+  return tt_shlo_select(c, tt_shlo_bin(c, "and", nz, diff), tt_shlo_bin(c, "add", r, b), r);
+}
+
+tt_shv_t tt_shlo_lower_binary(tt_shlo_t *c, int64_t code, tt_shv_t a, tt_shv_t b,
+                              tt_dtype_t out_dt) {
+  tt_shv_t ab[2] = {a, b};
+  if (tt_shlo_bad(c, 2, ab)) return -1;
+  tt_dtype_t dt = tt_shlo_dtype(c, a);
+  int is_float = tt_dtype_is_float(dt);
+  int is_int = !is_float && dt != TT_BOOL;
+  switch ((tt_binary_op_t)code) {
+    case TT_BIN_ADD: return tt_shlo_bin(c, dt == TT_BOOL ? "or" : "add", a, b);
+    case TT_BIN_SUB: if (dt == TT_BOOL) break; return tt_shlo_bin(c, "subtract", a, b);
+    case TT_BIN_MUL: return tt_shlo_bin(c, dt == TT_BOOL ? "and" : "multiply", a, b);
+    case TT_BIN_DIV: if (!is_float) break; return tt_shlo_bin(c, "divide", a, b);
+    case TT_BIN_POW: if (dt == TT_BOOL) break; return tt_shlo_bin(c, "power", a, b);
+    case TT_BIN_MAX:
+    case TT_BIN_MIN: {
+      tt_shv_t m = tt_shlo_bin(c, code == TT_BIN_MAX ? "maximum" : "minimum", a, b);
+      if (!is_float) return m;
+      /* torch.fmax/fmin: a NaN operand is ignored. */
+      m = tt_shlo_select(c, tt_shlo_isnan(c, b), a, m);
+      return tt_shlo_select(c, tt_shlo_isnan(c, a), b, m);
+    }
+    case TT_BIN_EQ: return tt_shlo_cmp(c, "EQ", a, b);
+    case TT_BIN_NE: return tt_shlo_cmp(c, "NE", a, b);
+    case TT_BIN_LT: return tt_shlo_cmp(c, "LT", a, b);
+    case TT_BIN_LE: return tt_shlo_cmp(c, "LE", a, b);
+    case TT_BIN_GT: return tt_shlo_cmp(c, "GT", a, b);
+    case TT_BIN_GE: return tt_shlo_cmp(c, "GE", a, b);
+    case TT_BIN_LOGICAL_AND:
+    case TT_BIN_LOGICAL_OR:
+    case TT_BIN_LOGICAL_XOR: {
+      const char *name = code == TT_BIN_LOGICAL_AND ? "and" : code == TT_BIN_LOGICAL_OR ? "or" : "xor";
+      return tt_shlo_bin(c, name, tt_shlo_convert(c, a, TT_BOOL), tt_shlo_convert(c, b, TT_BOOL));
+    }
+    case TT_BIN_BITWISE_AND: if (is_float) break; return tt_shlo_bin(c, "and", a, b);
+    case TT_BIN_BITWISE_OR: if (is_float) break; return tt_shlo_bin(c, "or", a, b);
+    case TT_BIN_BITWISE_XOR: if (is_float) break; return tt_shlo_bin(c, "xor", a, b);
+    case TT_BIN_ATAN2: if (!is_float) break; return tt_shlo_bin(c, "atan2", a, b);
+    case TT_BIN_REMAINDER:
+    case TT_BIN_FMOD:
+    case TT_BIN_FLOOR_DIV: {
+      if (dt == TT_BOOL) break;
+      tt_shv_t zero = tt_shlo_like(c, b, 0), bz = -1, bs = b;
+      if (is_int) {
+        /* Integer division by zero gives 0 (the kernels' rule), and must
+         * not trap: divide by 1 there and select 0 after. */
+        bz = tt_shlo_cmp(c, "EQ", b, zero);
+        bs = tt_shlo_select(c, bz, tt_shlo_like(c, b, 1), b);
+      }
+      tt_shv_t r;
+      if (code == TT_BIN_FLOOR_DIV) {
+        if (is_float) return tt_shlo_un(c, "floor", tt_shlo_bin(c, "divide", a, b));
+        tt_shv_t q = tt_shlo_bin(c, "divide", a, bs);
+        tt_shv_t rem = tt_shlo_bin(c, "remainder", a, bs);
+        tt_shv_t nz = tt_shlo_cmp(c, "NE", rem, zero);
+        tt_shv_t diff = tt_shlo_cmp(c, "NE", tt_shlo_cmp(c, "LT", rem, zero),
+                                    tt_shlo_cmp(c, "LT", bs, zero));
+        r = tt_shlo_select(c, tt_shlo_bin(c, "and", nz, diff), tt_shlo_bin_k(c, "subtract", q, 1), q);
+      } else {
+        r = tt_shlo_bin(c, "remainder", a, bs);
+        if (code == TT_BIN_REMAINDER) r = tt_shlo_py_mod(c, r, bs);
+      }
+      return is_int ? tt_shlo_select(c, bz, zero, r) : r;
+    }
+    case TT_BIN_SHIFT_LEFT: if (!is_int) break; return tt_shlo_bin(c, "shift_left", a, b);
+    case TT_BIN_SHIFT_RIGHT:
+      if (!is_int) break;
+      return tt_shlo_bin(c, dt == TT_U8 ? "shift_right_logical" : "shift_right_arithmetic", a, b);
+    case TT_BIN_HYPOT:
+      if (!is_float) break;
+      return tt_shlo_un(c, "sqrt", tt_shlo_bin(c, "add", tt_shlo_bin(c, "multiply", a, a),
+                                               tt_shlo_bin(c, "multiply", b, b)));
+    case TT_BIN_MAXIMUM_NAN: return tt_shlo_bin(c, dt == TT_BOOL ? "or" : "maximum", a, b);
+    case TT_BIN_MINIMUM_NAN: return tt_shlo_bin(c, dt == TT_BOOL ? "and" : "minimum", a, b);
+    case TT_BIN_COUNT: break;
+  }
+  (void)out_dt;
+  tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED,
+                                 "stablehlo: binary op %lld has no lowering for dtype %s",
+                                 (long long)code, tt_dtype_name(dt)));
+  return -1;
+}
+
+tt_shv_t tt_shlo_lower_fused(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+  const tt_instr_t *in = ins->in;
+  const tt_fused_t *f = in->fused;
+  if (!f || f->num_ops < 1) {
+    tt_shlo_fail(c, tt_status_make(TT_INTERNAL, "stablehlo: fused instruction without a program"));
+    return -1;
+  }
+  tt_shv_t *steps = malloc(sizeof(*steps) * (size_t)f->num_ops);
+  tt_shv_t *inputs = malloc(sizeof(*inputs) * (size_t)(in->num_operands ? in->num_operands : 1));
+  if (!steps || !inputs) {
+    free(steps);
+    free(inputs);
+    tt_shlo_fail(c, tt_status_make(TT_RESOURCE_EXHAUSTED, "stablehlo: out of memory"));
+    return -1;
+  }
+  /* Inputs are broadcast to the instruction's shape once, when first used. */
+  for (int32_t k = 0; k < in->num_operands; ++k) inputs[k] = -2;
+  tt_shv_t v = -1;
+  for (int32_t j = 0; j < f->num_ops && !c->err; ++j) {
+    const tt_fused_op_t *op = &f->ops[j];
+    tt_shv_t a[3] = {-1, -1, -1};
+    for (int32_t k = 0; k < op->num_args && k < 3; ++k) {
+      int32_t src = op->args[k];
+      if (src >= 0) {
+        a[k] = src < j ? steps[src] : -1;
+      } else {
+        int32_t idx = -(src + 1);
+        if (idx >= in->num_operands) break;
+        if (inputs[idx] == -2) inputs[idx] = tt_shlo_bcast_to(c, ins->x[idx], &in->shape);
+        a[k] = inputs[idx];
+      }
+    }
+    switch (op->op) {
+      case TT_OP_UNARY: v = tt_shlo_lower_unary(c, op->code, op->alpha, op->beta, a[0], op->dtype); break;
+      case TT_OP_BINARY: v = tt_shlo_lower_binary(c, op->code, a[0], a[1], op->dtype); break;
+      case TT_OP_WHERE: v = tt_shlo_select(c, a[0], a[1], a[2]); break;
+      case TT_OP_CONVERT: v = tt_shlo_convert(c, a[0], (tt_dtype_t)op->code); break;
+      default:
+        tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED, "stablehlo: fused step op %s",
+                                       tt_op_name(op->op)));
+        v = -1;
+    }
+    steps[j] = v;
+  }
+  free(steps);
+  free(inputs);
+  return c->err ? -1 : v;
+}

@@ -1,0 +1,188 @@
+/* Internal to the StableHLO emitter: a text builder for generic-form MLIR
+ * with typed SSA values, shared by the lowering files of this folder
+ * (emit.c: core and dispatch; emit_elementwise.c; emit_nn.c; emit_data.c).
+ *
+ * Values are small integers (tt_shv_t) naming an entry of the emitter's
+ * value table, which records the SSA name, the result index of a
+ * multi-result op, and the value's dtype and shape. A helper that fails
+ * records the first error in the emitter and returns -1; every helper
+ * returns -1 at once when the emitter already failed or an argument is -1,
+ * so lowerings chain helpers and check once at the end. */
+#ifndef TORCHTPU_BACKENDS_STABLEHLO_EMIT_INTERNAL_H_
+#define TORCHTPU_BACKENDS_STABLEHLO_EMIT_INTERNAL_H_
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#include "torchtpu/ir.h"
+#include "torchtpu/kernels.h"
+#include "torchtpu/stablehlo.h"
+
+typedef int32_t tt_shv_t;
+
+/* Element types StableHLO needs beyond the engine's (random bits). */
+#define TT_SHLO_U32 ((tt_dtype_t)(TT_DTYPE_COUNT + 0))
+#define TT_SHLO_U64 ((tt_dtype_t)(TT_DTYPE_COUNT + 1))
+
+typedef struct tt_shv_info_s {
+  int32_t ssa;  /* %ssa */
+  int32_t res;  /* -1, or the result index of a multi-result op (%ssa#res) */
+  tt_dtype_t dtype;
+  tt_shape_t shape;
+} tt_shv_info_t;
+
+typedef struct tt_shlo_s {
+  char *buf;
+  size_t len, cap;
+  int32_t indent;
+  int32_t next_ssa;
+  tt_shv_info_t *vals;
+  int32_t num_vals, cap_vals;
+  tt_status_t err; /* first failure, owned */
+} tt_shlo_t;
+
+/* ---- text and errors (emit.c) ---- */
+void tt_shlo_printf(tt_shlo_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tt_shlo_line_start(tt_shlo_t *c); /* newline-terminated lines get indent */
+/* Records err (owned) as the emitter's failure unless one is recorded. */
+void tt_shlo_fail(tt_shlo_t *c, tt_status_t err);
+int tt_shlo_bad(const tt_shlo_t *c, int n, const tt_shv_t *vs);
+void tt_shlo_type(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s);
+const char *tt_shlo_elem(tt_dtype_t dt);
+void tt_shlo_ref(tt_shlo_t *c, tt_shv_t v);
+const tt_shv_info_t *tt_shlo_info(const tt_shlo_t *c, tt_shv_t v);
+tt_dtype_t tt_shlo_dtype(const tt_shlo_t *c, tt_shv_t v);
+const tt_shape_t *tt_shlo_shape(const tt_shlo_t *c, tt_shv_t v);
+tt_shv_t tt_shlo_new_value(tt_shlo_t *c, int32_t ssa, int32_t res, tt_dtype_t dt,
+                           const tt_shape_t *s);
+
+/* A shape from a dims list. */
+tt_shape_t tt_shlo_dims(int32_t rank, const int64_t *dims);
+
+/* ---- attributes: a bounded string that ops append to ---- */
+typedef struct tt_shlo_attr_s {
+  char s[8192];
+  size_t n;
+  int overflow;
+} tt_shlo_attr_t;
+void tt_shlo_attr(tt_shlo_attr_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends "name = array<i64: v0, v1>" (with a leading ", " when needed). */
+void tt_shlo_attr_i64s(tt_shlo_attr_t *a, const char *name, const int64_t *v, int n);
+/* Appends "[v0, v1]" (for #stablehlo.* dimension lists). */
+void tt_shlo_attr_list(tt_shlo_attr_t *a, const int64_t *v, int n);
+/* Appends "name = dense<[[lo0, hi0], ...]> : tensor<nx2xi64>". */
+void tt_shlo_attr_padding(tt_shlo_attr_t *a, const char *name, const int64_t *lo,
+                          const int64_t *hi, int n);
+
+/* ---- generic ops ---- */
+/* One result: %N = "name"(args) {attrs} : (arg types) -> type. attrs may be
+ * NULL or "". name is the full op name ("stablehlo.add"). */
+tt_shv_t tt_shlo_op(tt_shlo_t *c, const char *name, int nargs, const tt_shv_t *args,
+                    const char *attrs, tt_dtype_t dt, const tt_shape_t *s);
+/* An op with regions or several results, in pieces: begin prints the
+ * result names and operands, returns the first SSA number (-1 on error);
+ * each region is region_begin (block arguments, returned as values in
+ * out_args) ... tt_shlo_return ... region_end; end prints the attributes
+ * and the type signature and returns the value of result 0 (results k
+ * are that value + k). */
+int32_t tt_shlo_op_begin(tt_shlo_t *c, const char *name, int nres, int nargs,
+                         const tt_shv_t *args);
+void tt_shlo_region_begin(tt_shlo_t *c, int first, int nargs, const tt_dtype_t *dts,
+                          tt_shv_t *out_args);
+void tt_shlo_return(tt_shlo_t *c, int n, const tt_shv_t *vs);
+void tt_shlo_region_end(tt_shlo_t *c);
+tt_shv_t tt_shlo_op_end(tt_shlo_t *c, int32_t ssa, const char *attrs, int nargs,
+                        const tt_shv_t *args, int nres, const tt_dtype_t *dts,
+                        const tt_shape_t *shapes);
+
+/* ---- constants ---- */
+tt_shv_t tt_shlo_const_f(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s, double v);
+tt_shv_t tt_shlo_const_i(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s, int64_t v);
+/* A scalar (0-d) constant: double for float dtypes, else the integer. */
+tt_shv_t tt_shlo_scalar(tt_shlo_t *c, tt_dtype_t dt, double v);
+/* A constant of shape s with element values vals (row-major). */
+tt_shv_t tt_shlo_const_array(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s,
+                             const double *vals);
+/* The most negative / positive value of dt (-inf / +inf for floats). */
+tt_shv_t tt_shlo_lowest(tt_shlo_t *c, tt_dtype_t dt);
+tt_shv_t tt_shlo_highest(tt_shlo_t *c, tt_dtype_t dt);
+/* A constant like v's shape and dtype. */
+tt_shv_t tt_shlo_like(tt_shlo_t *c, tt_shv_t v, double value);
+
+/* ---- shape and type helpers ---- */
+tt_shv_t tt_shlo_convert(tt_shlo_t *c, tt_shv_t v, tt_dtype_t dt);
+tt_shv_t tt_shlo_reshape(tt_shlo_t *c, tt_shv_t v, const tt_shape_t *s);
+/* numpy broadcasting (right-aligned; size-1 dims stretch) to s. */
+tt_shv_t tt_shlo_bcast_to(tt_shlo_t *c, tt_shv_t v, const tt_shape_t *s);
+/* broadcast_in_dim with explicit dims (v's dim i -> result dim dims[i]). */
+tt_shv_t tt_shlo_bcast_dims(tt_shlo_t *c, tt_shv_t v, const tt_shape_t *s,
+                            const int64_t *dims);
+tt_shv_t tt_shlo_transpose(tt_shlo_t *c, tt_shv_t v, const int64_t *perm);
+tt_shv_t tt_shlo_slice(tt_shlo_t *c, tt_shv_t v, const int64_t *start, const int64_t *limit,
+                       const int64_t *step);
+tt_shv_t tt_shlo_concat(tt_shlo_t *c, int n, const tt_shv_t *vs, int64_t dim);
+/* iota of dtype and shape s along dim. */
+tt_shv_t tt_shlo_iota(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s, int64_t dim);
+
+/* ---- elementwise (operands of one shape; result dtype = a's) ---- */
+tt_shv_t tt_shlo_un(tt_shlo_t *c, const char *name, tt_shv_t a);
+tt_shv_t tt_shlo_bin(tt_shlo_t *c, const char *name, tt_shv_t a, tt_shv_t b);
+/* compare with direction "EQ", "NE", "LT", "LE", "GT", "GE"; i1 result. */
+tt_shv_t tt_shlo_cmp(tt_shlo_t *c, const char *dir, tt_shv_t a, tt_shv_t b);
+tt_shv_t tt_shlo_select(tt_shlo_t *c, tt_shv_t p, tt_shv_t a, tt_shv_t b);
+/* a op (constant k of a's dtype and shape). */
+tt_shv_t tt_shlo_bin_k(tt_shlo_t *c, const char *name, tt_shv_t a, double k);
+tt_shv_t tt_shlo_isnan(tt_shlo_t *c, tt_shv_t a);
+
+/* ---- reductions ---- */
+/* A region whose block takes two scalars of dt and returns "name"(a, b). */
+void tt_shlo_region_binary(tt_shlo_t *c, int first, const char *name, tt_dtype_t dt);
+/* reduce of v over the dims whose bit is in mask with body op name
+ * ("stablehlo.add", ...) and init (a 0-d value of v's dtype). */
+tt_shv_t tt_shlo_reduce(tt_shlo_t *c, tt_shv_t v, uint32_t mask, const char *name,
+                        tt_shv_t init);
+/* reduce_window with one input: window/stride/dilation and padding per dim. */
+tt_shv_t tt_shlo_reduce_window(tt_shlo_t *c, tt_shv_t v, tt_shv_t init, const char *name,
+                               const int64_t *window, const int64_t *stride,
+                               const int64_t *dilation, const int64_t *lo,
+                               const int64_t *hi, const tt_shape_t *out_shape);
+/* Body of a two-operand (value, index) selection: returns (value, index)
+ * of the winner. kind: 0 argmax (NaN wins, smaller index on ties), 1 argmin
+ * (NaN wins, smaller index), 2 running max (NaN wins, larger index on
+ * ties), 3 running min (NaN wins, larger index). Emits the region. */
+void tt_shlo_region_select_index(tt_shlo_t *c, int first, int kind, tt_dtype_t vdt,
+                                 tt_dtype_t idt);
+
+/* ---- lowerings (one per op family; return the instruction's value) ---- */
+typedef struct tt_shlo_instr_s {
+  const tt_instr_t *in;
+  const tt_shv_t *x; /* operand values */
+} tt_shlo_instr_t;
+
+tt_shv_t tt_shlo_lower_unary(tt_shlo_t *c, int64_t code, double alpha, double beta,
+                             tt_shv_t x, tt_dtype_t out_dt);
+tt_shv_t tt_shlo_lower_binary(tt_shlo_t *c, int64_t code, tt_shv_t a, tt_shv_t b,
+                              tt_dtype_t out_dt);
+tt_shv_t tt_shlo_lower_fused(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+
+tt_shv_t tt_shlo_lower_reduce(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_scan(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_dot(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_conv(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_softmax(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_rng(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+
+tt_shv_t tt_shlo_lower_slice_scatter(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_index(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_argsort(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_searchsorted(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_cumulative(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_bitcast(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_custom(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+/* Scatter along dim of torch.scatter: base.scatter(dim, idx, src) with
+ * combiner body name (NULL = replace). src is sliced to idx's extent. */
+tt_shv_t tt_shlo_scatter_dim(tt_shlo_t *c, tt_shv_t base, int64_t dim, tt_shv_t idx,
+                             tt_shv_t src, const char *body);
+
+#endif /* TORCHTPU_BACKENDS_STABLEHLO_EMIT_INTERNAL_H_ */
