@@ -214,3 +214,61 @@ class RateTracker:
         delta = time.time() - self._start_time
         count = self._partial_count + self._count
         return count / delta if delta > 0 else 0.0
+
+
+# ------------------------------------------------------------ StableHLO
+def _stablehlo_handles(tensors):
+    """Engine handles of tensors, or of every live tensor with pending IR
+    on the current device when tensors is None or empty (the whole graph a
+    sync would cut)."""
+    if tensors:
+        return [bridge.handle_of(t) for t in tensors]
+    import gc
+    dev = bridge.current_device_index()
+    seen, handles = set(), []
+    for o in gc.get_objects():
+        if isinstance(o, bridge.XlaTensor):
+            h = o._h
+            if h.pending and h.device == dev and id(h) not in seen:
+                seen.add(id(h))
+                handles.append(h)
+    return handles
+
+
+def get_stablehlo(tensors=None):
+    """StableHLO text (an MLIR module with one function, @main) of the graph
+    that computes tensors; with tensors None or empty, of every pending
+    tensor on the current device. @main's arguments are the graph's inputs
+    (device data, and runtime scalars as 0-d tensors), its results the
+    tensors in order. Nothing is executed. See docs/stablehlo.md."""
+    return _C.stablehlo_text(_stablehlo_handles(tensors))
+
+
+def _mlir_opt():
+    """Path of MLIR's mlir-opt (LLVM 19), or None."""
+    import os
+    import shutil
+    for name in ("mlir-opt-19", "/usr/lib/llvm-19/bin/mlir-opt", "mlir-opt"):
+        path = shutil.which(name)
+        if path and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def get_stablehlo_bytecode(tensors=None):
+    """get_stablehlo's module as MLIR bytecode (bytes). The engine writes
+    text; the bytecode is made by MLIR's own mlir-opt (package
+    mlir-19-tools), so this raises RuntimeError when that is not
+    installed."""
+    import subprocess
+    text = get_stablehlo(tensors)
+    tool = _mlir_opt()
+    if tool is None:
+        raise RuntimeError("get_stablehlo_bytecode needs mlir-opt (apt-get install mlir-19-tools); "
+                           "use get_stablehlo for the text form")
+    r = subprocess.run([tool, "--allow-unregistered-dialect", "--emit-bytecode"],
+                       input=text.encode(), capture_output=True)
+    if r.returncode != 0:
+        raise RuntimeError("mlir-opt rejected the StableHLO module: " +
+                           r.stderr.decode(errors="replace")[-2000:])
+    return r.stdout
