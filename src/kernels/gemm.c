@@ -32,6 +32,7 @@
  * accumulation), parallel over output rows.
  */
 #include <immintrin.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "kernels/kernel_util.h"
@@ -301,6 +302,47 @@ typedef struct tt_gemm_bufs_s {
   float *bpack; /* KC * round_up(min(NC, n), NR) */
 } tt_gemm_bufs_t;
 
+/* Packing buffers are cached per thread (kernels run on the persistent
+ * worker threads and the device threads): a fresh multi-megabyte
+ * allocation per call costs a page fault per 4 KiB page, as much as a
+ * small GEMM itself. Freed when the thread exits. */
+typedef struct tt_gemm_cache_s {
+  float *buf;
+  size_t bytes;
+} tt_gemm_cache_t;
+
+static pthread_key_t tt_gemm_cache_key_;
+static pthread_once_t tt_gemm_cache_once_ = PTHREAD_ONCE_INIT;
+
+static void tt_gemm_cache_destroy_(void *p) {
+  tt_gemm_cache_t *c = (tt_gemm_cache_t *)p;
+  free(c->buf);
+  free(c);
+}
+
+static void tt_gemm_cache_init_(void) {
+  (void)pthread_key_create(&tt_gemm_cache_key_, tt_gemm_cache_destroy_);
+}
+
+/* This thread's buffer of at least `bytes` (64-byte aligned), or NULL. */
+static float *tt_gemm_cache_get_(size_t bytes) {
+  pthread_once(&tt_gemm_cache_once_, tt_gemm_cache_init_);
+  tt_gemm_cache_t *c = (tt_gemm_cache_t *)pthread_getspecific(tt_gemm_cache_key_);
+  if (!c) {
+    c = (tt_gemm_cache_t *)calloc(1, sizeof(*c));
+    if (!c || pthread_setspecific(tt_gemm_cache_key_, c)) {
+      free(c);
+      return NULL;
+    }
+  }
+  if (c->bytes < bytes) {
+    free(c->buf);
+    c->buf = (float *)aligned_alloc(64, bytes);
+    c->bytes = c->buf ? bytes : 0;
+  }
+  return c->buf;
+}
+
 static tt_status_t tt_gemm_bufs_alloc(const tt_ukr_t *u, int64_t n, int64_t k,
                                       tt_gemm_bufs_t *bufs) {
   int64_t kc = tt_min64(TT_GEMM_KC, tt_max64(k, 1));
@@ -308,21 +350,19 @@ static tt_status_t tt_gemm_bufs_alloc(const tt_ukr_t *u, int64_t n, int64_t k,
   nc = (nc + u->nr - 1) / u->nr * u->nr;
   size_t asz = ((size_t)(kc * u->mr) * sizeof(float) + 63) / 64 * 64;
   size_t bsz = ((size_t)(kc * nc) * sizeof(float) + 63) / 64 * 64;
-  bufs->apack = (float *)aligned_alloc(64, asz);
-  bufs->bpack = (float *)aligned_alloc(64, bsz);
-  if (!bufs->apack || !bufs->bpack) {
-    free(bufs->apack);
-    free(bufs->bpack);
+  float *buf = tt_gemm_cache_get_(asz + bsz);
+  if (!buf) {
     return tt_status_make(TT_RESOURCE_EXHAUSTED,
                           "gemm: cannot allocate %zu bytes of packing buffers",
                           asz + bsz);
   }
+  bufs->apack = buf;
+  bufs->bpack = buf + asz / sizeof(float);
   return NULL;
 }
 
 static void tt_gemm_bufs_free(tt_gemm_bufs_t *bufs) {
-  free(bufs->apack);
-  free(bufs->bpack);
+  (void)bufs; /* the buffer stays with the thread */
 }
 
 /* Runs the micro-kernels of one packed A panel (rows ic.., mr of them)

@@ -8,6 +8,18 @@
 #include "torchtpu/metrics.h"
 #include "torchtpu/trace.h"
 
+/* The caching allocator. A step's intermediates and outputs have the same
+ * sizes from one execution to the next; returning them to malloc makes
+ * glibc hand large blocks back to the kernel, and every execution then
+ * pays a page fault per 4 KiB page it writes. Blocks of at least
+ * TT_ALLOC_MIN_CACHED bytes are rounded up to a size class (four classes
+ * per power of two: at most 25% slack) and kept on a per-device free list
+ * when freed, up to a cap (TORCHTPU_ALLOCATOR_CACHE_MB, default 1024; 0
+ * disables caching). A failed allocation empties the cache and retries. */
+#define TT_ALLOC_MIN_SHIFT 14 /* 16 KiB */
+#define TT_ALLOC_MIN_CACHED ((size_t)1 << TT_ALLOC_MIN_SHIFT)
+#define TT_ALLOC_BINS (4 * (48 - TT_ALLOC_MIN_SHIFT))
+
 typedef struct tt_job_s {
   struct tt_job_s *next;
   int held; /* queued but not yet runnable (tt_runtime_release_held) */
@@ -23,6 +35,10 @@ typedef struct tt_device_s {
   tt_job_t *head, *tail;
   int64_t queued; /* jobs submitted and not yet finished */
   int64_t bytes_in_use, peak_bytes;
+  /* Freed buffers kept for reuse, one stack per size class (see below). */
+  pthread_mutex_t cache_lock;
+  void *bins[TT_ALLOC_BINS];
+  int64_t cached_bytes;
 } tt_device_t;
 
 static pthread_mutex_t tt_rt_lock_ = PTHREAD_MUTEX_INITIALIZER;
@@ -55,6 +71,7 @@ tt_status_t tt_runtime_init(int32_t num_devices) {
   }
   for (int32_t i = 0; i < num_devices; ++i) {
     tt_devices_[i].index = i;
+    pthread_mutex_init(&tt_devices_[i].cache_lock, NULL);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 8u << 20);
@@ -75,12 +92,72 @@ int32_t tt_runtime_device_count(void) {
   return __atomic_load_n(&tt_num_devices_, __ATOMIC_ACQUIRE);
 }
 
+static int64_t tt_alloc_cache_cap_ = -1;
+
+static int64_t tt_alloc_cache_cap(void) {
+  int64_t cap = __atomic_load_n(&tt_alloc_cache_cap_, __ATOMIC_RELAXED);
+  if (cap < 0) {
+    const char *env = getenv("TORCHTPU_ALLOCATOR_CACHE_MB");
+    long long mb = env && *env ? atoll(env) : 1024;
+    cap = mb > 0 ? (int64_t)mb << 20 : 0;
+    __atomic_store_n(&tt_alloc_cache_cap_, cap, __ATOMIC_RELAXED);
+  }
+  return cap;
+}
+
+/* Size class of a cached block: returns the class and its rounded size,
+ * or -1 for blocks too small or too large to cache. */
+static int tt_alloc_class(size_t nbytes, size_t *rounded) {
+  if (nbytes < TT_ALLOC_MIN_CACHED) return -1;
+  int b = 63 - __builtin_clzll((unsigned long long)nbytes); /* 2^b <= n */
+  size_t base = (size_t)1 << b, step = base >> 2;
+  size_t q = (nbytes - base + step - 1) / step; /* 0..4 */
+  int cls = (b - TT_ALLOC_MIN_SHIFT) * 4 + (int)q;
+  if (cls >= TT_ALLOC_BINS) return -1;
+  *rounded = base + q * step;
+  return cls;
+}
+
+/* Frees every cached block of device d. */
+static void tt_alloc_cache_flush(tt_device_t *d) {
+  pthread_mutex_lock(&d->cache_lock);
+  for (int c = 0; c < TT_ALLOC_BINS; ++c) {
+    void *p = d->bins[c];
+    while (p) {
+      void *next = *(void **)p;
+      free(p);
+      p = next;
+    }
+    d->bins[c] = NULL;
+  }
+  d->cached_bytes = 0;
+  pthread_mutex_unlock(&d->cache_lock);
+}
+
 void *tt_device_alloc(int32_t device, size_t nbytes) {
+  tt_device_t *d = device >= 0 && device < tt_num_devices_ ? &tt_devices_[device] : NULL;
   void *p = NULL;
+  size_t rounded = nbytes;
+  int cls = d && tt_alloc_cache_cap() > 0 ? tt_alloc_class(nbytes, &rounded) : -1;
+  if (cls >= 0) {
+    pthread_mutex_lock(&d->cache_lock);
+    p = d->bins[cls];
+    if (p) {
+      d->bins[cls] = *(void **)p;
+      d->cached_bytes -= (int64_t)rounded;
+    }
+    pthread_mutex_unlock(&d->cache_lock);
+  }
   /* 64-byte alignment for vector kernels. */
-  if (posix_memalign(&p, 64, nbytes ? nbytes : 1)) return NULL;
-  if (device >= 0 && device < tt_num_devices_) {
-    tt_device_t *d = &tt_devices_[device];
+  if (!p && posix_memalign(&p, 64, rounded ? rounded : 1)) {
+    p = NULL;
+    if (d) {
+      tt_alloc_cache_flush(d);
+      if (posix_memalign(&p, 64, rounded ? rounded : 1)) return NULL;
+    }
+    if (!p) return NULL;
+  }
+  if (d) {
     int64_t now = __atomic_add_fetch(&d->bytes_in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
     int64_t peak = __atomic_load_n(&d->peak_bytes, __ATOMIC_RELAXED);
     while (now > peak &&
@@ -93,9 +170,22 @@ void *tt_device_alloc(int32_t device, size_t nbytes) {
 
 void tt_device_free(int32_t device, void *data, size_t nbytes) {
   if (!data) return;
+  tt_device_t *d = device >= 0 && device < tt_num_devices_ ? &tt_devices_[device] : NULL;
+  if (d) __atomic_sub_fetch(&d->bytes_in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
+  size_t rounded = nbytes;
+  int64_t cap = d ? tt_alloc_cache_cap() : 0;
+  int cls = cap > 0 ? tt_alloc_class(nbytes, &rounded) : -1;
+  if (cls >= 0) {
+    pthread_mutex_lock(&d->cache_lock);
+    if (d->cached_bytes + (int64_t)rounded <= cap) {
+      *(void **)data = d->bins[cls];
+      d->bins[cls] = data;
+      d->cached_bytes += (int64_t)rounded;
+      data = NULL;
+    }
+    pthread_mutex_unlock(&d->cache_lock);
+  }
   free(data);
-  if (device >= 0 && device < tt_num_devices_)
-    __atomic_sub_fetch(&tt_devices_[device].bytes_in_use, (int64_t)nbytes, __ATOMIC_RELAXED);
 }
 
 void tt_runtime_memory_stats(int32_t device, int64_t *out_bytes_in_use,

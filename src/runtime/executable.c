@@ -381,6 +381,24 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
   }
 }
 
+/* Whether reshape instruction `in` may alias its operand's buffer instead
+ * of copying it: the operand is a graph input no output update writes in
+ * place (donation), a buffer only written once (an output or a scalar),
+ * or an owned intermediate whose last reader is this reshape (ownership
+ * moves to the reshape). */
+static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
+                               const tt_instr_t *in, const uint8_t *owned) {
+  int32_t o = in->operands[0];
+  const tt_instr_t *src = &g->instrs[o];
+  if (src->op == TT_OP_PARAM) {
+    for (int32_t r = 0; r < g->num_outputs; ++r)
+      if (e->donor[r] == src->input_index) return 0;
+    return 1;
+  }
+  if (!owned[o]) return 1;
+  return src->last_use == (int32_t)(in - g->instrs);
+}
+
 tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
                                   const tt_input_value_t *inputs, void *const *output_data) {
   const tt_graph_t *g = e->graph;
@@ -404,6 +422,15 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
       vals[i] = &scalars[i];
     } else {
       size_t bytes = tt_instr_bytes(in);
+      if (in->op == TT_OP_RESHAPE && e->direct_output[i] < 0 &&
+          tt_reshape_aliases_(e, g, in, owned)) {
+        /* Buffers are dense: a reshape is the same bytes. Alias them. */
+        int32_t o = in->operands[0];
+        vals[i] = vals[o];
+        owned[i] = owned[o]; /* the reshape was o's last reader: it takes o over */
+        owned[o] = 0;
+        continue;
+      }
       if (e->direct_output[i] >= 0) {
         vals[i] = output_data[e->direct_output[i]];
       } else {
