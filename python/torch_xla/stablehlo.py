@@ -182,7 +182,9 @@ class StableHLOGraphModule:
             raise NotImplementedError(
                 "a StableHLOGraphModule loaded from disk cannot run here: this runtime executes "
                 "its own graph IR, not StableHLO")
-        return self._program.module()(*args, **kwargs)
+        if not hasattr(self, "_module"):
+            self._module = self._program.module().to(torch_xla.device())
+        return self._module(*args, **kwargs)
 
 
 class _XlaInterpreter(torch.fx.Interpreter):
@@ -272,7 +274,9 @@ def _exported_program_to_bundle(ep, options):
             loc = InputLocation.parameter(state_keys[key])
         else:
             loc = InputLocation.constant(len(extra))
-            if kind == "scalar":
+            if kind == "scalar" and _TT_NAMES[dtype] == "bfloat16":
+                extra.append(_to_numpy(torch.tensor(value, dtype=torch.bfloat16)))
+            elif kind == "scalar":
                 extra.append(np.array(value, dtype=_TT_NUMPY[dtype]))
             else:
                 extra.append(np.frombuffer(value, dtype=_TT_NUMPY[dtype]).reshape(shape).copy())

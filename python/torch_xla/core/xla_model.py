@@ -227,7 +227,7 @@ def _stablehlo_handles(tensors):
     dev = bridge.current_device_index()
     seen, handles = set(), []
     for o in gc.get_objects():
-        if isinstance(o, bridge.XlaTensor):
+        if type(o) is bridge.XlaTensor:  # exact: isinstance would probe every object
             h = o._h
             if h.pending and h.device == dev and id(h) not in seen:
                 seen.add(id(h))
