@@ -151,6 +151,30 @@ typedef struct tt_instr_s {
   const tt_fused_t *fused; /* TT_OP_FUSED: the program (owned by the graph) */
 } tt_instr_t;
 
+/* Fused reductions (made by src/passes/fuse_reduce.c): a TT_OP_FUSED
+ * instruction whose iattrs are [TT_FUSED_REDUCE, dims_mask, rank, dims...]
+ * runs its program over that domain (the reduced value's shape). Exactly
+ * one step is TT_OP_REDUCE (code = tt_reduce_op_t SUM/MEAN/MAX/MIN,
+ * args[0] = the value reduced over dims_mask). Steps before it are
+ * elementwise over the domain, with inputs broadcast to the domain; steps
+ * after it (the epilogue) are elementwise over the instruction's shape,
+ * with inputs broadcast to that shape, and read only the REDUCE step,
+ * later steps and inputs. Any other fused instruction has no iattrs. */
+#define TT_FUSED_REDUCE 1
+
+static inline int tt_fused_is_reduce(const tt_instr_t *in) {
+  return in->op == TT_OP_FUSED && in->num_iattrs >= 3 && in->iattrs[0] == TT_FUSED_REDUCE;
+}
+
+/* The shape a fused instruction's program runs over. */
+static inline tt_shape_t tt_fused_domain(const tt_instr_t *in) {
+  if (!tt_fused_is_reduce(in)) return in->shape;
+  tt_shape_t s = {0, {0}};
+  s.rank = (int32_t)in->iattrs[2];
+  for (int32_t d = 0; d < s.rank; ++d) s.dims[d] = in->iattrs[3 + d];
+  return s;
+}
+
 typedef struct tt_graph_s {
   int32_t num_instrs;
   tt_instr_t *instrs;

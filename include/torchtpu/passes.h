@@ -44,17 +44,25 @@ tt_status_t tt_verify_work(const tt_work_t *work, const char *after_pass);
 tt_status_t tt_pass_simplify(tt_work_t *work);   /* algebraic/structural */
 tt_status_t tt_pass_cse(tt_work_t *work);        /* common subexpressions */
 tt_status_t tt_pass_fuse_elementwise(tt_work_t *work);
+/* Reductions with their elementwise producers (recomputed where other
+ * elementwise readers need them too) and a chain of elementwise consumers
+ * of the result's shape, as fused reductions (ir.h, TT_FUSED_REDUCE). Runs
+ * before tt_pass_fuse_elementwise. */
+tt_status_t tt_pass_fuse_reduce(tt_work_t *work);
 
 typedef struct tt_optimize_options_s {
   int fuse;    /* elementwise fusion */
   int verify;  /* verifier between passes */
+  int no_reduce_fusion; /* with fuse: leave reductions unfused */
 } tt_optimize_options_t;
 
 /* Options from the environment: TORCHTPU_FUSION=0 disables fusion,
- * TORCHTPU_VERIFY_IR=1 enables the verifier. */
+ * TORCHTPU_REDUCE_FUSION=0 only reduction fusion, TORCHTPU_VERIFY_IR=1
+ * enables the verifier. */
 void tt_optimize_options_from_env(tt_optimize_options_t *opts);
 
-/* Runs the pipeline simplify -> CSE -> fusion -> DCE (compaction) over
+/* Runs the pipeline simplify -> CSE -> reduction fusion -> elementwise
+ * fusion -> DCE (compaction) over
  * graph and returns the optimised graph (owned by the caller). The input
  * graph is not modified. */
 tt_status_t tt_graph_optimize(const tt_graph_t *graph, const tt_optimize_options_t *opts,

@@ -3,7 +3,15 @@
  * through an index expression fixed at generation time (contiguous,
  * scalar, or a broadcast pattern with constant dims and strides), every
  * step is one C expression computed in float, rounded to the step's dtype
- * as the unfused op would round it. */
+ * as the unfused op would round it.
+ *
+ * A fused reduction whose reduced dims are innermost (after dropping
+ * size-1 dims: the domain is [A, R]) becomes a function over a range of
+ * its A results: per result, the prologue is evaluated for each of the R
+ * elements and folded in double in the tier-0 order (16 lanes and a tail
+ * per chunk of 65536, chunks in order), then the epilogue runs on the
+ * result. Reductions over outer dims stay on tier 0 (its column blocks
+ * read memory in order; a per-result loop would stride through it). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,9 +111,39 @@ static int tt_loadable(tt_dtype_t dt) {
          dt == TT_I64 || dt == TT_U8 || dt == TT_I8;
 }
 
+/* For a fused reduction over innermost dims: its row length R (> 0);
+ * else 0. */
+static int64_t tt_reduce_row(const tt_instr_t *in) {
+  if (!tt_fused_is_reduce(in)) return 0;
+  tt_shape_t dom = tt_fused_domain(in);
+  uint32_t mask = (uint32_t)in->iattrs[1];
+  int64_t R = 1;
+  int seen = 0, kept_after = 0;
+  for (int d = 0; d < dom.rank; ++d) {
+    if (dom.dims[d] == 1) continue;
+    if ((mask >> d) & 1u) {
+      if (kept_after) return 0; /* a second run */
+      R *= dom.dims[d];
+      seen = 1;
+    } else if (seen) {
+      kept_after = 1;
+    }
+  }
+  return kept_after ? 0 : R;
+}
+
 int tt_codegen_supported(const tt_graph_t *g, int32_t i) {
   const tt_instr_t *in = &g->instrs[i];
   if (in->op != TT_OP_FUSED || !in->fused) return 0;
+  if (tt_fused_is_reduce(in)) {
+    if (tt_reduce_row(in) <= 0 || in->num_operands > 64) return 0;
+    for (int32_t s = 0; s < in->fused->num_ops; ++s) {
+      const tt_fused_op_t *op = &in->fused->ops[s];
+      if (op->op == TT_OP_REDUCE && op->code != TT_RED_SUM && op->code != TT_RED_MEAN &&
+          op->code != TT_RED_MAX && op->code != TT_RED_MIN)
+        return 0;
+    }
+  }
   if (in->dtype != TT_F32 && in->dtype != TT_BF16 && in->dtype != TT_F16 && in->dtype != TT_BOOL)
     return 0;
   for (int32_t k = 0; k < in->num_operands; ++k)
@@ -205,6 +243,124 @@ static const char tt_prelude[] =
     "static inline float tt_maximum(float a, float b) { return (a > b || a != a) ? a : b; }\n"
     "static inline float tt_minimum(float a, float b) { return (a < b || a != a) ? a : b; }\n";
 
+/* Loads `float a<k>` of the inputs with used[k], indexed by `i` over
+ * shape os (indent: leading spaces). */
+static void tt_emit_loads(tt_src_t *s, const tt_graph_t *g, const tt_instr_t *in,
+                          const uint8_t *used, const tt_shape_t *os, const char *indent) {
+  for (int32_t k = 0; k < in->num_operands; ++k) {
+    if (used && !used[k]) continue;
+    const tt_instr_t *x = &g->instrs[in->operands[k]];
+    put(s, "%sfloat a%d = %s(x%d[", indent, k, tt_load_fn(x->dtype), k);
+    tt_emit_index(s, &x->shape, os);
+    put(s, "]);\n");
+  }
+}
+
+/* Steps [s0, s1) as `float s<n>` expressions. */
+static void tt_emit_steps(tt_src_t *s, const tt_fused_t *f, int32_t s0, int32_t s1,
+                          const char *indent) {
+  for (int32_t st = s0; st < s1; ++st) {
+    const tt_fused_op_t *op = &f->ops[st];
+    char args[3][16];
+    for (int32_t a = 0; a < op->num_args; ++a) {
+      int32_t r = op->args[a];
+      snprintf(args[a], sizeof(args[a]), r >= 0 ? "s%d" : "a%d", r >= 0 ? r : -r - 1);
+    }
+    put(s, "%sfloat s%d = %s(", indent, st, tt_round_fn(op->dtype));
+    switch (op->op) {
+      case TT_OP_UNARY: put(s, tt_unary_expr(op->code), args[0]); break;
+      case TT_OP_BINARY: put(s, tt_binary_expr(op->code), args[0], args[1]); break;
+      case TT_OP_WHERE: put(s, "(%s != 0.0f ? %s : %s)", args[0], args[1], args[2]); break;
+      default: put(s, "%s", args[0]); break; /* convert: rounding does it */
+    }
+    put(s, ");\n");
+  }
+}
+
+static void tt_emit_store(tt_src_t *s, tt_dtype_t dt, const char *value, const char *indent) {
+  switch (dt) {
+    case TT_BF16: put(s, "%so[i] = tt_st_bf16(%s);\n", indent, value); break;
+    case TT_F16: put(s, "%so[i] = tt_st_f16(%s);\n", indent, value); break;
+    case TT_BOOL: put(s, "%so[i] = %s != 0.0f;\n", indent, value); break;
+    default: put(s, "%so[i] = %s;\n", indent, value); break;
+  }
+}
+
+static void tt_emit_elementwise(tt_src_t *s, const tt_graph_t *g, int32_t i) {
+  const tt_instr_t *in = &g->instrs[i];
+  const tt_fused_t *f = in->fused;
+  put(s, "  for (int64_t i = begin; i < end; ++i) {\n");
+  tt_emit_loads(s, g, in, NULL, &in->shape, "    ");
+  tt_emit_steps(s, f, 0, f->num_ops, "    ");
+  char last[16];
+  snprintf(last, sizeof(last), "s%d", f->num_ops - 1);
+  tt_emit_store(s, in->dtype, last, "    ");
+  put(s, "  }\n");
+}
+
+/* A fused reduction over rows of R (tt_reduce_row): the prologue value at
+ * domain index i is a static inline function, folded per result row. */
+static void tt_emit_reduce(tt_src_t *s, const tt_graph_t *g, int32_t i) {
+  const tt_instr_t *in = &g->instrs[i];
+  const tt_fused_t *f = in->fused;
+  tt_shape_t dom = tt_fused_domain(in);
+  int64_t R = tt_reduce_row(in);
+  int32_t red = 0;
+  while (f->ops[red].op != TT_OP_REDUCE) ++red;
+  const tt_fused_op_t *rop = &f->ops[red];
+  uint8_t used_pro[64] = {0}, used_epi[64] = {0};
+  for (int32_t st = 0; st < f->num_ops; ++st)
+    for (int32_t a = 0; a < f->ops[st].num_args; ++a)
+      if (f->ops[st].args[a] < 0) {
+        int32_t k = -f->ops[st].args[a] - 1;
+        if (st > red) used_epi[k] = 1;
+        else used_pro[k] = 1;
+      }
+  int is_max = rop->code == TT_RED_MAX, is_min = rop->code == TT_RED_MIN;
+  put(s, "  for (int64_t r0 = begin; r0 < end; ++r0) {\n");
+  put(s, "    const int64_t R = %lldLL;\n", (long long)R);
+  if (is_max || is_min) {
+    put(s, "    float m = %s; int nan = 0;\n", is_max ? "-INFINITY" : "INFINITY");
+    put(s, "    for (int64_t r = 0; r < R; ++r) {\n      const int64_t i = r0 * R + r;\n");
+    tt_emit_loads(s, g, in, used_pro, &dom, "      ");
+    tt_emit_steps(s, f, 0, red, "      ");
+    put(s, "      float v = %s%d;\n", rop->args[0] >= 0 ? "s" : "a",
+        rop->args[0] >= 0 ? rop->args[0] : -rop->args[0] - 1);
+    put(s, "      if (v != v) nan = 1; else if (v %s m) m = v;\n", is_max ? ">" : "<");
+    put(s, "    }\n    double acc = nan ? (double)NAN : (double)m;\n");
+  } else {
+    /* Chunks of 65536, each 16 lanes over its whole blocks, then its tail. */
+    put(s, "    double acc = 0;\n");
+    put(s, "    for (int64_t c0 = 0; c0 < R; c0 += 65536) {\n");
+    put(s, "      const int64_t len = R - c0 < 65536 ? R - c0 : 65536, full = len - len %% 16;\n");
+    put(s, "      double lane[16] = {0}, part = 0;\n");
+    put(s, "      for (int64_t b = 0; b < full; b += 16) {\n");
+    put(s, "        for (int l = 0; l < 16; ++l) {\n");
+    put(s, "          const int64_t i = r0 * R + c0 + b + l;\n");
+    tt_emit_loads(s, g, in, used_pro, &dom, "          ");
+    tt_emit_steps(s, f, 0, red, "          ");
+    put(s, "          lane[l] += %s%d;\n        }\n      }\n", rop->args[0] >= 0 ? "s" : "a",
+        rop->args[0] >= 0 ? rop->args[0] : -rop->args[0] - 1);
+    put(s, "      for (int l = 0; l < 16; ++l) part += lane[l];\n");
+    put(s, "      for (int64_t r = full; r < len; ++r) {\n");
+    put(s, "        const int64_t i = r0 * R + c0 + r;\n");
+    tt_emit_loads(s, g, in, used_pro, &dom, "        ");
+    tt_emit_steps(s, f, 0, red, "        ");
+    put(s, "        part += %s%d;\n      }\n", rop->args[0] >= 0 ? "s" : "a",
+        rop->args[0] >= 0 ? rop->args[0] : -rop->args[0] - 1);
+    put(s, "      acc = c0 == 0 ? part : acc + part;\n    }\n");
+    if (rop->code == TT_RED_MEAN) put(s, "    acc = acc / (double)R;\n");
+  }
+  put(s, "    const int64_t i = r0;\n");
+  put(s, "    float s%d = %s((float)acc);\n", red, tt_round_fn(rop->dtype));
+  tt_emit_loads(s, g, in, used_epi, &in->shape, "    ");
+  tt_emit_steps(s, f, red + 1, f->num_ops, "    ");
+  char last[16];
+  snprintf(last, sizeof(last), "s%d", f->num_ops - 1);
+  tt_emit_store(s, in->dtype, last, "    ");
+  put(s, "  }\n");
+}
+
 char *tt_codegen_emit(const tt_graph_t *g, const char *key) {
   tt_src_t s = {0};
   int any = 0;
@@ -214,7 +370,6 @@ char *tt_codegen_emit(const tt_graph_t *g, const char *key) {
     if (!tt_codegen_supported(g, i)) continue;
     any = 1;
     const tt_instr_t *in = &g->instrs[i];
-    const tt_fused_t *f = in->fused;
     put(&s, "\nvoid tt_gen_%d(const void *const *in, void *out, int64_t begin, int64_t end) {\n", i);
     for (int32_t k = 0; k < in->num_operands; ++k) {
       tt_dtype_t dt = g->instrs[in->operands[k]].dtype;
@@ -222,37 +377,12 @@ char *tt_codegen_emit(const tt_graph_t *g, const char *key) {
       put(&s, "  const %s *x%d = (const %s *)in[%d];\n", tt_c_type(dt), k, tt_c_type(dt), k);
     }
     put(&s, "  %s *o = (%s *)out;\n", tt_c_type(in->dtype), tt_c_type(in->dtype));
-    put(&s, "  for (int64_t i = begin; i < end; ++i) {\n");
-    for (int32_t k = 0; k < in->num_operands; ++k) {
-      const tt_instr_t *x = &g->instrs[in->operands[k]];
-      put(&s, "    float a%d = %s(x%d[", k, tt_load_fn(x->dtype), k);
-      tt_emit_index(&s, &x->shape, &in->shape);
-      put(&s, "]);\n");
+    if (tt_fused_is_reduce(in)) {
+      tt_emit_reduce(&s, g, i);
+    } else {
+      tt_emit_elementwise(&s, g, i);
     }
-    for (int32_t st = 0; st < f->num_ops; ++st) {
-      const tt_fused_op_t *op = &f->ops[st];
-      char args[3][16];
-      for (int32_t a = 0; a < op->num_args; ++a) {
-        int32_t r = op->args[a];
-        snprintf(args[a], sizeof(args[a]), r >= 0 ? "s%d" : "a%d", r >= 0 ? r : -r - 1);
-      }
-      put(&s, "    float s%d = %s(", st, tt_round_fn(op->dtype));
-      switch (op->op) {
-        case TT_OP_UNARY: put(&s, tt_unary_expr(op->code), args[0]); break;
-        case TT_OP_BINARY: put(&s, tt_binary_expr(op->code), args[0], args[1]); break;
-        case TT_OP_WHERE: put(&s, "(%s != 0.0f ? %s : %s)", args[0], args[1], args[2]); break;
-        default: put(&s, "%s", args[0]); break; /* convert: rounding does it */
-      }
-      put(&s, ");\n");
-    }
-    int32_t last = f->num_ops - 1;
-    switch (in->dtype) {
-      case TT_BF16: put(&s, "    o[i] = tt_st_bf16(s%d);\n", last); break;
-      case TT_F16: put(&s, "    o[i] = tt_st_f16(s%d);\n", last); break;
-      case TT_BOOL: put(&s, "    o[i] = s%d != 0.0f;\n", last); break;
-      default: put(&s, "    o[i] = s%d;\n", last); break;
-    }
-    put(&s, "  }\n}\n");
+    put(&s, "}\n");
   }
   if (s.failed || !any) {
     free(s.data);

@@ -106,10 +106,30 @@ static const char *tt_cpu_features(void) {
 #endif
 }
 
+/* A hash of the optimised graph's structure (instructions, wiring, fused
+ * programs): the graph key names the unoptimised graph, and the passes run
+ * (fusion options, engine changes) decide which kernels a library holds. */
+static uint64_t tt_structure_hash(const tt_graph_t *g, uint64_t h) {
+  for (int32_t i = 0; i < g->num_instrs; ++i) {
+    const tt_instr_t *in = &g->instrs[i];
+    int64_t head[3] = {in->op, in->num_operands, in->num_iattrs};
+    h = tt_fnv((const uint8_t *)head, sizeof(head), h);
+    h = tt_fnv((const uint8_t *)in->operands, sizeof(int32_t) * (size_t)in->num_operands, h);
+    h = tt_fnv((const uint8_t *)in->iattrs, sizeof(int64_t) * (size_t)in->num_iattrs, h);
+    if (in->op != TT_OP_FUSED || !in->fused) continue;
+    for (int32_t s = 0; s < in->fused->num_ops; ++s) {
+      const tt_fused_op_t *op = &in->fused->ops[s];
+      int64_t step[6] = {op->op, op->dtype, op->args[0], op->args[1], op->args[2], op->code};
+      h = tt_fnv((const uint8_t *)step, sizeof(step), h);
+    }
+  }
+  return h;
+}
+
 /* The identity a library must carry; also its cache file stem. */
 static void tt_identity(const tt_graph_t *g, char *key, size_t key_size, char *stem,
                         size_t stem_size) {
-  uint64_t h2 = tt_fnv(g->key, g->key_size, 0x84222325cbf29ce4ull);
+  uint64_t h2 = tt_structure_hash(g, tt_fnv(g->key, g->key_size, 0x84222325cbf29ce4ull));
   snprintf(key, key_size, "torchtpu-%s|%s|%s|%016llx|%016llx", TT_ENGINE_VERSION, TT_CFLAGS,
            tt_cpu_features(), (unsigned long long)g->hash, (unsigned long long)h2);
   snprintf(stem, stem_size, "%016llx-%016llx-%s-%s", (unsigned long long)g->hash,

@@ -1,4 +1,5 @@
-/* The optimisation pipeline: simplify -> CSE -> fusion -> compaction (DCE),
+/* The optimisation pipeline: simplify -> CSE -> reduction fusion ->
+ * elementwise fusion -> compaction (DCE),
  * with the verifier between passes when asked. */
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,9 @@
 void tt_optimize_options_from_env(tt_optimize_options_t *opts) {
   const char *fuse = getenv("TORCHTPU_FUSION");
   const char *verify = getenv("TORCHTPU_VERIFY_IR");
+  const char *reduce = getenv("TORCHTPU_REDUCE_FUSION");
   opts->fuse = !(fuse && strcmp(fuse, "0") == 0);
+  opts->no_reduce_fusion = reduce && strcmp(reduce, "0") == 0;
   opts->verify = verify && strcmp(verify, "1") == 0;
 }
 
@@ -28,6 +31,8 @@ tt_status_t tt_graph_optimize(const tt_graph_t *graph, const tt_optimize_options
   if (opts->verify) TT_RUN_PASS("build", NULL);
   TT_RUN_PASS("simplify", tt_pass_simplify(work));
   TT_RUN_PASS("cse", tt_pass_cse(work));
+  if (opts->fuse && !opts->no_reduce_fusion)
+    TT_RUN_PASS("fuse_reduce", tt_pass_fuse_reduce(work));
   if (opts->fuse) TT_RUN_PASS("fuse_elementwise", tt_pass_fuse_elementwise(work));
   st = tt_work_to_graph(work, out);
   if (!st) {

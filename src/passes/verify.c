@@ -33,8 +33,10 @@ tt_status_t tt_verify_work(const tt_work_t *w, const char *after) {
                               "verify after %s: %%%d (%s) operand %d is %%%d, not earlier", after,
                               i, tt_op_name(in->op), k, o);
       const tt_instr_t *x = &w->instrs[o];
+      /* A fused reduction's inputs are checked per step below. */
       int elementwise = in->op == TT_OP_UNARY || in->op == TT_OP_BINARY ||
-                        in->op == TT_OP_WHERE || in->op == TT_OP_FUSED;
+                        in->op == TT_OP_WHERE ||
+                        (in->op == TT_OP_FUSED && !tt_fused_is_reduce(in));
       if (elementwise && !tt_broadcastable(&x->shape, &in->shape))
         return tt_status_make(TT_INTERNAL,
                               "verify after %s: %%%d (%s) operand %%%d does not broadcast to its "
@@ -50,6 +52,32 @@ tt_status_t tt_verify_work(const tt_work_t *w, const char *after) {
           if (arg >= s || (arg < 0 && -arg - 1 >= in->num_operands))
             return tt_status_make(TT_INTERNAL, "verify after %s: %%%d fused step %d arg %d bad",
                                   after, i, s, arg);
+        }
+      /* Fused reductions: one REDUCE step; the steps before it run over
+       * the domain, the steps after it over the result's shape. */
+      int32_t red = -1, nred = 0;
+      for (int32_t s = 0; s < f->num_ops; ++s)
+        if (f->ops[s].op == TT_OP_REDUCE) red = s, nred++;
+      int is_red = tt_fused_is_reduce(in);
+      tt_shape_t dom = tt_fused_domain(in);
+      if (nred != (is_red ? 1 : 0) ||
+          (is_red && (dom.rank < 1 || dom.rank > TT_MAX_RANK || in->num_iattrs != 3 + dom.rank)))
+        return tt_status_make(TT_INTERNAL, "verify after %s: %%%d fused reduction malformed",
+                              after, i);
+      for (int32_t s = 0; s < f->num_ops; ++s)
+        for (int32_t a = 0; a < f->ops[s].num_args; ++a) {
+          int32_t arg = f->ops[s].args[a];
+          int epilogue = is_red && s > red;
+          if (epilogue && arg >= 0 && arg < red)
+            return tt_status_make(TT_INTERNAL,
+                                  "verify after %s: %%%d fused epilogue step %d reads domain step %d",
+                                  after, i, s, arg);
+          if (arg >= 0) continue;
+          const tt_instr_t *x = &w->instrs[tt_work_resolve(w, in->operands[-arg - 1])];
+          if (is_red && !tt_broadcastable(&x->shape, epilogue ? &in->shape : &dom))
+            return tt_status_make(TT_INTERNAL,
+                                  "verify after %s: %%%d fused step %d input does not broadcast "
+                                  "to its %s", after, i, s, epilogue ? "shape" : "domain");
         }
       if (f->ops[f->num_ops - 1].dtype != in->dtype)
         return tt_status_make(TT_INTERNAL, "verify after %s: %%%d fused result dtype differs",

@@ -54,7 +54,7 @@ static void tt_plan_donation(const tt_graph_t *g, const int32_t *direct_output, 
     donor[r] = -1;
     int32_t i = g->output_instr[r];
     const tt_instr_t *in = &g->instrs[i];
-    if (in->op != TT_OP_FUSED || direct_output[i] != r) continue;
+    if (in->op != TT_OP_FUSED || tt_fused_is_reduce(in) || direct_output[i] != r) continue;
     for (int32_t k = 0; k < in->num_operands; ++k) {
       const tt_instr_t *p = &g->instrs[in->operands[k]];
       if (p->op != TT_OP_PARAM || p->last_use != i || p->dtype != in->dtype ||
@@ -314,7 +314,15 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
         if (n <= 64) {
           for (int k = 0; k < n; ++k) ptrs[k] = vals[in->operands[k]];
           tt_tier1_ctx_t c = {fn, ptrs, out->data};
-          tt_parallel_for(tt_shape_numel(&in->shape), 16384, tt_tier1_range, &c);
+          /* A fused reduction's kernel computes whole results: a grain of
+           * about 16384 domain elements. */
+          int64_t numel = tt_shape_numel(&in->shape), grain = 16384;
+          if (tt_fused_is_reduce(in)) {
+            tt_shape_t dom = tt_fused_domain(in);
+            int64_t per = numel ? tt_shape_numel(&dom) / numel : 1;
+            grain = per >= grain ? 1 : grain / (per ? per : 1);
+          }
+          tt_parallel_for(numel, grain, tt_tier1_range, &c);
           return NULL;
         }
       }

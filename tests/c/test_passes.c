@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "test_harness.h"
+#include "torchtpu/codegen.h"
 #include "torchtpu/passes.h"
 #include "torchtpu/torchtpu.h"
 
@@ -70,7 +71,7 @@ static void test_fusion_matches_unfused(void) {
   CHECK_OK(tt_node_create(TT_OP_WHERE, 0, wops, 3, NULL, 0, NULL, 0, &z));
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(&z, 1, &g, NULL));
-  tt_optimize_options_t off = {0, 1}, on = {1, 1};
+  tt_optimize_options_t off = {0, 1, 0}, on = {1, 1, 0};
   tt_graph_t *g0 = NULL, *g1 = NULL;
   CHECK_OK(tt_graph_optimize(g, &off, &g0));
   CHECK_OK(tt_graph_optimize(g, &on, &g1));
@@ -123,7 +124,7 @@ static void test_cse_simplify_dce(void) {
   CHECK_OK(tt_node_create(TT_OP_RESHAPE, 0, &sum, 1, flat, 1, NULL, 0, &r2));
   tt_graph_t *g = NULL, *o = NULL;
   CHECK_OK(tt_graph_build(&r2, 1, &g, NULL));
-  tt_optimize_options_t opts = {0, 1};
+  tt_optimize_options_t opts = {0, 1, 0};
   CHECK_OK(tt_graph_optimize(g, &opts, &o));
   /* param, one exp, add, reshape: the duplicate exp, the identity reshape
    * and both transposes are gone. */
@@ -138,6 +139,235 @@ static void test_cse_simplify_dce(void) {
   tt_node_t *all[] = {x, e1, e2, r, t1, t2, dead, sum, r2};
   for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tt_node_release(all[i]);
   tt_buffer_release(buf);
+}
+
+
+/* ---- reduction fusion ------------------------------------------------ */
+
+static tt_node_t *reduce(tt_node_t *x, int64_t op, int64_t mask, int64_t keepdim,
+                         tt_dtype_t dt) {
+  int64_t ia[4] = {op, mask, keepdim, dt};
+  tt_node_t *n = NULL;
+  tt_status_t st = tt_node_create(TT_OP_REDUCE, 0, &x, 1, ia, 4, NULL, 0, &n);
+  if (st) {
+    fprintf(stderr, "reduce: %s\n", tt_status_message(st));
+    tt_status_free(st);
+  }
+  return n;
+}
+
+static const tt_instr_t *find_fused_reduce(const tt_graph_t *g) {
+  for (int32_t i = 0; i < g->num_instrs; ++i)
+    if (tt_fused_is_reduce(&g->instrs[i])) return &g->instrs[i];
+  return NULL;
+}
+
+/* Runs g (tier 1 first when tier1) with PARAM inputs taken in order from
+ * params (host data of each input's size) and SCALAR inputs from scalars,
+ * into out (the single output). */
+static tt_status_t run_graph(tt_graph_t *g, void *const *params, const double *scalars,
+                             void *out, int tier1, int32_t *out_kernels) {
+  tt_executable_t *exe = NULL;
+  TT_RETURN_IF_ERROR(tt_executable_create(g, &exe));
+  if (tier1) tt_tier1_request(exe, 1);
+  if (out_kernels) *out_kernels = tt_executable_num_kernels(exe);
+  tt_input_value_t in[8];
+  memset(in, 0, sizeof(in));
+  tt_status_t st = NULL;
+  int np = 0, ns = 0;
+  for (int32_t k = 0; k < g->num_inputs && !st; ++k) {
+    const tt_instr_t *p = &g->instrs[g->input_instr[k]];
+    if (p->op == TT_OP_PARAM) {
+      size_t bytes = (size_t)tt_shape_numel(&p->shape) * tt_dtype_size(p->dtype);
+      st = tt_buffer_from_host(0, params[np++], bytes, &in[k].buffer);
+    } else {
+      in[k].scalar_f = scalars[ns++];
+    }
+  }
+  void *outs[1] = {out};
+  if (!st) st = tt_executable_run(exe, in, outs);
+  for (int32_t k = 0; k < g->num_inputs; ++k)
+    if (in[k].buffer) tt_buffer_release(in[k].buffer);
+  tt_executable_release(exe);
+  return st;
+}
+
+/* layer_norm's shape: var = sum((x - mean)^2) * (1/n); y = (x - mean) *
+ * rsqrt(var + eps). The variance becomes one fused reduction (x - mean
+ * recomputed in it, the epilogue * 1/n, + eps, rsqrt included) and the
+ * output one fused elementwise kernel; the mean of the raw input stays a
+ * plain reduction. Results are bit-identical to the unfused graph. */
+static void test_reduce_fusion_layer_norm(void) {
+  enum { A = 6, R = 40 };
+  float data[A * R], y0[A * R], y1[A * R], y2[A * R];
+  for (int i = 0; i < A * R; ++i) data[i] = (float)((i * 37) % 101) / 13.0f - 3.0f;
+  tt_buffer_t *buf = NULL;
+  CHECK_OK(tt_buffer_from_host(0, data, sizeof(data), &buf));
+  tt_shape_t s = {2, {A, R}};
+  tt_node_t *x = tt_node_create_param(buf, TT_F32, &s, 0);
+  tt_node_t *k = tt_node_create_scalar(TT_F32, 1.0 / R, 0, 0);
+  tt_node_t *eps = tt_node_create_scalar(TT_F32, 1e-5, 0, 0);
+  tt_node_t *mean = reduce(x, TT_RED_MEAN, 2, 1, TT_F32);
+  tt_node_t *d = binary(x, mean, TT_BIN_SUB), *sq = binary(d, d, TT_BIN_MUL);
+  tt_node_t *v = reduce(sq, TT_RED_SUM, 2, 1, TT_F32);
+  tt_node_t *vk = binary(v, k, TT_BIN_MUL), *ve = binary(vk, eps, TT_BIN_ADD);
+  tt_node_t *r = unary(ve, TT_UN_RSQRT), *y = binary(d, r, TT_BIN_MUL);
+  tt_graph_t *g = NULL;
+  CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
+  tt_optimize_options_t none = {0, 1, 0}, elem = {1, 1, 1}, both = {1, 1, 0};
+  tt_graph_t *g0 = NULL, *g1 = NULL, *g2 = NULL;
+  CHECK_OK(tt_graph_optimize(g, &none, &g0));
+  CHECK_OK(tt_graph_optimize(g, &elem, &g1));
+  CHECK_OK(tt_graph_optimize(g, &both, &g2));
+  CHECK(g && g->num_instrs == 11);
+  /* Elementwise fusion alone: x - mean is stored (a reduction reads it). */
+  CHECK(g1 && count_op(g1, TT_OP_REDUCE) == 2 && g1->num_instrs == 9);
+  /* x, 1/n, eps, mean, fused variance->rsqrt, fused output. */
+  CHECK(g2 && g2->num_instrs == 6 && count_op(g2, TT_OP_REDUCE) == 1 &&
+        count_op(g2, TT_OP_FUSED) == 2);
+  const tt_instr_t *fr = g2 ? find_fused_reduce(g2) : NULL;
+  CHECK(fr != NULL);
+  if (fr) {
+    const tt_fused_t *f = fr->fused;
+    /* sub, mul | sum | mul, add, rsqrt over inputs x, mean, 1/n, eps. */
+    CHECK(f->num_ops == 6 && f->ops[2].op == TT_OP_REDUCE && f->ops[2].code == TT_RED_SUM);
+    CHECK(f->ops[5].op == TT_OP_UNARY && f->ops[5].code == TT_UN_RSQRT);
+    CHECK(fr->num_operands == 4 && fr->shape.rank == 2 && fr->shape.dims[1] == 1);
+    tt_shape_t dom = tt_fused_domain(fr);
+    CHECK(tt_shape_equal(&dom, &s));
+  }
+  if (g0 && g1 && g2) {
+    void *params[1] = {data};
+    double scalars[2] = {1.0 / R, 1e-5};
+    CHECK_OK(run_graph(g0, params, scalars, y0, 0, NULL));
+    CHECK_OK(run_graph(g1, params, scalars, y1, 0, NULL));
+    CHECK_OK(run_graph(g2, params, scalars, y2, 0, NULL));
+    CHECK(memcmp(y0, y2, sizeof(y0)) == 0 && memcmp(y1, y2, sizeof(y0)) == 0);
+  } else {
+    tt_graph_destroy(g0);
+    tt_graph_destroy(g1);
+    tt_graph_destroy(g2);
+  }
+  tt_graph_destroy(g);
+  tt_node_t *all[] = {x, k, eps, mean, d, sq, v, vk, ve, r, y};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tt_node_release(all[i]);
+  tt_buffer_release(buf);
+}
+
+static uint32_t rng_state = 12345u;
+static float rnd_unit(void) {
+  rng_state = rng_state * 1664525u + 1013904223u;
+  return (float)((rng_state >> 8) & 0xffffff) / 16777216.0f * 4.0f - 2.0f;
+}
+
+typedef struct reduce_case_s {
+  int rank;
+  int64_t dims[4];
+  int64_t mask, keepdim, op;
+  int fused; /* whether the pass should make a fused reduction */
+} reduce_case_t;
+
+/* y = reduce(op, exp((x - max(x)) * k) + x, dims) * k + k for random x:
+ * the prologue reads x and a broadcast keepdim max, the epilogue a scalar.
+ * Fused (tier 0) equals unfused bit for bit in f32 (bf16: within 1 ulp);
+ * tier 1 (innermost reductions) within float rounding. */
+static void test_reduce_fusion_matches_unfused(void) {
+  static const reduce_case_t cases[] = {
+      {2, {37, 1000}, 2, 1, TT_RED_SUM, 1},      /* innermost */
+      {2, {2, 70000}, 2, 0, TT_RED_MEAN, 1},     /* rows longer than a chunk */
+      {3, {5, 3, 200}, 1, 1, TT_RED_MAX, 1},     /* outer dim, B = 600 */
+      {2, {1100, 130}, 1, 0, TT_RED_SUM, 1},     /* outer, row blocks merged */
+      {4, {4, 1, 5, 256}, 4, 0, TT_RED_MIN, 1},  /* middle dim, size-1 dim */
+      {2, {8, 33}, 3, 0, TT_RED_SUM, 1},         /* everything: a scalar */
+      {3, {3, 4, 50}, 6, 1, TT_RED_MEAN, 1},     /* two adjacent dims */
+      {2, {50, 4}, 1, 1, TT_RED_SUM, 0},         /* outer, rows too short */
+      {3, {6, 7, 8}, 5, 1, TT_RED_SUM, 0},       /* two separate runs */
+  };
+  for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ++ci) {
+    for (int di = 0; di < 2; ++di) {
+      const reduce_case_t *c = &cases[ci];
+      tt_dtype_t dt = di ? TT_BF16 : TT_F32;
+      tt_shape_t s = {c->rank, {0}};
+      for (int d = 0; d < c->rank; ++d) s.dims[d] = c->dims[d];
+      int64_t n = tt_shape_numel(&s);
+      size_t esz = tt_dtype_size(dt);
+      uint8_t *data = malloc((size_t)n * esz);
+      for (int64_t i = 0; i < n; ++i) {
+        float v = rnd_unit();
+        if (dt == TT_BF16) ((uint16_t *)data)[i] = tt_f32_to_bf16(v);
+        else ((float *)data)[i] = v;
+      }
+      tt_buffer_t *buf = NULL;
+      CHECK_OK(tt_buffer_from_host(0, data, (size_t)n * esz, &buf));
+      tt_node_t *x = tt_node_create_param(buf, dt, &s, 0);
+      tt_node_t *k = tt_node_create_scalar(dt, 0.75, 0, 0);
+      tt_node_t *m = reduce(x, TT_RED_MAX, c->mask, 1, dt);
+      tt_node_t *d = binary(x, m, TT_BIN_SUB), *dk = binary(d, k, TT_BIN_MUL);
+      tt_node_t *e = unary(dk, TT_UN_EXP), *t = binary(e, x, TT_BIN_ADD);
+      tt_node_t *red = reduce(t, c->op, c->mask, c->keepdim, dt);
+      tt_node_t *rk = binary(red, k, TT_BIN_MUL), *y = binary(rk, k, TT_BIN_ADD);
+      tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
+      CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
+      tt_optimize_options_t off = {1, 1, 1}, on = {1, 1, 0};
+      CHECK_OK(tt_graph_optimize(g, &off, &g0));
+      CHECK_OK(tt_graph_optimize(g, &on, &g1));
+      const tt_instr_t *fr = g1 ? find_fused_reduce(g1) : NULL;
+      if ((fr != NULL) != c->fused)
+        fprintf(stderr, "case %zu dtype %s: fused reduction %s\n", ci, tt_dtype_name(dt),
+                fr ? "made" : "missing");
+      CHECK((fr != NULL) == c->fused);
+      /* Fused: the reduction and its epilogue are one instruction. */
+      if (fr) CHECK(count_op(g1, TT_OP_REDUCE) == 1 && fr->fused->num_ops == 7);
+      int64_t on_n = 1;
+      for (int dd = 0; dd < c->rank; ++dd)
+        if (!((c->mask >> dd) & 1)) on_n *= c->dims[dd];
+      uint8_t *a = calloc((size_t)on_n, esz), *b = calloc((size_t)on_n, esz),
+              *t1 = calloc((size_t)on_n, esz);
+      if (g0 && g1) {
+        void *params[1] = {data};
+        double scalars[1] = {0.75};
+        int32_t kernels = 0;
+        CHECK_OK(run_graph(g0, params, scalars, a, 0, NULL));
+        CHECK_OK(run_graph(g1, params, scalars, b, 0, NULL));
+        int bad = 0;
+        for (int64_t i = 0; i < on_n; ++i) {
+          float va = dt == TT_BF16 ? tt_bf16_to_f32(((uint16_t *)a)[i]) : ((float *)a)[i];
+          float vb = dt == TT_BF16 ? tt_bf16_to_f32(((uint16_t *)b)[i]) : ((float *)b)[i];
+          float tol = dt == TT_BF16 ? fabsf(va) * (1.0f / 128) : 0.0f;
+          bad += !(fabsf(va - vb) <= tol);
+        }
+        if (bad) fprintf(stderr, "case %zu dtype %s: %d results differ\n", ci, tt_dtype_name(dt), bad);
+        CHECK(bad == 0);
+        /* Tier 1: generated C for every fused kernel it supports. */
+        tt_graph_t *g2 = NULL;
+        CHECK_OK(tt_graph_optimize(g, &on, &g2));
+        if (g2) {
+          int supported = fr && tt_codegen_supported(g2, (int32_t)(find_fused_reduce(g2) - g2->instrs));
+          CHECK_OK(run_graph(g2, params, scalars, t1, 1, &kernels));
+          CHECK(!supported || kernels >= 1);
+          bad = 0;
+          for (int64_t i = 0; i < on_n; ++i) {
+            float va = dt == TT_BF16 ? tt_bf16_to_f32(((uint16_t *)a)[i]) : ((float *)a)[i];
+            float vt = dt == TT_BF16 ? tt_bf16_to_f32(((uint16_t *)t1)[i]) : ((float *)t1)[i];
+            bad += !(fabsf(va - vt) <= fabsf(va) * (dt == TT_BF16 ? 1.0f / 64 : 1e-5f) + 1e-6f);
+          }
+          if (bad) fprintf(stderr, "case %zu dtype %s: %d tier-1 results differ\n", ci, tt_dtype_name(dt), bad);
+          CHECK(bad == 0);
+        }
+      } else {
+        tt_graph_destroy(g0);
+        tt_graph_destroy(g1);
+      }
+      free(a);
+      free(b);
+      free(t1);
+      tt_graph_destroy(g);
+      tt_node_t *all[] = {x, k, m, d, dk, e, t, red, rk, y};
+      for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tt_node_release(all[i]);
+      tt_buffer_release(buf);
+      free(data);
+    }
+  }
 }
 
 static void test_verifier_catches_bad_graph(void) {
@@ -168,5 +398,7 @@ int main(void) {
   test_fusion_matches_unfused();
   test_cse_simplify_dce();
   test_verifier_catches_bad_graph();
+  test_reduce_fusion_layer_norm();
+  test_reduce_fusion_matches_unfused();
   return tt_test_finish_();
 }
