@@ -421,23 +421,23 @@ static void tt_conv_images_range(void *arg, int64_t begin, int64_t end) {
   int64_t img = c->kind == TT_CONV_FWD ? g->O * OHW : g->C * HW;
   if (c->kind == TT_CONV_FWD && tt_conv_use_padded(g)) {
     tt_conv_padded_t cp = tt_conv_padded_geom(g);
-    float *xpad = (float *)malloc((size_t)tt_conv_padded_size(&cp) * sizeof(float));
-    float *opad = (float *)malloc((size_t)(g->Og * g->OH * cp.Wp) * sizeof(float));
+    float *xpad = (float *)tt_scratch_alloc((size_t)tt_conv_padded_size(&cp) * sizeof(float));
+    float *opad = (float *)tt_scratch_alloc((size_t)(g->Og * g->OH * cp.Wp) * sizeof(float));
     for (int64_t n = begin; n < end && xpad && opad; ++n) {
       if (!tt_conv_forward_padded(c, n, xpad, opad)) break;
     }
     if (!xpad || !opad) c->failed = 1;
-    free(xpad);
-    free(opad);
+    tt_scratch_free(xpad);
+    tt_scratch_free(opad);
     return;
   }
   int need_col = c->kind == TT_CONV_BWD_IN && !pointwise;
-  float *col = need_col ? (float *)malloc((size_t)(g->K * OHW) * sizeof(float)) : NULL;
-  float *tmp = out_f32 ? NULL : (float *)malloc((size_t)img * sizeof(float));
+  float *col = need_col ? (float *)tt_scratch_alloc((size_t)(g->K * OHW) * sizeof(float)) : NULL;
+  float *tmp = out_f32 ? NULL : (float *)tt_scratch_alloc((size_t)img * sizeof(float));
   if ((need_col && !col) || (!out_f32 && !tmp)) {
     c->failed = 1;
-    free(col);
-    free(tmp);
+    tt_scratch_free(col);
+    tt_scratch_free(tmp);
     return;
   }
   size_t es = tt_dtype_size(c->out->dtype);
@@ -495,8 +495,8 @@ static void tt_conv_images_range(void *arg, int64_t begin, int64_t end) {
     }
     if (!out_f32) tt_store_f32(tmp, img, c->out->data, c->out->dtype, n * img);
   }
-  free(col);
-  free(tmp);
+  tt_scratch_free(col);
+  tt_scratch_free(tmp);
 }
 
 /* Backward-weight for partial buffers [begin, end). */
@@ -513,12 +513,12 @@ static void tt_conv_bwd_w_range(void *arg, int64_t begin, int64_t end) {
   int64_t np = g->OH * cp.Wp;
   float *xpad = NULL, *gopad = NULL;
   if (padded) {
-    xpad = (float *)malloc((size_t)tt_conv_padded_size(&cp) * sizeof(float));
-    gopad = (float *)malloc((size_t)(g->Og * np) * sizeof(float));
+    xpad = (float *)tt_scratch_alloc((size_t)tt_conv_padded_size(&cp) * sizeof(float));
+    gopad = (float *)tt_scratch_alloc((size_t)(g->Og * np) * sizeof(float));
     if (!xpad || !gopad) {
       c->failed = 1;
-      free(xpad);
-      free(gopad);
+      tt_scratch_free(xpad);
+      tt_scratch_free(gopad);
       return;
     }
     cp.xpad = xpad;
@@ -587,8 +587,8 @@ static void tt_conv_bwd_w_range(void *arg, int64_t begin, int64_t end) {
       }
     }
   }
-  free(xpad);
-  free(gopad);
+  tt_scratch_free(xpad);
+  tt_scratch_free(gopad);
 }
 
 /* ---- entry points ---------------------------------------------------------- */
@@ -614,7 +614,7 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
   } else {
     c->nparts = tt_min64(g->N, 4);
     int64_t per = g->O * g->K;
-    c->partials = (float *)malloc((size_t)(c->nparts * per) * sizeof(float));
+    c->partials = (float *)tt_scratch_alloc((size_t)(c->nparts * per) * sizeof(float));
     if (!c->partials) {
       return tt_status_make(TT_RESOURCE_EXHAUSTED,
                             "conv2d_backward_weight: out of memory");
@@ -630,7 +630,7 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
       for (int64_t q = 0; q < per; ++q) c->partials[q] += src[q];
     }
     tt_store_f32(c->partials, per, c->out->data, c->out->dtype, 0);
-    free(c->partials);
+    tt_scratch_free(c->partials);
   }
   if (c->failed) {
     return tt_status_make(TT_RESOURCE_EXHAUSTED, "conv2d: out of memory");

@@ -734,7 +734,7 @@ tt_status_t tt_kernel_dot(const tt_view_t *a, const tt_view_t *b, int trans_a,
    * through an f32 buffer and are rounded once at the end. */
   float *cbuf = out->dtype == TT_F32 ? (float *)out->data : NULL;
   if (!cbuf) {
-    cbuf = (float *)malloc((size_t)(B * M * N) * sizeof(float));
+    cbuf = (float *)tt_scratch_alloc((size_t)(B * M * N) * sizeof(float));
     if (!cbuf) {
       return tt_status_make(TT_RESOURCE_EXHAUSTED,
                             "dot: cannot allocate %lld floats",
@@ -743,7 +743,7 @@ tt_status_t tt_kernel_dot(const tt_view_t *a, const tt_view_t *b, int trans_a,
   }
   tt_sgemm_args_t *probs = (tt_sgemm_args_t *)malloc((size_t)B * sizeof(*probs));
   if (!probs) {
-    if (cbuf != out->data) free(cbuf);
+    if (cbuf != out->data) tt_scratch_free(cbuf);
     return tt_status_make(TT_RESOURCE_EXHAUSTED, "dot: out of memory");
   }
   size_t es = tt_dtype_size(a->dtype);
@@ -769,7 +769,7 @@ tt_status_t tt_kernel_dot(const tt_view_t *a, const tt_view_t *b, int trans_a,
   free(probs);
   if (cbuf != out->data) {
     if (!st) tt_store_f32(cbuf, B * M * N, out->data, out->dtype, 0);
-    free(cbuf);
+    tt_scratch_free(cbuf);
   }
   return st;
 }

@@ -50,6 +50,13 @@ static inline int64_t tt_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 /* Checks that v is usable: known dtype, rank in [0, TT_MAX_RANK], dims >= 0,
  * data non-NULL when it has elements. `what` names the argument in the
  * message ("x", "out", ...). */
+/* Scratch memory for kernels (padded planes, im2col columns, partial
+ * sums): 64-byte aligned, and blocks of 16 KiB and more are kept for reuse
+ * after tt_scratch_free (a fresh large malloc costs a page fault per 4 KiB
+ * page written, every call). Thread-safe; NULL when out of memory. */
+void *tt_scratch_alloc(size_t bytes);
+void tt_scratch_free(void *p);
+
 tt_status_t tt_check_view(const char *op, const char *what, const tt_view_t *v);
 int64_t tt_view_numel(const tt_view_t *v);
 /* Formats dims as "[2, 3]" into buf (at least 128 bytes); returns buf. */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/kernel_util.h"
 #include "test_harness.h"
 #include "torchtpu/kernels.h"
 
@@ -200,7 +201,30 @@ static void test_linalg(void) {
   CHECK(co[4] == 2.0);
 }
 
+/* The kernels' scratch allocator: aligned, writable, and a freed large
+ * block is handed out again for a request of the same size class. */
+static void test_scratch_alloc(void) {
+  char *small = tt_scratch_alloc(100), *zero = tt_scratch_alloc(0);
+  CHECK(small && zero && ((uintptr_t)small % 64) == 0 && ((uintptr_t)zero % 64) == 0);
+  memset(small, 1, 100);
+  char *big = tt_scratch_alloc(1 << 20);
+  CHECK(big && ((uintptr_t)big % 64) == 0);
+  memset(big, 2, 1 << 20);
+  tt_scratch_free(big);
+  char *again = tt_scratch_alloc((1 << 20) - 1000); /* same class */
+  CHECK(again == big);
+  memset(again, 3, (1 << 20) - 1000);
+  char *other = tt_scratch_alloc(3 << 20);
+  CHECK(other && other != again);
+  tt_scratch_free(again);
+  tt_scratch_free(other);
+  tt_scratch_free(small);
+  tt_scratch_free(zero);
+  tt_scratch_free(NULL);
+}
+
 int main(void) {
+  test_scratch_alloc();
   test_linalg();
   test_argsort();
   test_searchsorted();
