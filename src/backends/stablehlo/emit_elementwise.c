@@ -281,6 +281,37 @@ tt_shv_t tt_shlo_lower_binary(tt_shlo_t *c, int64_t code, tt_shv_t a, tt_shv_t b
   return -1;
 }
 
+/* A fused reduction's REDUCE step: x (over the domain) reduced over mask
+ * (SUM/MEAN/MAX/MIN; half types accumulate in f32), as dtype dt, shaped
+ * like the instruction. */
+static tt_shv_t tt_shlo_fused_reduce(tt_shlo_t *c, int64_t code, tt_shv_t x, uint32_t mask,
+                                     tt_dtype_t dt, const tt_shape_t *out) {
+  if (tt_shlo_bad(c, 1, &x)) return -1;
+  tt_dtype_t acc = (dt == TT_F16 || dt == TT_BF16) ? TT_F32 : dt;
+  tt_shv_t xv = tt_shlo_convert(c, x, acc), r;
+  const tt_shape_t xs = *tt_shlo_shape(c, xv);
+  switch (code) {
+    case TT_RED_SUM:
+    case TT_RED_MEAN: {
+      r = tt_shlo_reduce(c, xv, mask, "stablehlo.add", tt_shlo_scalar(c, acc, 0));
+      if (code == TT_RED_MEAN) {
+        double n = 1;
+        for (int d = 0; d < xs.rank; ++d)
+          if (mask & (1u << d)) n *= (double)xs.dims[d];
+        r = tt_shlo_bin_k(c, "divide", r, n);
+      }
+      break;
+    }
+    case TT_RED_MAX: r = tt_shlo_reduce(c, xv, mask, "stablehlo.maximum", tt_shlo_lowest(c, acc)); break;
+    case TT_RED_MIN: r = tt_shlo_reduce(c, xv, mask, "stablehlo.minimum", tt_shlo_highest(c, acc)); break;
+    default:
+      tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED, "stablehlo: fused reduce op %lld",
+                                     (long long)code));
+      return -1;
+  }
+  return tt_shlo_reshape(c, tt_shlo_convert(c, r, dt), out);
+}
+
 tt_shv_t tt_shlo_lower_fused(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   const tt_fused_t *f = in->fused;
@@ -288,19 +319,39 @@ tt_shv_t tt_shlo_lower_fused(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
     tt_shlo_fail(c, tt_status_make(TT_INTERNAL, "stablehlo: fused instruction without a program"));
     return -1;
   }
+  /* A fused reduction has iattrs [1, dims_mask, rank, dims...]: steps up to
+   * its REDUCE step run over that domain, the rest over the instruction's
+   * shape. A plain fused program has no iattrs. */
+  int is_reduce = in->num_iattrs >= 3 && in->iattrs[0] == 1;
+  if (in->num_iattrs > 0 && (!is_reduce || in->iattrs[2] < 0 || in->iattrs[2] > TT_MAX_RANK ||
+                             in->num_iattrs < 3 + in->iattrs[2])) {
+    tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED,
+                                   "stablehlo: fused instruction of kind %lld with %d attributes",
+                                   (long long)in->iattrs[0], in->num_iattrs));
+    return -1;
+  }
+  tt_shape_t domain = in->shape;
+  uint32_t mask = 0;
+  if (is_reduce) {
+    mask = (uint32_t)in->iattrs[1];
+    domain = tt_shlo_dims((int32_t)in->iattrs[2], in->iattrs + 3);
+  }
   tt_shv_t *steps = malloc(sizeof(*steps) * (size_t)f->num_ops);
-  tt_shv_t *inputs = malloc(sizeof(*inputs) * (size_t)(in->num_operands ? in->num_operands : 1));
+  tt_shv_t *inputs = malloc(sizeof(*inputs) * 2 * (size_t)(in->num_operands ? in->num_operands : 1));
   if (!steps || !inputs) {
     free(steps);
     free(inputs);
     tt_shlo_fail(c, tt_status_make(TT_RESOURCE_EXHAUSTED, "stablehlo: out of memory"));
     return -1;
   }
-  /* Inputs are broadcast to the instruction's shape once, when first used. */
-  for (int32_t k = 0; k < in->num_operands; ++k) inputs[k] = -2;
+  /* Inputs are broadcast once per phase (domain, then the instruction's
+   * shape), when first used. */
+  for (int32_t k = 0; k < 2 * in->num_operands; ++k) inputs[k] = -2;
+  int after = !is_reduce;
   tt_shv_t v = -1;
   for (int32_t j = 0; j < f->num_ops && !c->err; ++j) {
     const tt_fused_op_t *op = &f->ops[j];
+    const tt_shape_t *shape = after ? &in->shape : &domain;
     tt_shv_t a[3] = {-1, -1, -1};
     for (int32_t k = 0; k < op->num_args && k < 3; ++k) {
       int32_t src = op->args[k];
@@ -309,8 +360,9 @@ tt_shv_t tt_shlo_lower_fused(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
       } else {
         int32_t idx = -(src + 1);
         if (idx >= in->num_operands) break;
-        if (inputs[idx] == -2) inputs[idx] = tt_shlo_bcast_to(c, ins->x[idx], &in->shape);
-        a[k] = inputs[idx];
+        tt_shv_t *slot = &inputs[2 * idx + after];
+        if (*slot == -2) *slot = tt_shlo_bcast_to(c, ins->x[idx], shape);
+        a[k] = *slot;
       }
     }
     switch (op->op) {
@@ -318,6 +370,16 @@ tt_shv_t tt_shlo_lower_fused(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
       case TT_OP_BINARY: v = tt_shlo_lower_binary(c, op->code, a[0], a[1], op->dtype); break;
       case TT_OP_WHERE: v = tt_shlo_select(c, a[0], a[1], a[2]); break;
       case TT_OP_CONVERT: v = tt_shlo_convert(c, a[0], (tt_dtype_t)op->code); break;
+      case TT_OP_REDUCE:
+        if (after) { /* a second reduce, or one in a plain program */
+          tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED,
+                                         "stablehlo: fused reduce step outside a fused reduction"));
+          v = -1;
+          break;
+        }
+        v = tt_shlo_fused_reduce(c, op->code, a[0], mask, op->dtype, &in->shape);
+        after = 1;
+        break;
       default:
         tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED, "stablehlo: fused step op %s",
                                        tt_op_name(op->op)));
@@ -327,5 +389,9 @@ tt_shv_t tt_shlo_lower_fused(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   }
   free(steps);
   free(inputs);
+  if (!c->err && !after) {
+    tt_shlo_fail(c, tt_status_make(TT_INTERNAL, "stablehlo: fused reduction without a reduce step"));
+    return -1;
+  }
   return c->err ? -1 : v;
 }
