@@ -267,7 +267,7 @@ typedef struct tt_tile_scratch_s {
   uint8_t *loaded, *bytes;
 } tt_tile_scratch_t;
 
-static int tt_scratch_alloc(tt_tile_scratch_t *s, const tt_fused_ctx_t *c) {
+static int tt_tile_scratch_alloc(tt_tile_scratch_t *s, const tt_fused_ctx_t *c) {
   size_t regs = (size_t)TT_FUSED_TILE * (size_t)c->f->num_ops;
   size_t ins = (size_t)TT_FUSED_TILE * (size_t)(c->num_inputs + 1);
   s->regs = malloc(sizeof(float) * (regs + ins));
@@ -277,7 +277,7 @@ static int tt_scratch_alloc(tt_tile_scratch_t *s, const tt_fused_ctx_t *c) {
   return s->regs && s->loaded && s->bytes;
 }
 
-static void tt_scratch_free(tt_tile_scratch_t *s) {
+static void tt_tile_scratch_free(tt_tile_scratch_t *s) {
   free(s->regs);
   free(s->loaded);
   free(s->bytes);
@@ -350,8 +350,8 @@ static double tt_fred_merge(int64_t op, double a, double b) {
 static void tt_fred_rows_range(void *arg, int64_t ubegin, int64_t uend) {
   tt_fred_ctx_t *c = arg;
   tt_tile_scratch_t s;
-  if (!tt_scratch_alloc(&s, &c->pro)) {
-    tt_scratch_free(&s);
+  if (!tt_tile_scratch_alloc(&s, &c->pro)) {
+    tt_tile_scratch_free(&s);
     tt_fused_fail(&c->pro, tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (fused tile)"));
     return;
   }
@@ -386,7 +386,7 @@ static void tt_fred_rows_range(void *arg, int64_t ubegin, int64_t uend) {
     }
     pos += n;
   }
-  tt_scratch_free(&s);
+  tt_tile_scratch_free(&s);
 }
 
 /* B > 1: units are (a, column block, row block), as in reduce.c. */
@@ -394,8 +394,8 @@ static void tt_fred_cols_range(void *arg, int64_t ubegin, int64_t uend) {
   tt_fred_ctx_t *c = arg;
   tt_tile_scratch_t s;
   double *acc = malloc(sizeof(double) * TT_FRED_COLS);
-  if (!acc || !tt_scratch_alloc(&s, &c->pro)) {
-    if (acc) tt_scratch_free(&s);
+  if (!acc || !tt_tile_scratch_alloc(&s, &c->pro)) {
+    if (acc) tt_tile_scratch_free(&s);
     free(acc);
     tt_fused_fail(&c->pro, tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (fused tile)"));
     return;
@@ -436,7 +436,7 @@ static void tt_fred_cols_range(void *arg, int64_t ubegin, int64_t uend) {
     }
   }
   free(acc);
-  tt_scratch_free(&s);
+  tt_tile_scratch_free(&s);
 }
 
 typedef struct tt_fred_epi_s {
@@ -459,8 +459,8 @@ static void tt_fred_epilogue_range(void *arg, int64_t begin, int64_t end) {
     return;
   }
   tt_tile_scratch_t s;
-  if (!tt_scratch_alloc(&s, &e->epi)) {
-    tt_scratch_free(&s);
+  if (!tt_tile_scratch_alloc(&s, &e->epi)) {
+    tt_tile_scratch_free(&s);
     tt_fused_fail(&e->epi, tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (fused tile)"));
     return;
   }
@@ -483,7 +483,7 @@ static void tt_fred_epilogue_range(void *arg, int64_t begin, int64_t end) {
     }
     tt_store_f32(s.regs + (size_t)(f->num_ops - 1) * TT_FUSED_TILE, n, out->data, out->dtype, t);
   }
-  tt_scratch_free(&s);
+  tt_tile_scratch_free(&s);
 }
 
 static tt_status_t tt_execute_fused_reduce(const tt_instr_t *instr, const tt_view_t *inputs,
