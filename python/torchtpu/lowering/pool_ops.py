@@ -443,3 +443,12 @@ def avg_pool3d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_
                                 nl * D, 1, H, W))
     g = reshape(g, list(x.shape))
     return wrap(g if work == dt else op(CONVERT, [g], (dt,)))
+
+
+@lowers(aten.max_pool3d_with_indices_backward.default)
+def max_pool3d_with_indices_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mode,
+                                     indices):
+    """The forward's indices are flat within each D*H*W volume: the
+    gradient is scattered back to them (the window geometry is already in
+    the indices)."""
+    return _max_unpool_backward(3)(grad, x, indices)
