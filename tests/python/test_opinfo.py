@@ -78,6 +78,7 @@ SUBSET = [
     "linalg.solve", "linalg.cholesky", "linalg.qr", "linalg.svd", "linalg.det", "linalg.eigh",
     "linalg.lu_factor", "linalg.solve_triangular", "cdist", "nn.functional.conv_transpose2d",
     "nn.functional.embedding_bag", "nn.functional.avg_pool3d", "nn.functional.interpolate.bicubic",
+    "nn.functional.conv3d", "nn.functional.max_pool3d",
 ]
 
 # (op, dtype) -> why it does not pass yet. Strict: a fixed one must be removed.

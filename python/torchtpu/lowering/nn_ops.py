@@ -139,6 +139,10 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
     if transposed and x.dim() in (3, 4) and x.dtype == w.dtype and x.dtype != torch.bool:
         return _int_convolution(x, w, bias, stride, padding, dilation, groups,
                                 transposed=True, output_padding=output_padding)
+    if not transposed and x.dim() == 5 and x.dtype.is_floating_point and x.dtype == w.dtype:
+        return _conv3d_forward(x, w, bias, stride, padding, dilation, groups)
+    if not transposed and x.dim() == 5 and x.dtype == w.dtype and x.dtype != torch.bool:
+        return _int_convolution(x, w, bias, stride, padding, dilation, groups)
     if transposed or x.dim() not in (3, 4) or x.dtype == torch.bool:
         return fallback(aten.convolution.default,
                         (x, w, bias, stride, padding, dilation, transposed, output_padding,
@@ -259,6 +263,8 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
     if transposed and x.dim() in (3, 4):
         return _conv_transpose_backward(grad, x, w, stride, padding, dilation, groups,
                                         output_mask)
+    if not transposed and x.dim() == 5 and x.dtype.is_floating_point:
+        return _conv3d_backward(grad, x, w, stride, padding, dilation, groups, output_mask)
     if transposed or x.dim() not in (3, 4):
         return fallback(aten.convolution_backward.default,
                         (grad, x, w, bias_sizes, stride, padding, dilation, transposed,
@@ -639,3 +645,115 @@ lowers(aten._native_batch_norm_legit.default)(
     _bn_eval_outputs(aten._native_batch_norm_legit.default))
 lowers(aten._native_batch_norm_legit.no_stats)(
     _bn_eval_outputs(aten._native_batch_norm_legit.no_stats, 3))
+
+
+# ------------------------------------------------------- 3-d convolution
+# conv3d as KD 2-d convolutions: for each depth tap kd, the input planes
+# that tap reads (every stride-th padded plane from kd * dilation) are
+# folded into the batch, convolved with the tap's 2-d kernel, and the taps
+# are summed. Backward runs the same fold through the 2-d backward ops.
+def _c3(name):
+    from torchtpu.lowering import core
+    return getattr(core, name)
+
+
+def _conv3d_geom(x, w, stride, padding, dilation):
+    s, p, d = (list(v) * 3 if len(v) == 1 else list(v) for v in (stride, padding, dilation))
+    N, C, D, H, W = x.shape
+    KD = w.shape[2]
+    Dp = D + 2 * p[0]
+    OD = (Dp - d[0] * (KD - 1) - 1) // s[0] + 1
+    return s, p, d, N, C, D, H, W, KD, Dp, OD
+
+
+def _conv3d_taps(xh, geom):
+    """For each depth tap: the planes it reads, folded to [N*OD, C, H, W]."""
+    s, p, d, N, C, D, H, W, KD, Dp, OD = geom
+    if p[0]:
+        xh = op(PAD, [xh], (0, 0, p[0], 0, 0, 0, 0, p[0], 0, 0), (0.0,))
+    taps = []
+    for kd in range(KD):
+        lo = kd * d[0]
+        xs = op(SLICE, [xh], (0, 0, lo, 0, 0, N, C, lo + (OD - 1) * s[0] + 1, H, W,
+                              1, 1, s[0], 1, 1))
+        xs = op(_c3("TRANSPOSE"), [xs], (0, 2, 1, 3, 4))
+        taps.append(reshape(xs, [N * OD, C, H, W]))
+    return taps
+
+
+def _conv3d_weight_tap(wh, kd):
+    O, Cg, KD, KH, KW = wh.shape
+    wk = op(SLICE, [wh], (0, 0, kd, 0, 0, O, Cg, kd + 1, KH, KW, 1, 1, 1, 1, 1))
+    return reshape(wk, [O, Cg, KH, KW])
+
+
+def _f32(t):
+    """Half-type tensors widened to float32 (the taps are summed once, in
+    float32, as CPU's kernel accumulates), others unchanged."""
+    if t is None or t.dtype not in (torch.float16, torch.bfloat16):
+        return t
+    return wrap(convert(t._h, TT_F32))
+
+
+def _narrow(res, like):
+    return res if res is None or res._h.dtype == like._h.dtype else \
+        wrap(convert(res._h, like._h.dtype))
+
+
+def _conv3d_forward(x, w, bias, stride, padding, dilation, groups):
+    if x.dtype in (torch.float16, torch.bfloat16):
+        out = _conv3d_forward(_f32(x), _f32(w), _f32(bias), stride, padding, dilation, groups)
+        return _narrow(out, x)
+    geom = _conv3d_geom(x, w, stride, padding, dilation)
+    s, p, d, N, C, D, H, W, KD, Dp, OD = geom
+    attrs = (s[1], s[2], p[1], p[2], d[1], d[2], groups)
+    out = None
+    for kd, xs in enumerate(_conv3d_taps(x._h, geom)):
+        y = op(CONV2D, [xs, _conv3d_weight_tap(w._h, kd)], attrs)
+        out = y if out is None else op(BINARY, [out, y], (BIN["add"],))
+    O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
+    out = op(_c3("TRANSPOSE"), [reshape(out, [N, OD, O, OH, OW])], (0, 2, 1, 3, 4))
+    if bias is not None:
+        out = op(BINARY, [out, reshape(bias._h, [1, O, 1, 1, 1])], (BIN["add"],))
+    return wrap(out)
+
+
+def _conv3d_backward(grad, x, w, stride, padding, dilation, groups, output_mask):
+    if x.dtype in (torch.float16, torch.bfloat16):
+        gi, gw, gb = _conv3d_backward(_f32(grad), _f32(x), _f32(w), stride, padding, dilation,
+                                      groups, output_mask)
+        return _narrow(gi, x), _narrow(gw, w), _narrow(gb, grad)
+    geom = _conv3d_geom(x, w, stride, padding, dilation)
+    s, p, d, N, C, D, H, W, KD, Dp, OD = geom
+    O, Cg, _, KH, KW = w.shape
+    OH, OW = grad.shape[3], grad.shape[4]
+    attrs = (s[1], s[2], p[1], p[2], d[1], d[2], groups)
+    gf = reshape(op(_c3("TRANSPOSE"), [grad._h], (0, 2, 1, 3, 4)), [N * OD, O, OH, OW])
+    gi = gw = gb = None
+    if output_mask[0]:
+        acc = None
+        span = (OD - 1) * s[0] + 1
+        for kd in range(KD):
+            g2 = op(CONV2D_BWD_INPUT, [gf, _conv3d_weight_tap(w._h, kd)],
+                    attrs + (N * OD, C, H, W))
+            g5 = op(_c3("TRANSPOSE"), [reshape(g2, [N, OD, C, H, W])], (0, 2, 1, 3, 4))
+            if s[0] > 1:  # planes land every stride-th position: interleave zeros
+                g6 = op(PAD, [reshape(g5, [N, C, OD, 1, H, W])],
+                        (0, 0, 0, 0, 0, 0, 0, 0, 0, s[0] - 1, 0, 0), (0.0,))
+                g5 = op(SLICE, [reshape(g6, [N, C, OD * s[0], H, W])],
+                        (0, 0, 0, 0, 0, N, C, span, H, W, 1, 1, 1, 1, 1))
+            lo = kd * d[0]
+            g5 = op(PAD, [g5], (0, 0, lo, 0, 0, 0, 0, Dp - lo - span, 0, 0), (0.0,))
+            acc = g5 if acc is None else op(BINARY, [acc, g5], (BIN["add"],))
+        if p[0]:
+            acc = op(SLICE, [acc], (0, 0, p[0], 0, 0, N, C, p[0] + D, H, W, 1, 1, 1, 1, 1))
+        gi = wrap(acc)
+    if output_mask[1]:
+        taps = []
+        for xs in _conv3d_taps(x._h, geom):
+            gk = op(CONV2D_BWD_WEIGHT, [gf, xs], attrs + (O, Cg, KH, KW))
+            taps.append(reshape(gk, [O, Cg, 1, KH, KW]))
+        gw = wrap(taps[0] if len(taps) == 1 else op(_c3("CONCAT"), taps, (2,)))
+    if output_mask[2]:
+        gb = wrap(op(REDUCE, [grad._h], (RED_SUM, 1 | 4 | 8 | 16, 0, grad._h.dtype)))
+    return gi, gw, gb
