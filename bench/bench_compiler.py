@@ -7,7 +7,11 @@ memcpy baseline measured in the same run:
 2. compile time of a 1,000-node graph on tier 0 (CompileTime metric), and
    tier-1 load time from a warm persistent cache;
 3. time to first training step, torchtpu vs eager (fresh processes);
-4. peak RSS of a training run, torchtpu vs eager (fresh processes).
+4. peak RSS of a training run, torchtpu vs eager (fresh processes);
+5. memory of the training steps of bench_training.py's MLP and transformer:
+   the engine's peak device bytes (tt memory stats) next to the bytes in use
+   between steps (parameters, optimizer state), the peak RSS of torchtpu and
+   of eager PyTorch for the same model, and the step time (fresh processes).
 
 Usage: bash scripts/bootstrap.sh && PJRT_DEVICE=CPU .venv/bin/python bench/bench_compiler.py
 """
@@ -118,6 +122,43 @@ def child_train(mode):
     print(json.dumps({"first_step_s": first, "peak_rss": rss}))
 
 
+def child_mem(kind, mode):
+    """Five training steps of bench_training.py's model `kind` (batch 32)."""
+    import resource
+    sys.path.insert(0, HERE)
+    from bench_training import batches, build
+    from models import loss_of
+    torch.manual_seed(0)
+    model = build(kind)
+    if mode == "xla":
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+        from torchtpu import _C
+        model = model.to("xla")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    times = []
+    for x, y in batches(kind, 6, 32):
+        t0 = time.perf_counter()
+        if mode == "xla":
+            with torch_xla.step():
+                x, y = x.to("xla"), y.to("xla")
+                opt.zero_grad()
+                loss_of(kind, model(x), y).backward()
+                opt.step()
+            xm.wait_device_ops()
+        else:
+            opt.zero_grad()
+            loss_of(kind, model(x), y).backward()
+            opt.step()
+        times.append(time.perf_counter() - t0)
+    res = {"peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+           "step_ms": sorted(times[2:])[len(times[2:]) // 2] * 1e3}
+    if mode == "xla":
+        in_use, peak = _C.memory_stats(0)
+        res.update({"device_in_use": in_use, "device_peak": peak})
+    print(json.dumps(res))
+
+
 def run_child(*args, env=None):
     e = dict(os.environ, PJRT_DEVICE="CPU")
     e.update(env or {})
@@ -156,6 +197,14 @@ def main():
           f"(ratio {o['first_step_s'] / e['first_step_s']:.2f})")
     print(f"peak RSS: eager {e['peak_rss'] / 2**20:.0f} MB, torchtpu {o['peak_rss'] / 2**20:.0f} MB "
           f"(ratio {o['peak_rss'] / e['peak_rss']:.2f})")
+    for kind in ("mlp", "transformer"):
+        e = run_child("mem", kind, "cpu")
+        o = run_child("mem", kind, "xla")
+        print(f"{kind} training step (batch 32): device peak {o['device_peak'] / 2**20:.1f} MB, "
+              f"in use between steps {o['device_in_use'] / 2**20:.1f} MB (transient "
+              f"{(o['device_peak'] - o['device_in_use']) / 2**20:.1f} MB); peak RSS eager "
+              f"{e['peak_rss'] / 2**20:.0f} MB, torchtpu {o['peak_rss'] / 2**20:.0f} MB; step "
+              f"eager {e['step_ms']:.1f} ms, torchtpu {o['step_ms']:.1f} ms")
 
 
 if __name__ == "__main__":
@@ -163,6 +212,8 @@ if __name__ == "__main__":
         child_fused(os.environ.get("TORCHTPU_TIER"))
     elif len(sys.argv) > 1 and sys.argv[1] == "compile":
         child_compile(sys.argv[2] if len(sys.argv) > 2 else None)
+    elif len(sys.argv) > 1 and sys.argv[1] == "mem":
+        child_mem(sys.argv[2], sys.argv[3])
     elif len(sys.argv) > 1 and sys.argv[1] == "train":
         child_train(sys.argv[2])
     else:

@@ -95,6 +95,22 @@ int64_t tt_executable_count_run(tt_executable_t *exe);
 /* Number of installed tier-1 kernels. */
 int32_t tt_executable_num_kernels(const tt_executable_t *exe);
 
+/* ---- buffer planning ----
+ * Places n buffers (sizes in bytes, inclusive lifetimes [start[i], end[i]]
+ * in instruction order) in one arena so that buffers whose lifetimes
+ * overlap never share bytes: greedy by decreasing size, each in the
+ * smallest gap that fits (best fit). Offsets are 64-byte aligned.
+ * out_offsets has n entries; *out_arena_bytes receives the arena size. */
+tt_status_t tt_buffer_plan(int32_t n, const size_t *sizes, const int32_t *start,
+                           const int32_t *end, size_t *out_offsets, size_t *out_arena_bytes);
+/* The executable's plan (made once at tt_executable_create): the arena
+ * every execution takes for its intermediates, and the bytes those
+ * intermediates would take without reuse. TORCHTPU_BUFFER_PLAN=0 disables
+ * planning (each intermediate is allocated and freed at its last use):
+ * both are then 0. */
+size_t tt_executable_arena_bytes(const tt_executable_t *exe);
+size_t tt_executable_planned_bytes(const tt_executable_t *exe);
+
 /* Bytes currently allocated on device, and the peak since start. */
 void tt_runtime_memory_stats(int32_t device, int64_t *out_bytes_in_use,
                              int64_t *out_peak_bytes);

@@ -1,7 +1,11 @@
 /* Executables: a planned graph and its tier-0 executor, which walks the
  * instruction list calling one kernel per instruction. Intermediate buffers
- * are freed right after their last use (liveness from the graph), so peak
- * memory follows the live set rather than the whole graph. */
+ * live in one arena per execution, at offsets planned once from liveness
+ * (tt_buffer_plan): an intermediate reuses the bytes of ones whose last
+ * reader has run, so the arena follows the live set rather than the whole
+ * graph, and an execution makes one allocation instead of one per
+ * intermediate. With TORCHTPU_BUFFER_PLAN=0 each intermediate is allocated
+ * on its own and freed right after its last use. */
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +14,7 @@
 #include "torchtpu/kernels.h"
 #include "ir/ops_extra.h"
 #include "torchtpu/metrics.h"
+#include "torchtpu/pjrt.h"
 
 struct tt_executable_s {
   int32_t refcount;
@@ -22,7 +27,15 @@ struct tt_executable_s {
   tt_fused_fn_t *kernels;
   void *dl_handle;
   int64_t runs;
+  /* Per instruction: a reshape that aliases its operand's buffer. */
+  uint8_t *alias;
+  /* Buffer plan: per instruction its arena offset, or -1 (not planned). */
+  int64_t *offset;
+  size_t arena_bytes, planned_bytes;
 };
+
+size_t tt_executable_arena_bytes(const tt_executable_t *e) { return e->arena_bytes; }
+size_t tt_executable_planned_bytes(const tt_executable_t *e) { return e->planned_bytes; }
 
 void tt_executable_install_kernel(tt_executable_t *e, int32_t instr, tt_fused_fn_t fn) {
   if (instr < 0 || instr >= e->graph->num_instrs) return;
@@ -95,6 +108,79 @@ tt_status_t tt_executable_bind_outputs(tt_executable_t *e, int32_t device,
   return NULL;
 }
 
+static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
+                               const tt_instr_t *in, const uint8_t *owned);
+static size_t tt_instr_bytes(const tt_instr_t *in);
+
+/* Which reshapes alias their operand (decided from the graph alone: the
+ * executor's ownership walk without running anything), then the arena
+ * plan: one buffer per owned intermediate, live from its producer to the
+ * last reader of the last reshape that took it over. */
+static tt_status_t tt_plan_memory(tt_executable_t *e) {
+  const tt_graph_t *g = e->graph;
+  int32_t n = g->num_instrs;
+  e->alias = calloc((size_t)n + 1, 1);
+  e->offset = malloc(sizeof(int64_t) * ((size_t)n + 1));
+  uint8_t *owned = calloc((size_t)n + 1, 1);
+  int32_t *holder = malloc(sizeof(int32_t) * ((size_t)n + 1)); /* buffer -> last holder */
+  int32_t *owner = malloc(sizeof(int32_t) * ((size_t)n + 1));  /* holder -> buffer */
+  int32_t *bufs = malloc(sizeof(int32_t) * ((size_t)n + 1));
+  size_t *sizes = malloc(sizeof(size_t) * ((size_t)n + 1));
+  size_t *offs = malloc(sizeof(size_t) * ((size_t)n + 1));
+  int32_t *start = malloc(sizeof(int32_t) * ((size_t)n + 1));
+  int32_t *end = malloc(sizeof(int32_t) * ((size_t)n + 1));
+  tt_status_t st = NULL;
+  if (!e->alias || !e->offset || !owned || !holder || !owner || !bufs || !sizes || !offs ||
+      !start || !end) {
+    st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
+    goto done;
+  }
+  int32_t nb = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    const tt_instr_t *in = &g->instrs[i];
+    e->offset[i] = -1;
+    owner[i] = -1;
+    if (in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR || e->direct_output[i] >= 0) continue;
+    if (in->op == TT_OP_RESHAPE && tt_reshape_aliases_(e, g, in, owned)) {
+      int32_t o = in->operands[0];
+      e->alias[i] = 1;
+      owned[i] = owned[o];
+      owned[o] = 0;
+      if (owned[i]) {
+        owner[i] = owner[o];
+        holder[owner[i]] = i;
+      }
+      continue;
+    }
+    owned[i] = 1;
+    owner[i] = nb;
+    holder[nb] = i;
+    bufs[nb] = i;
+    sizes[nb] = tt_instr_bytes(in);
+    start[nb] = i;
+    nb++;
+  }
+  const char *env = getenv("TORCHTPU_BUFFER_PLAN");
+  if (env && strcmp(env, "0") == 0) goto done;
+  for (int32_t b = 0; b < nb; ++b) end[b] = g->instrs[holder[b]].last_use;
+  st = tt_buffer_plan(nb, sizes, start, end, offs, &e->arena_bytes);
+  if (st) goto done;
+  for (int32_t b = 0; b < nb; ++b) {
+    e->offset[bufs[b]] = (int64_t)offs[b];
+    e->planned_bytes += sizes[b];
+  }
+done:
+  free(owned);
+  free(holder);
+  free(owner);
+  free(bufs);
+  free(sizes);
+  free(offs);
+  free(start);
+  free(end);
+  return st;
+}
+
 tt_status_t tt_executable_create(tt_graph_t *graph, tt_executable_t **out_exe) {
   *out_exe = NULL;
   tt_executable_t *e = calloc(1, sizeof(*e));
@@ -127,6 +213,12 @@ tt_status_t tt_executable_create(tt_graph_t *graph, tt_executable_t **out_exe) {
   tt_plan_donation(graph, e->direct_output, e->donor);
   e->refcount = 1;
   e->graph = graph;
+  tt_status_t st = tt_plan_memory(e);
+  if (st) {
+    e->graph = NULL;
+    tt_executable_release(e);
+    return st;
+  }
   *out_exe = e;
   return NULL;
 }
@@ -137,7 +229,9 @@ void tt_executable_retain(tt_executable_t *e) {
 
 void tt_executable_release(tt_executable_t *e) {
   if (!e || __atomic_sub_fetch(&e->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
-  tt_graph_destroy(e->graph);
+  if (e->graph) tt_graph_destroy(e->graph);
+  free(e->alias);
+  free(e->offset);
   free(e->direct_output);
   free(e->kernels);
   free(e->donor);
@@ -409,6 +503,10 @@ static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
 
 tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
                                   const tt_input_value_t *inputs, void *const *output_data) {
+  /* Routed through a PJRT plugin (src/backends/pjrt/engine.c): it runs the
+   * graph, unless it falls back to the kernels below (opt-in). */
+  tt_status_t pjrt_status = NULL;
+  if (tt_pjrt_engine_execute(e, device, inputs, output_data, &pjrt_status)) return pjrt_status;
   const tt_graph_t *g = e->graph;
   int32_t n = g->num_instrs;
   void **vals = calloc((size_t)n + 1, sizeof(void *));
@@ -416,9 +514,19 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
   /* Scalars are stored inline: 8 bytes each. */
   int64_t *scalars = calloc((size_t)n + 1, sizeof(int64_t));
   tt_status_t st = NULL;
+  uint8_t *arena = NULL;
   if (!vals || !owned || !scalars) {
     st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (execute)");
     goto done;
+  }
+  if (e->arena_bytes) {
+    arena = tt_device_alloc(device, e->arena_bytes);
+    if (!arena) {
+      st = tt_status_make(TT_RESOURCE_EXHAUSTED,
+                          "out of device memory allocating the %zu-byte arena of %d instructions",
+                          e->arena_bytes, n);
+      goto done;
+    }
   }
   for (int32_t i = 0; i < n && !st; ++i) {
     const tt_instr_t *in = &g->instrs[i];
@@ -430,8 +538,7 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
       vals[i] = &scalars[i];
     } else {
       size_t bytes = tt_instr_bytes(in);
-      if (in->op == TT_OP_RESHAPE && e->direct_output[i] < 0 &&
-          tt_reshape_aliases_(e, g, in, owned)) {
+      if (e->alias[i]) {
         /* Buffers are dense: a reshape is the same bytes. Alias them. */
         int32_t o = in->operands[0];
         vals[i] = vals[o];
@@ -441,6 +548,8 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
       }
       if (e->direct_output[i] >= 0) {
         vals[i] = output_data[e->direct_output[i]];
+      } else if (arena && e->offset[i] >= 0) {
+        vals[i] = arena + e->offset[i]; /* the arena is freed once, at the end */
       } else {
         vals[i] = tt_device_alloc(device, bytes);
         if (!vals[i]) {
@@ -482,6 +591,7 @@ done:
   if (vals && owned)
     for (int32_t i = 0; i < n; ++i)
       if (owned[i]) tt_device_free(device, vals[i], tt_instr_bytes(&g->instrs[i]));
+  if (arena) tt_device_free(device, arena, e->arena_bytes);
   free(vals);
   free(owned);
   free(scalars);

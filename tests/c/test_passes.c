@@ -370,6 +370,92 @@ static void test_reduce_fusion_matches_unfused(void) {
   }
 }
 
+/* ---- buffer planning --------------------------------------------------- */
+
+static void test_buffer_plan_packs_by_liveness(void) {
+  /* Five buffers: 0 and 1 overlap in time, 2 starts after 0 dies, 3 after
+   * 1 and 2, 4 lives throughout. */
+  size_t sizes[5] = {4096, 1000, 4000, 5000, 64};
+  int32_t start[5] = {0, 1, 3, 5, 0}, end[5] = {2, 4, 4, 6, 6};
+  size_t off[5] = {0}, arena = 0;
+  CHECK_OK(tt_buffer_plan(5, sizes, start, end, off, &arena));
+  int ok = 1;
+  for (int i = 0; i < 5; ++i) {
+    ok &= off[i] % 64 == 0 && off[i] + sizes[i] <= arena;
+    for (int j = 0; j < i; ++j) {
+      int overlap_t = start[i] <= end[j] && start[j] <= end[i];
+      int overlap_m = off[i] < off[j] + sizes[j] && off[j] < off[i] + sizes[i];
+      ok &= !(overlap_t && overlap_m);
+    }
+  }
+  CHECK(ok);
+  /* Live at once at most: 4096 + 1024 + 64 or 1024 + 4032 + 64 or 5056 + 64. */
+  CHECK(arena <= 5120 + 1024 + 64 && arena < 4096 + 1024 + 4032 + 5056 + 64);
+}
+
+/* A chain of unfused elementwise ops on 64 KiB values: the plan keeps two
+ * buffers' worth (each op reads the previous value while writing its
+ * own), and results equal unplanned execution. */
+static void test_buffer_plan_reuses_and_matches(void) {
+  enum { N = 16384 };
+  float *data = malloc(sizeof(float) * N), *a = malloc(sizeof(float) * N),
+        *b = malloc(sizeof(float) * N);
+  for (int i = 0; i < N; ++i) data[i] = rnd_unit();
+  tt_buffer_t *buf = NULL;
+  CHECK_OK(tt_buffer_from_host(0, data, sizeof(float) * N, &buf));
+  tt_shape_t s = {2, {128, 128}};
+  tt_node_t *x = tt_node_create_param(buf, TT_F32, &s, 0);
+  tt_node_t *n[8];
+  n[0] = unary(x, TT_UN_EXP);
+  n[1] = unary(n[0], TT_UN_TANH);
+  n[2] = binary(n[1], x, TT_BIN_ADD);
+  n[3] = unary(n[2], TT_UN_SIGMOID);
+  int64_t dims[2] = {16384, 1}, perm[2] = {1, 0};
+  n[4] = NULL;
+  CHECK_OK(tt_node_create(TT_OP_RESHAPE, 0, &n[3], 1, dims, 2, NULL, 0, &n[4]));
+  n[5] = NULL;
+  CHECK_OK(tt_node_create(TT_OP_TRANSPOSE, 0, &n[4], 1, perm, 2, NULL, 0, &n[5]));
+  n[6] = unary(n[5], TT_UN_NEG);
+  n[7] = reduce(n[6], TT_RED_SUM, 2, 0, TT_F32); /* [1] */
+  tt_node_t *y = binary(n[7], n[0], TT_BIN_MUL); /* n[0] lives to the end */
+  tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
+  CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
+  tt_optimize_options_t off = {0, 1, 0};
+  CHECK_OK(tt_graph_optimize(g, &off, &g0));
+  CHECK_OK(tt_graph_optimize(g, &off, &g1));
+  tt_executable_t *e0 = NULL, *e1 = NULL;
+  setenv("TORCHTPU_BUFFER_PLAN", "0", 1);
+  if (g0) CHECK_OK(tt_executable_create(g0, &e0));
+  unsetenv("TORCHTPU_BUFFER_PLAN");
+  if (g1) CHECK_OK(tt_executable_create(g1, &e1));
+  if (e0 && e1) {
+    size_t v = sizeof(float) * N;
+    CHECK(tt_executable_arena_bytes(e0) == 0);
+    /* exp, tanh, add, sigmoid, transpose, neg, sum: the reshape aliases. */
+    CHECK(tt_executable_planned_bytes(e1) == 6 * v + sizeof(float));
+    CHECK(tt_executable_arena_bytes(e1) <= 3 * v + 1024);
+    tt_input_value_t in[1];
+    memset(in, 0, sizeof(in));
+    in[0].buffer = buf;
+    void *o0[1] = {a}, *o1[1] = {b};
+    CHECK_OK(tt_executable_run(e0, in, o0));
+    CHECK_OK(tt_executable_run(e1, in, o1));
+    CHECK(memcmp(a, b, sizeof(float) * N) == 0);
+  }
+  if (e0) tt_executable_release(e0);
+  else tt_graph_destroy(g0);
+  if (e1) tt_executable_release(e1);
+  else tt_graph_destroy(g1);
+  tt_graph_destroy(g);
+  for (int i = 0; i < 8; ++i) tt_node_release(n[i]);
+  tt_node_release(y);
+  tt_node_release(x);
+  tt_buffer_release(buf);
+  free(data);
+  free(a);
+  free(b);
+}
+
 static void test_verifier_catches_bad_graph(void) {
   float data[4] = {0};
   tt_buffer_t *buf = NULL;
@@ -400,5 +486,7 @@ int main(void) {
   test_verifier_catches_bad_graph();
   test_reduce_fusion_layer_norm();
   test_reduce_fusion_matches_unfused();
+  test_buffer_plan_packs_by_liveness();
+  test_buffer_plan_reuses_and_matches();
   return tt_test_finish_();
 }
