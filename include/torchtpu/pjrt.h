@@ -130,6 +130,49 @@ tt_status_t tt_pjrt_execute(tt_pjrt_executable_t *executable, size_t device_inde
                             tt_pjrt_buffer_t *const *args, size_t num_args,
                             tt_pjrt_buffer_t **out_outputs);
 
+/* ---- the lazy engine through a plugin (src/backends/pjrt/engine.c) ----
+ *
+ * When enabled, every execution of an engine executable
+ * (tt_executable_execute on a device worker) runs through the plugin: the
+ * executable's graph is emitted as StableHLO and compiled once per graph
+ * (cached by the graph's hash and canonical key for the life of the
+ * process), the inputs (PARAM buffers, and SCALAR values as 0-d arrays, in
+ * @main's argument order = the graph's input order) are copied to buffers
+ * on the plugin device with the engine device's index, the executable runs,
+ * and its results are copied into the engine's output memory. Host memory
+ * stays the engine's: one copy in and one copy out per execution.
+ * Counters: PjrtExecute, PjrtCompile, PjrtFallback; metrics PjrtCompileTime,
+ * PjrtExecuteTime (transfers included). */
+
+/* Routes executions through client (retained until
+ * tt_pjrt_engine_disable). With fallback 0, a graph the plugin cannot run
+ * (no StableHLO lowering, or a compile error such as an unknown custom call)
+ * fails with a status naming the op and carrying the plugin's message; with
+ * fallback 1 it runs on the engine's own CPU kernels instead, counted by
+ * PjrtFallback. Call before the runtime starts executing; enabling twice
+ * replaces the client. */
+void tt_pjrt_engine_enable(tt_pjrt_client_t *client, int fallback);
+/* Stops routing, drops the compiled-executable cache and the client. */
+void tt_pjrt_engine_disable(void);
+/* 1 while enabled. */
+int tt_pjrt_engine_enabled(void);
+/* The routed client (borrowed), or NULL. */
+tt_pjrt_client_t *tt_pjrt_engine_client(void);
+/* Number of graphs in the compiled-executable cache. */
+size_t tt_pjrt_engine_cache_size(void);
+
+struct tt_executable_s;
+struct tt_input_value_s;
+/* Runs exe through the routed plugin on device `device` (< 0: device 0)
+ * with the engine's inputs, writing output r's dense bytes to
+ * output_data[r]. Returns 1 when it handled the execution (*out_status is
+ * its result, NULL on success), 0 when the caller must run the engine's own
+ * kernels: routing is off, or fallback is on and the graph cannot run on the
+ * plugin. */
+int tt_pjrt_engine_execute(struct tt_executable_s *exe, int32_t device,
+                           const struct tt_input_value_s *inputs, void *const *output_data,
+                           tt_status_t *out_status);
+
 #ifdef __cplusplus
 }
 #endif

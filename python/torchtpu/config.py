@@ -4,6 +4,11 @@ PJRT_DEVICE selects the backend: CPU is the one this build ships, and the
 default when PJRT_DEVICE is unset (said once on stderr, as PyTorch/XLA
 does). CPU_NUM_DEVICES sets the number of virtual CPU devices; the default
 is 1, PyTorch/XLA's own default for its CPU client.
+
+The engine runs its graphs through a PJRT plugin (docs/pjrt.md) with
+PJRT_DEVICE=LIBRARY and PJRT_LIBRARY_PATH=<plugin.so>, or with
+PJRT_DEVICE=CPU and TORCHTPU_CPU_BACKEND=pjrt (XLA's CPU plugin, found by
+torchtpu.pjrt.find_cpu_plugin). The devices are then the plugin's.
 """
 import os
 import sys
@@ -43,12 +48,65 @@ PJRT_PLUGIN_DEVICES = ("TPU", "CUDA", "GPU", "LIBRARY")
 def _refuse_pjrt_plugin_device(value):
     """Finds the plugin PJRT_DEVICE=value asks for (raising with the places
     searched when there is none), then says that the lazy engine does not
-    run through it yet: torchtpu.pjrt can drive the plugin directly."""
+    run through it by that name: only LIBRARY (any plugin by path) is wired."""
     from torchtpu import pjrt
     path = pjrt.find_plugin(value)
     raise RuntimeError(
         f"PJRT_DEVICE={value}: found the PJRT plugin {path}, but torch_xla devices do not run "
-        "through PJRT plugins yet (torchtpu.pjrt drives a plugin directly); use PJRT_DEVICE=CPU")
+        f"through {value} plugins yet (unverified); PJRT_DEVICE=LIBRARY PJRT_LIBRARY_PATH={path} "
+        "runs the engine through it, or use PJRT_DEVICE=CPU")
+
+
+# PJRT_DEVICE=CPU with TORCHTPU_CPU_BACKEND=pjrt runs the engine's graphs on
+# XLA's CPU plugin instead of its own kernels (the default, "own").
+CPU_BACKEND_VAR = "TORCHTPU_CPU_BACKEND"
+# TORCHTPU_PJRT_FALLBACK=1: graphs the plugin cannot run use the own kernels
+# (counted by PjrtFallback) instead of failing.
+PJRT_FALLBACK_VAR = "TORCHTPU_PJRT_FALLBACK"
+_pjrt_route = None   # (plugin path, client create options) when routed
+_pjrt_client = None  # the routed client, once the runtime started
+
+
+def _pjrt_route_from_env(value):
+    """(plugin path, create options) when the engine should run through a
+    PJRT plugin for PJRT_DEVICE=value, else None."""
+    from torchtpu import pjrt
+    if value == "LIBRARY":
+        path = pjrt.find_plugin("LIBRARY")
+        options = {}
+        if os.environ.get("CPU_NUM_DEVICES"):
+            options["cpu_device_count"] = num_devices_from_env()
+        return path, options
+    backend = os.environ.get(CPU_BACKEND_VAR, "").lower()
+    if backend in ("", "own"):
+        return None
+    if backend != "pjrt":
+        raise RuntimeError(f"{CPU_BACKEND_VAR}={os.environ[CPU_BACKEND_VAR]}: expected 'own' "
+                           "(the engine's kernels, the default) or 'pjrt' (XLA's CPU PJRT plugin)")
+    path = pjrt.find_cpu_plugin()
+    if path is None:
+        raise RuntimeError(f"{CPU_BACKEND_VAR}=pjrt: no XLA CPU PJRT plugin found (install "
+                           "xla-cpu-pjrt, or set TORCHTPU_PJRT_CPU_PLUGIN to a plugin .so)")
+    return path, {"cpu_device_count": num_devices_from_env()}
+
+
+def pjrt_route():
+    """(plugin path, options) when the engine runs through PJRT, else None."""
+    device_type()
+    return _pjrt_route
+
+
+def _start_pjrt_engine():
+    """Opens the routed plugin, routes executions through it; returns its
+    device count (the number of xla devices)."""
+    global _pjrt_client
+    path, options = _pjrt_route
+    _pjrt_client = _C.pjrt_open(path, options)
+    fallback = os.environ.get(PJRT_FALLBACK_VAR, "0").lower() in ("1", "true", "yes")
+    _C.pjrt_engine_enable(_pjrt_client, fallback)
+    # Tier-1 C kernels would never run: the plugin compiles the graph.
+    os.environ.setdefault("TORCHTPU_TIER", "0")
+    return _C.pjrt_client_info(_pjrt_client)["device_count"]
 
 
 def device_type():
@@ -60,9 +118,12 @@ def device_type():
             print("PJRT_DEVICE is not set. Defaulting to using CPU.", file=sys.stderr)
             value = "CPU"
         value = value.upper()
-        if value in PJRT_PLUGIN_DEVICES:
+        global _pjrt_route
+        if value in ("CPU", "LIBRARY"):
+            _pjrt_route = _pjrt_route_from_env(value)
+        elif value in PJRT_PLUGIN_DEVICES:
             _refuse_pjrt_plugin_device(value)
-        if value not in ACCEPTED_DEVICES:
+        if value not in ACCEPTED_DEVICES and _pjrt_route is None:
             hint = ""
             if value in KNOWN_BUT_UNAVAILABLE:
                 hint = f" ({value} needs a PJRT plugin backend, which this build does not include)"
@@ -97,7 +158,7 @@ def ensure_runtime():
         device_type()
         from torchtpu import debugging
         debugging.install()
-        _C.init(num_devices_from_env())
+        _C.init(_start_pjrt_engine() if _pjrt_route else num_devices_from_env())
         cache = os.environ.get("XLA_PERSISTENT_CACHE_PATH")
         if cache:
             readonly = os.environ.get("XLA_PERSISTENT_CACHE_READ_ONLY", "0").lower() in (

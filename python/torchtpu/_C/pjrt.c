@@ -319,7 +319,38 @@ done:
   return result;
 }
 
+/* pjrt_engine_enable(client, fallback=False): route the engine's executions
+ * through client (docs/pjrt.md); before the runtime starts. */
+static PyObject *py_pjrt_engine_enable(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *capsule;
+  int fallback = 0;
+  if (!PyArg_ParseTuple(args, "O|p", &capsule, &fallback)) return NULL;
+  tt_pjrt_client_t *c = as_client(capsule);
+  if (!c) return NULL;
+  tt_pjrt_engine_enable(c, fallback);
+  Py_RETURN_NONE;
+}
+
+/* pjrt_engine_info() -> None, or dict(library_path, platform_name,
+ * device_count, cached_graphs) of the routed client. */
+static PyObject *py_pjrt_engine_info(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  tt_pjrt_client_t *c = tt_pjrt_engine_enabled() ? tt_pjrt_engine_client() : NULL;
+  if (!c) Py_RETURN_NONE;
+  return Py_BuildValue("{s:s,s:s,s:n,s:n}", "library_path", tt_pjrt_client_library_path(c),
+                       "platform_name", tt_pjrt_client_platform_name(c), "device_count",
+                       (Py_ssize_t)tt_pjrt_client_device_count(c), "cached_graphs",
+                       (Py_ssize_t)tt_pjrt_engine_cache_size());
+}
+
 PyMethodDef tt_py_extra_methods_pjrt[] = {
+    {"pjrt_engine_enable", py_pjrt_engine_enable, METH_VARARGS,
+     "pjrt_engine_enable(client, fallback=False): run the lazy engine's graphs through client"},
+    {"pjrt_engine_info", py_pjrt_engine_info, METH_NOARGS,
+     "pjrt_engine_info() -> None or dict(library_path, platform_name, device_count, "
+     "cached_graphs)"},
     {"pjrt_open", py_pjrt_open, METH_VARARGS,
      "pjrt_open(path, options=None) -> client: load a PJRT C API plugin and create a client"},
     {"pjrt_client_info", py_pjrt_client_info, METH_O,
