@@ -11,7 +11,11 @@ memcpy baseline measured in the same run:
 5. memory of the training steps of bench_training.py's MLP and transformer:
    the engine's peak device bytes (tt memory stats) next to the bytes in use
    between steps (parameters, optimizer state), the peak RSS of torchtpu and
-   of eager PyTorch for the same model, and the step time (fresh processes).
+   of eager PyTorch for the same model, and the step time (fresh processes);
+6. reductions with fused producers/epilogues: layer_norm forward on
+   [2048, 1024] and an MSE (mean((a - b)^2) over 4M floats), with reduction
+   fusion on and off (TORCHTPU_REDUCE_FUSION), tier 0 and tier 1, against
+   eager PyTorch.
 
 Usage: bash scripts/bootstrap.sh && PJRT_DEVICE=CPU .venv/bin/python bench/bench_compiler.py
 """
@@ -91,8 +95,21 @@ def child_compile(cache):
                       "builds": met.counter_value("Tier1Compile") or 0}))
 
 
-def child_train(mode):
+def peak_rss():
+    """This process's peak RSS: VmHWM (ru_maxrss keeps the forking parent's
+    peak across exec, which hides a child smaller than this benchmark)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def child_train(mode):
     sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
     from models import MLP
     t_start = time.perf_counter()
@@ -118,13 +135,11 @@ def child_train(mode):
             opt.step()
         if first is None:
             first = time.perf_counter() - t_start
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"first_step_s": first, "peak_rss": rss}))
+    print(json.dumps({"first_step_s": first, "peak_rss": peak_rss()}))
 
 
 def child_mem(kind, mode):
     """Five training steps of bench_training.py's model `kind` (batch 32)."""
-    import resource
     sys.path.insert(0, HERE)
     from bench_training import batches, build
     from models import loss_of
@@ -151,11 +166,38 @@ def child_mem(kind, mode):
             loss_of(kind, model(x), y).backward()
             opt.step()
         times.append(time.perf_counter() - t0)
-    res = {"peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    res = {"peak_rss": peak_rss(),
            "step_ms": sorted(times[2:])[len(times[2:]) // 2] * 1e3}
     if mode == "xla":
         in_use, peak = _C.memory_stats(0)
         res.update({"device_in_use": in_use, "device_peak": peak})
+    print(json.dumps(res))
+
+
+def reduce_cases(dev):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2048, 1024, generator=g).to(dev)
+    w, b = torch.randn(1024, generator=g).to(dev), torch.randn(1024, generator=g).to(dev)
+    a, c = torch.randn(N, generator=g).to(dev), torch.randn(N, generator=g).to(dev)
+    return {"layer_norm": lambda: torch.nn.functional.layer_norm(x, (1024,), w, b),
+            "mse": lambda: torch.nn.functional.mse_loss(a, c)}
+
+
+def child_reduce():
+    import torch_xla
+    from torchtpu import _C
+    res = {}
+    for name, fn in reduce_cases("xla").items():
+        keep = []
+
+        def run():
+            keep[:] = [fn()]
+            torch_xla.sync(wait=True)
+
+        for _ in range(3):
+            run()
+            _C.tier1_wait()
+        res[name] = best(run)
     print(json.dumps(res))
 
 
@@ -197,6 +239,13 @@ def main():
           f"(ratio {o['first_step_s'] / e['first_step_s']:.2f})")
     print(f"peak RSS: eager {e['peak_rss'] / 2**20:.0f} MB, torchtpu {o['peak_rss'] / 2**20:.0f} MB "
           f"(ratio {o['peak_rss'] / e['peak_rss']:.2f})")
+    eager = {k: best(fn) for k, fn in reduce_cases("cpu").items()}
+    for tier in ("0", "1"):
+        off = run_child("reduce", env={"TORCHTPU_TIER": tier, "TORCHTPU_REDUCE_FUSION": "0"})
+        on = run_child("reduce", env={"TORCHTPU_TIER": tier})
+        for k in eager:
+            print(f"{k} tier {tier}: unfused reductions {off[k] * 1e3:.2f} ms, fused "
+                  f"{on[k] * 1e3:.2f} ms ({off[k] / on[k]:.2f}x), eager {eager[k] * 1e3:.2f} ms")
     for kind in ("mlp", "transformer"):
         e = run_child("mem", kind, "cpu")
         o = run_child("mem", kind, "xla")
@@ -212,6 +261,8 @@ if __name__ == "__main__":
         child_fused(os.environ.get("TORCHTPU_TIER"))
     elif len(sys.argv) > 1 and sys.argv[1] == "compile":
         child_compile(sys.argv[2] if len(sys.argv) > 2 else None)
+    elif len(sys.argv) > 1 and sys.argv[1] == "reduce":
+        child_reduce()
     elif len(sys.argv) > 1 and sys.argv[1] == "mem":
         child_mem(sys.argv[2], sys.argv[3])
     elif len(sys.argv) > 1 and sys.argv[1] == "train":

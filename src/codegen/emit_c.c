@@ -298,6 +298,37 @@ static void tt_emit_elementwise(tt_src_t *s, const tt_graph_t *g, int32_t i) {
   put(s, "  }\n");
 }
 
+/* Loads of a fused reduction's prologue inputs at domain index i of row
+ * r0 (rows of R): a value per row reads index r0, a value per position in
+ * the row reads i - r0 * R, so neither divides per element. */
+static void tt_emit_row_loads(tt_src_t *s, const tt_graph_t *g, const tt_instr_t *in,
+                              const uint8_t *used, const tt_shape_t *dom, uint32_t mask,
+                              const char *indent) {
+  for (int32_t k = 0; k < in->num_operands; ++k) {
+    if (!used[k]) continue;
+    const tt_instr_t *x = &g->instrs[in->operands[k]];
+    int kept = 0, reduced = 0;
+    for (int d = 0; d < x->shape.rank; ++d) {
+      int dd = dom->rank - x->shape.rank + d;
+      if (x->shape.dims[d] == 1 || dom->dims[dd] == 1) continue;
+      if ((mask >> dd) & 1u) reduced = 1;
+      else kept = 1;
+    }
+    int64_t xn = tt_shape_numel(&x->shape), dn = tt_shape_numel(dom);
+    int64_t R = tt_reduce_row(in), A = R ? dn / R : 0;
+    put(s, "%sfloat a%d = %s(x%d[", indent, k, tt_load_fn(x->dtype), k);
+    if (xn == dn || xn == 1 || (kept && reduced) || (kept && xn != A) ||
+        (reduced && xn != R)) {
+      tt_emit_index(s, &x->shape, dom);
+    } else if (kept) {
+      put(s, "r0"); /* every kept dim in full, reduced dims 1: one value per row */
+    } else {
+      put(s, "(i - r0 * R)");
+    }
+    put(s, "]);\n");
+  }
+}
+
 /* A fused reduction over rows of R (tt_reduce_row): the prologue value at
  * domain index i is a static inline function, folded per result row. */
 static void tt_emit_reduce(tt_src_t *s, const tt_graph_t *g, int32_t i) {
@@ -305,6 +336,7 @@ static void tt_emit_reduce(tt_src_t *s, const tt_graph_t *g, int32_t i) {
   const tt_fused_t *f = in->fused;
   tt_shape_t dom = tt_fused_domain(in);
   int64_t R = tt_reduce_row(in);
+  uint32_t mask = (uint32_t)in->iattrs[1];
   int32_t red = 0;
   while (f->ops[red].op != TT_OP_REDUCE) ++red;
   const tt_fused_op_t *rop = &f->ops[red];
@@ -322,7 +354,7 @@ static void tt_emit_reduce(tt_src_t *s, const tt_graph_t *g, int32_t i) {
   if (is_max || is_min) {
     put(s, "    float m = %s; int nan = 0;\n", is_max ? "-INFINITY" : "INFINITY");
     put(s, "    for (int64_t r = 0; r < R; ++r) {\n      const int64_t i = r0 * R + r;\n");
-    tt_emit_loads(s, g, in, used_pro, &dom, "      ");
+    tt_emit_row_loads(s, g, in, used_pro, &dom, mask, "      ");
     tt_emit_steps(s, f, 0, red, "      ");
     put(s, "      float v = %s%d;\n", rop->args[0] >= 0 ? "s" : "a",
         rop->args[0] >= 0 ? rop->args[0] : -rop->args[0] - 1);
@@ -337,14 +369,14 @@ static void tt_emit_reduce(tt_src_t *s, const tt_graph_t *g, int32_t i) {
     put(s, "      for (int64_t b = 0; b < full; b += 16) {\n");
     put(s, "        for (int l = 0; l < 16; ++l) {\n");
     put(s, "          const int64_t i = r0 * R + c0 + b + l;\n");
-    tt_emit_loads(s, g, in, used_pro, &dom, "          ");
+    tt_emit_row_loads(s, g, in, used_pro, &dom, mask, "          ");
     tt_emit_steps(s, f, 0, red, "          ");
     put(s, "          lane[l] += %s%d;\n        }\n      }\n", rop->args[0] >= 0 ? "s" : "a",
         rop->args[0] >= 0 ? rop->args[0] : -rop->args[0] - 1);
     put(s, "      for (int l = 0; l < 16; ++l) part += lane[l];\n");
     put(s, "      for (int64_t r = full; r < len; ++r) {\n");
     put(s, "        const int64_t i = r0 * R + c0 + r;\n");
-    tt_emit_loads(s, g, in, used_pro, &dom, "        ");
+    tt_emit_row_loads(s, g, in, used_pro, &dom, mask, "        ");
     tt_emit_steps(s, f, 0, red, "        ");
     put(s, "        part += %s%d;\n      }\n", rop->args[0] >= 0 ? "s" : "a",
         rop->args[0] >= 0 ? rop->args[0] : -rop->args[0] - 1);
