@@ -115,6 +115,25 @@ static void bench_gemm(tt_dtype_t dt, int64_t n, int tb, int64_t batch) {
   free(d.c.data);
 }
 
+/* A linear layer's GEMM: x [m, k] times a weight stored [n, k] (B
+ * transposed), as in a transformer block. */
+static void bench_linear(int64_t m, int64_t k, int64_t n) {
+  char name[96];
+  snprintf(name, sizeof name, "gemm float32 linear %lldx%lld @ (%lldx%lld)^T", (long long)m,
+           (long long)k, (long long)n, (long long)k);
+  if (!wanted(name)) return;
+  dot_arg_t d = {.ta = 0, .tb = 1};
+  int64_t da[3] = {1, m, k}, db[3] = {1, n, k}, dc[3] = {1, m, n};
+  d.a = make(TT_F32, 3, da);
+  d.b = make(TT_F32, 3, db);
+  d.c = make(TT_F32, 3, dc);
+  double t = time_it(run_dot, &d);
+  printf("%-48s %9.3f ms %8.1f GFLOP/s\n", name, t * 1e3, 2.0 * (double)(m * k * n) / t * 1e-9);
+  free(d.a.data);
+  free(d.b.data);
+  free(d.c.data);
+}
+
 /* ---- conv ---------------------------------------------------------------- */
 
 typedef struct {
@@ -211,6 +230,9 @@ int main(int argc, char **argv) {
   bench_gemm(TT_F32, 2048, 0, 1);
   bench_gemm(TT_F32, 512, 1, 1);
   bench_gemm(TT_F32, 64, 0, 64);
+  bench_linear(128, 768, 768);
+  bench_linear(128, 768, 3072);
+  bench_linear(128, 3072, 768);
   bench_gemm(TT_BF16, 1024, 0, 1);
   bench_conv(8, 64, 56, 64, 3, 1);
   bench_conv(8, 64, 56, 64, 3, 64);

@@ -198,6 +198,60 @@ static TT_ALWAYS_INLINE float tt_gemm_ld(const void *p, tt_dtype_t dt,
   return tt_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
+#ifdef TT_HAVE_X86_UKR
+/* In-register transpose of a 16x16 f32 block: r[i] holds row i on entry
+ * and column i on exit (unpack pairs, 4x4 within 128-bit lanes, then the
+ * lanes across row groups). */
+__attribute__((target("avx512f"))) static inline void tt_transpose16_avx512(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  /* u[4g + c]: lane L holds column 4L + c of rows 4g..4g+3. */
+  for (int c = 0; c < 4; ++c) {
+    __m512 a0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);      /* lanes 0,2 */
+    __m512 a1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);      /* lanes 1,3 */
+    __m512 b0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    __m512 b1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(a0, b0, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(a0, b0, 0xDD);
+    r[4 + c] = _mm512_shuffle_f32x4(a1, b1, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(a1, b1, 0xDD);
+  }
+}
+
+/* A transposed f32 B panel (k contiguous in memory: each panel column is
+ * a stored row) for the AVX-512 kernel (NR 32): 16x16 blocks are loaded a
+ * cache line per row, transposed in registers and stored a panel row per
+ * k. Columns at or past w are zero. */
+__attribute__((target("avx512f"))) static void tt_pack_bt_f32_avx512(
+    const float *b, int64_t csb, int64_t kc, int64_t w, float *panel) {
+  const int nr = 32;
+  for (int j0 = 0; j0 < nr; j0 += 16) {
+    int64_t jw = w - j0;
+    if (jw > 16) jw = 16;
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+      int64_t kw = kc - k0 < 16 ? kc - k0 : 16;
+      __mmask16 km = kw == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << kw) - 1u);
+      __m512 r[16];
+      for (int j = 0; j < 16; ++j) {
+        r[j] = j < jw ? _mm512_maskz_loadu_ps(km, b + (j0 + j) * csb + k0)
+                      : _mm512_setzero_ps();
+      }
+      tt_transpose16_avx512(r);
+      for (int64_t kk = 0; kk < kw; ++kk) _mm512_storeu_ps(panel + (k0 + kk) * nr + j0, r[kk]);
+    }
+  }
+}
+#endif
+
 /* Packs B(pc.., jc..) (kc x nc) into NR-wide panels, zero-padding the last. */
 static TT_ALWAYS_INLINE void tt_pack_b_body(const tt_sgemm_args_t *g,
                                             tt_dtype_t dt, int64_t pc,
@@ -226,6 +280,12 @@ static TT_ALWAYS_INLINE void tt_pack_b_body(const tt_sgemm_args_t *g,
     int64_t w = tt_min64(nr, nc - j0);
     float *panel = dst + j0 * kc;
     const int64_t base = pc * g->rsb + (jc + j0) * g->csb;
+#ifdef TT_HAVE_X86_UKR
+    if (dt == TT_F32 && nr == 32 && g->rsb == 1) { /* NR 32: only the AVX-512 kernel */
+      tt_pack_bt_f32_avx512((const float *)g->b + base, g->csb, kc, w, panel);
+      continue;
+    }
+#endif
     {
       /* Column-major (transposed) B: transpose in blocks of 16 k so the
        * panel rows being written stay in L1. */
