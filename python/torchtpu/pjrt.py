@@ -3,7 +3,9 @@ plugin) from Python: open a plugin, list its devices, compile StableHLO text
 and run it on numpy arrays or torch tensors. The work happens in C
 (src/backends/pjrt/); this module only finds plugins and converts arrays.
 
-The lazy tensor engine does not run through PJRT yet; see docs/pjrt.md.
+The lazy tensor engine itself runs through a plugin with PJRT_DEVICE=LIBRARY
+(PJRT_LIBRARY_PATH) or PJRT_DEVICE=CPU TORCHTPU_CPU_BACKEND=pjrt; see
+docs/pjrt.md and engine_info().
 
     client = pjrt.Client(pjrt.find_cpu_plugin(), {"cpu_device_count": 2})
     exe = client.compile(stablehlo_text)
@@ -202,3 +204,9 @@ class Executable:
     def run_torch(self, inputs, device=0):
         """As run, returning torch CPU tensors (bfloat16 included)."""
         return [_output_torch(*out) for out in self._run(inputs, device)]
+
+
+def engine_info():
+    """None, or the plugin the lazy engine runs through: dict(library_path,
+    platform_name, device_count, cached_graphs)."""
+    return _C.pjrt_engine_info()
