@@ -250,6 +250,24 @@ __attribute__((target("avx512f"))) static void tt_pack_bt_f32_avx512(
     }
   }
 }
+
+/* A row-major f32 A panel for the AVX-512 kernel (MR 12): 16 k of each of
+ * the 12 rows are loaded as vectors, transposed with four zero rows, and
+ * each k's 12 values stored at once. Rows at or past mr are zero. */
+__attribute__((target("avx512f"))) static void tt_pack_a_f32_avx512(
+    const float *a, int64_t rsa, int64_t mr, int64_t kc, float *dst) {
+  const int MR = 12;
+  for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+    int64_t kw = kc - k0 < 16 ? kc - k0 : 16;
+    __mmask16 km = kw == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << kw) - 1u);
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i)
+      r[i] = i < mr ? _mm512_maskz_loadu_ps(km, a + i * rsa + k0) : _mm512_setzero_ps();
+    tt_transpose16_avx512(r);
+    for (int64_t kk = 0; kk < kw; ++kk)
+      _mm512_mask_storeu_ps(dst + (k0 + kk) * MR, (__mmask16)0x0FFF, r[kk]);
+  }
+}
 #endif
 
 /* Packs B(pc.., jc..) (kc x nc) into NR-wide panels, zero-padding the last. */
@@ -328,6 +346,12 @@ static TT_ALWAYS_INLINE void tt_pack_a_body(const tt_sgemm_args_t *g,
                                             int64_t mr, int64_t pc, int64_t kc,
                                             int MR, float *dst) {
   const int64_t base = ic * g->rsa + pc * g->csa;
+#ifdef TT_HAVE_X86_UKR
+  if (dt == TT_F32 && MR == 12 && g->csa == 1) { /* MR 12: only the AVX-512 kernel */
+    tt_pack_a_f32_avx512((const float *)g->a + base, g->rsa, mr, kc, dst);
+    return;
+  }
+#endif
   if (g->rsa == 1 && mr == MR) {
     for (int64_t k = 0; k < kc; ++k) {
       int64_t col = base + k * g->csa;
