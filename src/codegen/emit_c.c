@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/fastmath.h"
 #include "torchtpu/codegen.h"
 #include "torchtpu/kernels.h"
 
@@ -58,7 +59,7 @@ static const char *tt_unary_expr(int64_t code) {
   switch (code) {
     case TT_UN_NEG: return "(-%s)";
     case TT_UN_ABS: return "fabsf(%s)";
-    case TT_UN_EXP: return "expf(%s)";
+    case TT_UN_EXP: return "tt_expf_fast(%s)";
     case TT_UN_LOG: return "logf(%s)";
     case TT_UN_LOG1P: return "log1pf(%s)";
     case TT_UN_EXPM1: return "expm1f(%s)";
@@ -66,13 +67,13 @@ static const char *tt_unary_expr(int64_t code) {
     case TT_UN_RSQRT: return "(1.0f / sqrtf(%s))";
     case TT_UN_SIN: return "sinf(%s)";
     case TT_UN_COS: return "cosf(%s)";
-    case TT_UN_TANH: return "tanhf(%s)";
+    case TT_UN_TANH: return "tt_tanhf_fast(%s)";
     case TT_UN_SIGMOID: return "tt_sigmoid(%s)";
     case TT_UN_RELU: return "tt_relu(%s)";
     case TT_UN_GELU_ERF: return "tt_gelu_erf(%s)";
     case TT_UN_GELU_TANH: return "tt_gelu_tanh(%s)";
     case TT_UN_SILU: return "tt_silu(%s)";
-    case TT_UN_ERF: return "erff(%s)";
+    case TT_UN_ERF: return "tt_erff_fast(%s)";
     case TT_UN_FLOOR: return "floorf(%s)";
     case TT_UN_CEIL: return "ceilf(%s)";
     case TT_UN_ROUND: return "nearbyintf(%s)";
@@ -221,6 +222,7 @@ static void tt_emit_index(tt_src_t *s, const tt_shape_t *xs, const tt_shape_t *o
 
 static const char tt_prelude[] =
     "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n"
+    TT_FASTMATH_SOURCE "\n"
     "static inline float tt_ld_bf16(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f;"
     " memcpy(&f, &u, 4); return f; }\n"
     "static inline uint16_t tt_st_bf16(float f) { uint32_t u; memcpy(&u, &f, 4);"
@@ -233,13 +235,13 @@ static const char tt_prelude[] =
     "static inline float tt_rnd_bf16(float f) { return tt_ld_bf16(tt_st_bf16(f)); }\n"
     "static inline float tt_rnd_f16(float f) { return tt_ld_f16(tt_st_f16(f)); }\n"
     "static inline float tt_rnd_bool(float f) { return f != 0.0f ? 1.0f : 0.0f; }\n"
-    "static inline float tt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
-    "static inline float tt_silu(float x) { return x / (1.0f + expf(-x)); }\n"
+    "static inline float tt_sigmoid(float x) { return 1.0f / (1.0f + tt_expf_fast(-x)); }\n"
+    "static inline float tt_silu(float x) { return x / (1.0f + tt_expf_fast(-x)); }\n"
     "static inline float tt_relu(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }\n"
     "static inline float tt_square(float x) { return x * x; }\n"
-    "static inline float tt_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }\n"
+    "static inline float tt_gelu_erf(float x) { return 0.5f * x * (1.0f + tt_erff_fast(x * 0.70710678118654752f)); }\n"
     "static inline float tt_gelu_tanh(float x) { float k = 0.79788456080286536f;"
-    " return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x))); }\n"
+    " return 0.5f * x * (1.0f + tt_tanhf_fast(k * (x + 0.044715f * x * x * x))); }\n"
     "static inline float tt_maximum(float a, float b) { return (a > b || a != a) ? a : b; }\n"
     "static inline float tt_minimum(float a, float b) { return (a < b || a != a) ? a : b; }\n";
 

@@ -180,34 +180,6 @@ const char *tt_sgemm_isa_name(void);
 void tt_philox4x32_10_for_test(const uint32_t ctr[4], const uint32_t key[2],
                                uint32_t out[4]);
 
-/* Vectorisable expf (max error about 1 ulp), used by softmax and the
- * elementwise exp family. */
-static inline float tt_expf_fast(float x) {
-  /* exp(x) = 2^n * exp(r), n = round(x/ln2), |r| <= ln2/2; Cephes' expf
-   * polynomial for exp(r). Clamping keeps n in [-150, 128]: below, the
-   * result is 0; above, the scaling overflows to +inf; NaN passes. */
-  float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
-  /* Round to nearest with the 1.5*2^23 trick (no libm call). */
-  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  /* 2^n as two factors so n down to -150 still yields subnormals. */
-  int32_t ni = n == n ? (int32_t)n : 0;
-  int32_t n1 = ni / 2;
-  int32_t n2 = ni - n1;
-  uint32_t b1 = (uint32_t)(n1 + 127) << 23;
-  uint32_t b2 = (uint32_t)(n2 + 127) << 23;
-  float s1, s2;
-  memcpy(&s1, &b1, 4);
-  memcpy(&s2, &b2, 4);
-  return p * s1 * s2;
-}
+#include "kernels/fastmath.h"
 
 #endif /* TORCHTPU_KERNELS_KERNEL_UTIL_H_ */

@@ -152,50 +152,7 @@ static inline float tt_lgammaf(float x) { return lgammaf(x); }
 static inline double tt_lgamma(double x) { return lgamma(x); }
 #endif
 
-/* ---- vectorisable f32 tanh and erf -------------------------------------- */
-
-/* tanh: Cephes' odd polynomial below 0.625, 1 - 2/(exp(2|x|) + 1) above;
- * a few ulp. Branch-free so loops vectorise; NaN propagates. */
-static TT_ALWAYS_INLINE float tt_tanhf_fast(float x) {
-  float ax = fabsf(x);
-  float z = x * x;
-  float p = -5.70498872745e-3f;
-  p = p * z + 2.06390887954e-2f;
-  p = p * z - 5.37397155531e-2f;
-  p = p * z + 1.33314422036e-1f;
-  p = p * z - 3.33332819422e-1f;
-  float small = x + x * z * p;
-  float e = tt_expf_fast(2.0f * (ax > 10.0f ? 10.0f : ax));
-  float big = copysignf(1.0f - 2.0f / (e + 1.0f), x);
-  return ax < 0.625f ? small : big;
-}
-
-/* erf: x * P(x^2) below 1, 1 - exp(-x^2) * G(1/|x|) above (least-squares
- * fits in double, max relative error about 2e-7 in float); saturates at
- * |x| = 4 where erf rounds to 1. NaN propagates. */
-static TT_ALWAYS_INLINE float tt_erff_fast(float x) {
-  float ax = fabsf(x);
-  float z = x * x;
-  float p = -5.696599048e-04f;
-  p = p * z + 4.934494904e-03f;
-  p = p * z - 2.672697316e-02f;
-  p = p * z + 1.128078854e-01f;
-  p = p * z - 3.761241470e-01f;
-  p = p * z + 1.128379150e+00f;
-  float small = x * p;
-  float axc = ax > 4.0f ? 4.0f : ax;
-  float u = 1.0f / axc;
-  float g = -1.868913360e-02f;
-  g = g * u + 1.244308918e-01f;
-  g = g * u - 3.611178066e-01f;
-  g = g * u + 5.825368162e-01f;
-  g = g * u - 5.096867230e-01f;
-  g = g * u + 5.220809572e-02f;
-  g = g * u + 5.575376220e-01f;
-  g = g * u + 3.638235926e-04f;
-  float big = copysignf(1.0f - tt_expf_fast(-axc * axc) * g, x);
-  return ax < 1.0f ? small : big;
-}
+/* Vectorisable tanh and erf: kernels/fastmath.h. */
 
 /* ---- per-class block functions ----------------------------------------- */
 
