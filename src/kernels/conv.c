@@ -125,23 +125,6 @@ typedef struct tt_conv_pack_s {
   int64_t xoff; /* element offset of the group's first channel */
 } tt_conv_pack_t;
 
-typedef struct tt_conv_run_s {
-  int64_t q, len, oh, ow; /* panel column q.. covers (oh, ow..) */
-} tt_conv_run_t;
-
-/* Splits output positions [p0, p0 + w) into runs within one output row. */
-static int tt_conv_runs(const tt_conv_geom_t *g, int64_t p0, int64_t w,
-                        tt_conv_run_t *runs) {
-  int n = 0;
-  for (int64_t q = 0; q < w;) {
-    int64_t p = p0 + q, oh = p / g->OW, ow = p % g->OW;
-    int64_t len = tt_min64(w - q, g->OW - ow);
-    runs[n++] = (tt_conv_run_t){q, len, oh, ow};
-    q += len;
-  }
-  return n;
-}
-
 /* Valid range [lo, hi) of t in [0, len) with 0 <= iw0 + t*sw < W. */
 static TT_ALWAYS_INLINE void tt_conv_valid(const tt_conv_geom_t *g, int64_t iw0,
                                            int64_t len, int64_t *lo, int64_t *hi) {
@@ -180,44 +163,6 @@ static TT_ALWAYS_INLINE void tt_conv_tap_next(const tt_conv_geom_t *g, tt_conv_t
       t->i = 0;
       ++t->c;
     }
-  }
-}
-
-/* Forward: B(k, p) = col[k][p], k = tap (c, i, j), p = output position;
- * one packed row per tap, filled run by run. */
-static void tt_conv_pack_fwd(const void *arg, int64_t k0, int64_t kc, int64_t j0,
-                             int64_t w, int nr, float *dst) {
-  const tt_conv_pack_t *cp = (const tt_conv_pack_t *)arg;
-  const tt_conv_geom_t *g = cp->g;
-  const tt_view_t *x = cp->x;
-  tt_conv_run_t runs[TT_GEMM_PANEL_MAX];
-  int nrun = tt_conv_runs(g, j0, w, runs);
-  int64_t HW = g->H * g->W;
-  tt_conv_tap_t tap = tt_conv_tap(g, k0);
-  for (int64_t k = 0; k < kc; ++k, tt_conv_tap_next(g, &tap)) {
-    float *d = dst + k * nr;
-    int64_t plane = cp->xoff + tap.c * HW;
-    for (int r = 0; r < nrun; ++r) {
-      const tt_conv_run_t *ru = &runs[r];
-      float *dr = d + ru->q;
-      int64_t ih = ru->oh * g->sh - g->ph + tap.i * g->dh;
-      if (ih < 0 || ih >= g->H) {
-        for (int64_t t = 0; t < ru->len; ++t) dr[t] = 0.0f;
-        continue;
-      }
-      int64_t iw0 = ru->ow * g->sw - g->pw + tap.j * g->dw, lo, hi;
-      tt_conv_valid(g, iw0, ru->len, &lo, &hi);
-      int64_t src = plane + ih * g->W + iw0;
-      for (int64_t t = 0; t < lo; ++t) dr[t] = 0.0f;
-      if (x->dtype == TT_F32 && g->sw == 1) {
-        const float *sp = (const float *)x->data + src;
-        for (int64_t t = lo; t < hi; ++t) dr[t] = sp[t];
-      } else {
-        for (int64_t t = lo; t < hi; ++t) dr[t] = tt_conv_ld(x, src + t * g->sw);
-      }
-      for (int64_t t = hi; t < ru->len; ++t) dr[t] = 0.0f;
-    }
-    for (int64_t q = w; q < nr; ++q) d[q] = 0.0f;
   }
 }
 
@@ -315,18 +260,6 @@ static TT_ALWAYS_INLINE int64_t tt_conv_tap_offset(const tt_conv_padded_t *cp,
   return t.c * cp->plane + t.i * cp->g->dh * cp->Wp + t.j * cp->g->dw;
 }
 
-/* Forward: B(k, p) = xpad[offset(tap k) + p]. */
-static void tt_conv_pack_fwd_padded(const void *arg, int64_t k0, int64_t kc,
-                                    int64_t j0, int64_t w, int nr, float *dst) {
-  const tt_conv_padded_t *cp = (const tt_conv_padded_t *)arg;
-  tt_conv_tap_t tap = tt_conv_tap(cp->g, k0);
-  for (int64_t k = 0; k < kc; ++k, tt_conv_tap_next(cp->g, &tap)) {
-    float *d = dst + k * nr;
-    memcpy(d, cp->xpad + tt_conv_tap_offset(cp, tap) + j0, (size_t)w * sizeof(float));
-    for (int64_t q = w; q < nr; ++q) d[q] = 0.0f;
-  }
-}
-
 /* Backward-weight: B(p, q) = xpad[offset(tap q) + p], filled in blocks of
  * 16 positions so the panel rows being written stay in L1. */
 static void tt_conv_pack_bwd_w_padded(const void *arg, int64_t p0, int64_t pc,
@@ -373,64 +306,15 @@ static void tt_col2im_add(const tt_conv_geom_t *g, const float *col, float *gx) 
 
 /* ---- im2col + GEMM paths (F32 / F16 / BF16) ----------------------------- */
 
-/* Forward of image n through padded planes; xpad and opad are scratch of
- * tt_conv_padded_size and Og*OH*Wp floats. Returns 0 on failure. */
-static int tt_conv_forward_padded(tt_conv_ctx_t *c, int64_t n, float *xpad,
-                                  float *opad) {
-  const tt_conv_geom_t *g = &c->g;
-  tt_conv_padded_t cp = tt_conv_padded_geom(g);
-  cp.xpad = xpad;
-  int64_t np = g->OH * cp.Wp, OHW = g->OH * g->OW;
-  size_t es = tt_dtype_size(c->w->dtype);
-  for (int64_t gi = 0; gi < g->G; ++gi) {
-    tt_conv_pad_group(&cp, c->x, (n * g->C + gi * g->Cg) * g->H * g->W, xpad);
-    tt_sgemm_args_t a = {0};
-    a.m = g->Og;
-    a.n = np;
-    a.k = g->K;
-    a.a = (const char *)c->w->data + (size_t)(gi * g->Og * g->K) * es;
-    a.a_dtype = c->w->dtype;
-    a.rsa = g->K;
-    a.csa = 1;
-    a.pack_b = tt_conv_pack_fwd_padded;
-    a.pack_b_ctx = &cp;
-    a.c = opad;
-    a.ldc = np;
-    tt_status_t st = tt_sgemm(&a, c->inner_parallel);
-    if (st) {
-      tt_status_free(st);
-      return 0;
-    }
-    for (int64_t o = 0; o < g->Og; ++o) {
-      for (int64_t oh = 0; oh < g->OH; ++oh) {
-        tt_store_f32(opad + o * np + oh * cp.Wp, g->OW, c->out->data, c->out->dtype,
-                     (n * g->O + gi * g->Og + o) * OHW + oh * g->OW);
-      }
-    }
-  }
-  return 1;
-}
-
-/* Forward or backward-input for images [begin, end). */
+/* Backward-input for images [begin, end) (the forward is
+ * tt_conv_forward_range in conv_fwd.c). */
 static void tt_conv_images_range(void *arg, int64_t begin, int64_t end) {
   tt_conv_ctx_t *c = (tt_conv_ctx_t *)arg;
   const tt_conv_geom_t *g = &c->g;
   int64_t OHW = g->OH * g->OW, HW = g->H * g->W;
   int pointwise = tt_conv_is_pointwise(g);
   int out_f32 = c->out->dtype == TT_F32;
-  int64_t img = c->kind == TT_CONV_FWD ? g->O * OHW : g->C * HW;
-  if (c->kind == TT_CONV_FWD && tt_conv_use_padded(g)) {
-    tt_conv_padded_t cp = tt_conv_padded_geom(g);
-    float *xpad = (float *)tt_scratch_alloc((size_t)tt_conv_padded_size(&cp) * sizeof(float));
-    float *opad = (float *)tt_scratch_alloc((size_t)(g->Og * g->OH * cp.Wp) * sizeof(float));
-    for (int64_t n = begin; n < end && xpad && opad; ++n) {
-      if (!tt_conv_forward_padded(c, n, xpad, opad)) break;
-    }
-    if (!xpad || !opad) c->failed = 1;
-    tt_scratch_free(xpad);
-    tt_scratch_free(opad);
-    return;
-  }
+  int64_t img = g->C * HW;
   int need_col = c->kind == TT_CONV_BWD_IN && !pointwise;
   float *col = need_col ? (float *)tt_scratch_alloc((size_t)(g->K * OHW) * sizeof(float)) : NULL;
   float *tmp = out_f32 ? NULL : (float *)tt_scratch_alloc((size_t)img * sizeof(float));
@@ -446,29 +330,7 @@ static void tt_conv_images_range(void *arg, int64_t begin, int64_t end) {
     if (c->kind == TT_CONV_BWD_IN && !pointwise) memset(dst, 0, (size_t)img * sizeof(float));
     for (int64_t gi = 0; gi < g->G; ++gi) {
       tt_sgemm_args_t a = {0};
-      tt_conv_pack_t pk = {g, c->x, 0};
-      if (c->kind == TT_CONV_FWD) {
-        int64_t xoff = (n * g->C + gi * g->Cg) * HW;
-        a.m = g->Og;
-        a.n = OHW;
-        a.k = g->K;
-        a.a = (const char *)c->w->data + (size_t)(gi * g->Og * g->K) * es;
-        a.a_dtype = c->w->dtype;
-        a.rsa = g->K;
-        a.csa = 1;
-        if (pointwise) {
-          a.b = (const char *)c->x->data + (size_t)xoff * es;
-          a.b_dtype = c->x->dtype;
-        } else {
-          pk.xoff = xoff;
-          a.pack_b = tt_conv_pack_fwd;
-          a.pack_b_ctx = &pk;
-        }
-        a.rsb = OHW;
-        a.csb = 1;
-        a.c = dst + gi * g->Og * OHW;
-        a.ldc = OHW;
-      } else {
+      {
         a.m = g->K;
         a.n = OHW;
         a.k = g->Og;
@@ -606,11 +468,12 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
     return NULL;
   }
   if (g->Cg == 1) {
-    tt_parallel_for(items, 1, tt_conv_direct_range_fn(g), c);
+    tt_parallel_for(items, 1, tt_conv_direct_range_fn(g, c->kind), c);
   } else if (c->kind != TT_CONV_BWD_W) {
     int batch_parallel = g->N >= 4 * nt || (g->N >= nt && g->N % nt == 0);
     c->inner_parallel = !batch_parallel;
-    tt_parallel_for(g->N, 1, tt_conv_images_range, c);
+    tt_parallel_for(g->N, 1,
+                    c->kind == TT_CONV_FWD ? tt_conv_forward_range : tt_conv_images_range, c);
   } else {
     c->nparts = tt_min64(g->N, 4);
     int64_t per = g->O * g->K;

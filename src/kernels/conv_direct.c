@@ -1,14 +1,105 @@
-/* Direct 2-D convolution loops (see conv.c for the GEMM paths):
+/* Direct 2-D convolution loops (see conv.c and conv_fwd.c for the GEMM
+ * paths):
  *  - one input channel per group (depthwise, or a single-channel input) in
- *    the f32 class, where the GEMM would be one row tall. Stride-1 cases
- *    run on zero-padded planes where each kernel tap is one long
- *    vectorised axpy (or dot); other strides use clipped row loops;
+ *    the f32 class, where the GEMM would be one row tall. The forward runs
+ *    on the phase planes of conv_fwd.c for every stride: each output plane
+ *    is computed as one flat vector over the padded layout, 64 positions
+ *    at a time, all taps accumulated in registers (AVX-512, or the
+ *    compiler's vectors). The backward passes at stride 1 run on
+ *    zero-padded planes where each kernel tap is one long vectorised axpy
+ *    (or dot); other strides use clipped row loops;
  *  - F64 for any grouping, as plain loops.
  * The weight gradient of a channel sums over all images in a fixed order,
  * so results do not depend on the thread count. */
 #include <stdlib.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TT_CONV_X86 1
+#endif
 
 #include "kernels/conv_internal.h"
+
+/* ---- forward, one input channel per group ----------------------------------
+ * stage[p] = sum_t wt[t] * xq[off[t] + p] for p < np (rounded up to 64);
+ * reads at most 63 floats past off[t] + np (the plan's slack). */
+TT_TARGET_CLONES
+static void tt_conv_dw_taps_c(const float *xq, const int64_t *off,
+                              const float *wt, int64_t ntap, int64_t np,
+                              float *stage) {
+  for (int64_t p0 = 0; p0 < np; p0 += 64) {
+    float acc[64] = {0};
+    for (int64_t t = 0; t < ntap; ++t) {
+      const float *s = xq + off[t] + p0;
+      float wv = wt[t];
+      for (int q = 0; q < 64; ++q) acc[q] += wv * s[q];
+    }
+    memcpy(stage + p0, acc, sizeof acc);
+  }
+}
+
+#ifdef TT_CONV_X86
+__attribute__((target("avx512f"))) static void tt_conv_dw_taps_avx512(
+    const float *xq, const int64_t *off, const float *wt, int64_t ntap,
+    int64_t np, float *stage) {
+  for (int64_t p0 = 0; p0 < np; p0 += 64) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    for (int64_t t = 0; t < ntap; ++t) {
+      const float *s = xq + off[t] + p0;
+      __m512 wv = _mm512_set1_ps(wt[t]);
+      a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s), a0);
+      a1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 16), a1);
+      a2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 32), a2);
+      a3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + 48), a3);
+    }
+    _mm512_storeu_ps(stage + p0, a0);
+    _mm512_storeu_ps(stage + p0 + 16, a1);
+    _mm512_storeu_ps(stage + p0 + 32, a2);
+    _mm512_storeu_ps(stage + p0 + 48, a3);
+  }
+}
+#endif
+
+/* Forward, items (n, o) output planes. */
+static void tt_conv_direct_fwd_range(void *arg, int64_t begin, int64_t end) {
+  tt_conv_ctx_t *c = (tt_conv_ctx_t *)arg;
+  const tt_conv_geom_t *g = &c->g;
+  int64_t OHW = g->OH * g->OW, HW = g->H * g->W, KK = g->KH * g->KW;
+  tt_conv_plan_t plan;
+  if (!tt_conv_plan_init(g, c->x, 0, &plan)) {
+    c->failed = 1;
+    return;
+  }
+  int64_t np = g->OH * plan.Wq, npr = (np + 63) / 64 * 64;
+  float *xq = (float *)tt_scratch_alloc((size_t)plan.size * sizeof(float));
+  float *stage = (float *)tt_scratch_alloc((size_t)npr * sizeof(float));
+  float *wk = (float *)malloc((size_t)KK * sizeof(float));
+  if (!xq || !stage || !wk) {
+    c->failed = 1;
+  } else {
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t n = t / g->O, o = t % g->O, ci = o / g->Og;
+      tt_conv_build_phases(&plan, c->x, (n * g->C + ci) * HW, xq);
+      tt_load_f32(c->w->data, c->w->dtype, o * KK, 1, KK, wk);
+#ifdef TT_CONV_X86
+      if (plan.avx512) {
+        tt_conv_dw_taps_avx512(xq, plan.off, wk, KK, np, stage);
+      } else
+#endif
+      {
+        tt_conv_dw_taps_c(xq, plan.off, wk, KK, np, stage);
+      }
+      for (int64_t oh = 0; oh < g->OH; ++oh) {
+        tt_store_f32(stage + oh * plan.Wq, g->OW, c->out->data, c->out->dtype,
+                     (n * g->O + o) * OHW + oh * g->OW);
+      }
+    }
+  }
+  tt_scratch_free(xq);
+  tt_scratch_free(stage);
+  free(wk);
+  tt_conv_plan_free(&plan);
+}
 
 /* y[i] += a * x[i] */
 TT_TARGET_CLONES
@@ -71,7 +162,7 @@ static int tt_conv_direct_padded(const tt_conv_geom_t *g) {
   return g->sh == 1 && g->sw == 1;
 }
 
-/* Stride-1 direct convolution (one input channel per group). */
+/* Stride-1 direct backward passes (one input channel per group). */
 static void tt_conv_direct_padded_range(void *arg, int64_t begin, int64_t end) {
   tt_conv_ctx_t *c = (tt_conv_ctx_t *)arg;
   const tt_conv_geom_t *g = &c->g;
@@ -87,21 +178,7 @@ static void tt_conv_direct_padded_range(void *arg, int64_t begin, int64_t end) {
     return;
   }
   for (int64_t t = begin; t < end; ++t) {
-    if (c->kind == TT_CONV_FWD) {
-      int64_t n = t / g->O, o = t % g->O, ci = o / g->Og;
-      tt_pad_plane(g, &pg, c->x, (n * g->C + ci) * HW, xpad);
-      tt_load_f32(c->w->data, c->w->dtype, o * KK, 1, KK, wk);
-      memset(opad, 0, (size_t)pg.osize * sizeof(float));
-      for (int64_t i = 0; i < g->KH; ++i) {
-        for (int64_t j = 0; j < g->KW; ++j) {
-          tt_axpy_f32(pg.osize, wk[i * g->KW + j], xpad + i * g->dh * pg.Wp + j * g->dw, opad);
-        }
-      }
-      for (int64_t oh = 0; oh < g->OH; ++oh) {
-        tt_store_f32(opad + oh * pg.Wp, g->OW, c->out->data, c->out->dtype,
-                     (n * g->O + o) * OHW + oh * g->OW);
-      }
-    } else if (c->kind == TT_CONV_BWD_IN) {
+    if (c->kind == TT_CONV_BWD_IN) {
       int64_t n = t / g->C, ci = t % g->C;
       memset(xpad, 0, (size_t)pg.xsize * sizeof(float));
       for (int64_t o = ci * g->Og; o < (ci + 1) * g->Og; ++o) {
@@ -137,8 +214,8 @@ static void tt_conv_direct_padded_range(void *arg, int64_t begin, int64_t end) {
   free(xpad); free(opad); free(wk); free(acc);
 }
 
-/* One input channel per group (f32 class): item = (n, o) output plane for
- * FWD, (n, c) input plane for BWD_IN, o for BWD_W. */
+/* Backward passes, one input channel per group (f32 class): item = (n, c)
+ * input plane for BWD_IN, o for BWD_W. */
 static void tt_conv_direct_range(void *arg, int64_t begin, int64_t end) {
   tt_conv_ctx_t *c = (tt_conv_ctx_t *)arg;
   const tt_conv_geom_t *g = &c->g;
@@ -153,31 +230,7 @@ static void tt_conv_direct_range(void *arg, int64_t begin, int64_t end) {
     return;
   }
   for (int64_t t = begin; t < end; ++t) {
-    if (c->kind == TT_CONV_FWD) {
-      int64_t n = t / g->O, o = t % g->O, ci = o / g->Og;
-      tt_load_f32(c->x->data, c->x->dtype, (n * g->C + ci) * HW, 1, HW, xp);
-      tt_load_f32(c->w->data, c->w->dtype, o * KK, 1, KK, wk);
-      memset(op, 0, (size_t)OHW * sizeof(float));
-      for (int64_t i = 0; i < g->KH; ++i) {
-        for (int64_t j = 0; j < g->KW; ++j) {
-          float wv = wk[i * g->KW + j];
-          int64_t ohlo, ohhi, owlo, owhi;
-          tt_conv_range(g->OH, g->sh, i * g->dh - g->ph, g->H, &ohlo, &ohhi);
-          tt_conv_range(g->OW, g->sw, j * g->dw - g->pw, g->W, &owlo, &owhi);
-          for (int64_t oh = ohlo; oh < ohhi; ++oh) {
-            const float *s = xp + (oh * g->sh - g->ph + i * g->dh) * g->W +
-                             owlo * g->sw - g->pw + j * g->dw;
-            float *d = op + oh * g->OW + owlo;
-            if (g->sw == 1) {
-              for (int64_t q = 0; q < owhi - owlo; ++q) d[q] += wv * s[q];
-            } else {
-              for (int64_t q = 0; q < owhi - owlo; ++q) d[q] += wv * s[q * g->sw];
-            }
-          }
-        }
-      }
-      tt_store_f32(op, OHW, c->out->data, c->out->dtype, (n * g->O + o) * OHW);
-    } else if (c->kind == TT_CONV_BWD_IN) {
+    if (c->kind == TT_CONV_BWD_IN) {
       int64_t n = t / g->C, ci = t % g->C;
       memset(xp, 0, (size_t)HW * sizeof(float));
       for (int64_t o = ci * g->Og; o < (ci + 1) * g->Og; ++o) {
@@ -306,6 +359,7 @@ void tt_conv_f64_range(void *arg, int64_t begin, int64_t end) {
   }
 }
 
-tt_range_fn_t tt_conv_direct_range_fn(const tt_conv_geom_t *g) {
+tt_range_fn_t tt_conv_direct_range_fn(const tt_conv_geom_t *g, tt_conv_kind_t kind) {
+  if (kind == TT_CONV_FWD) return tt_conv_direct_fwd_range;
   return tt_conv_direct_padded(g) ? tt_conv_direct_padded_range : tt_conv_direct_range;
 }

@@ -1,6 +1,7 @@
-/* Internal to the conv2d kernels (conv.c: geometry, GEMM paths, entry
- * points; conv_direct.c: direct loops for one input channel per group and
- * for F64). Not part of the public API. */
+/* Internal to the conv2d kernels (conv.c: geometry, backward GEMM paths,
+ * entry points; conv_fwd.c: forward GEMM path on phase planes;
+ * conv_direct.c: direct loops for one input channel per group and for
+ * F64). Not part of the public API. */
 #ifndef TORCHTPU_KERNELS_CONV_INTERNAL_H_
 #define TORCHTPU_KERNELS_CONV_INTERNAL_H_
 
@@ -42,9 +43,46 @@ static inline void tt_conv_range(int64_t out_len, int64_t s, int64_t off,
 /* Parallel ranges of the direct paths (conv_direct.c). Items: (n, o)
  * output planes for FWD, (n, c) input planes for BWD_IN, o for BWD_W.
  * tt_conv_direct_range_fn picks the one-channel-per-group f32-class
- * variant (zero-padded planes for stride 1); tt_conv_f64_range handles
+ * variant (phase planes for the forward, zero-padded planes for stride-1
+ * backward passes); tt_conv_f64_range handles
  * F64 for any grouping. */
-tt_range_fn_t tt_conv_direct_range_fn(const tt_conv_geom_t *g);
+tt_range_fn_t tt_conv_direct_range_fn(const tt_conv_geom_t *g, tt_conv_kind_t kind);
+
+/* Phase planes (conv_fwd.c): for stride (sh, sw) the zero-padded input
+ * plane of a channel split into the sh*sw planes of rows a, a+sh, ... and
+ * columns b, b+sw, ... (Hq x Wq each), built only for the phases some tap
+ * reads. Output position (oh, ow) is column oh*Wq + ow (ow >= OW:
+ * scratch); tap k of the im2col matrix reads xq + off[k] + that column. */
+#define TT_CONV_SLACK 64 /* zero floats after the planes for vector overreads */
+typedef struct tt_conv_plan_s {
+  const tt_conv_geom_t *g;
+  int64_t Hq, Wq, plane; /* phase plane rows, columns, floats */
+  int64_t nph;           /* built phases per channel */
+  int64_t *phase_id;     /* [sh*sw]: index among built phases, or -1 */
+  int64_t *off;          /* [K]: im2col row k starts at xq + off[k] */
+  int64_t size;          /* floats of the phase buffer (with slack) */
+  int in_place;          /* 1x1/1 f32, no padding: xq is x itself */
+  int avx512;            /* the CPU runs AVX-512F */
+} tt_conv_plan_t;
+
+/* Fills p for g (x: the input, for its dtype); allow_in_place lets a 1x1 /
+ * stride 1 / unpadded f32 input serve as its own phase buffer. Returns 0
+ * if it cannot allocate; release with tt_conv_plan_free. */
+int tt_conv_plan_init(const tt_conv_geom_t *g, const tt_view_t *x,
+                      int allow_in_place, tt_conv_plan_t *p);
+void tt_conv_plan_free(tt_conv_plan_t *p);
+/* Writes the built phase planes of the Cg channels at element offset xoff
+ * of x into xq (p->size floats, slack zeroed). */
+void tt_conv_build_phases(const tt_conv_plan_t *p, const tt_view_t *x,
+                          int64_t xoff, float *xq);
+
+/* Tests: on = 1 makes the forward paths take their portable (non-AVX-512)
+ * packing, gather and depthwise loops; 0 restores CPU detection. */
+void tt_conv_force_portable_for_test(int on);
+
+/* Forward of images [begin, end) for the f32 class with Cg > 1 through the
+ * GEMM (conv_fwd.c); sets ctx->failed if it cannot allocate. */
+void tt_conv_forward_range(void *arg, int64_t begin, int64_t end);
 void tt_conv_f64_range(void *arg, int64_t begin, int64_t end);
 
 #endif /* TORCHTPU_KERNELS_CONV_INTERNAL_H_ */

@@ -1,6 +1,7 @@
-/* Tests for reductions, scans, pooling and softmax against naive
- * double-precision references written here. */
+/* Tests for reductions, scans, pooling, softmax and the conv2d forward
+ * paths against naive double-precision references written here. */
 #include "kernel_test_util.h"
+#include "kernels/conv_internal.h"
 
 /* ---- reduce --------------------------------------------------------------- */
 
@@ -560,10 +561,123 @@ static void test_softmax(void) {
   tensor_free(&f);
 }
 
+/* ---- conv2d forward paths ---------------------------------------------------
+ * The forward GEMM on phase planes (conv_fwd.c) and the depthwise kernel
+ * (conv_direct.c) for strides, padding, dilation, groups, odd sizes,
+ * batches, chunked staging and K beyond one GEMM block, in f32/f16/bf16,
+ * with every GEMM micro-kernel and with the portable loops. Backward
+ * passes are covered in test_kernels_linalg.c. */
+
+typedef struct {
+  int64_t N, C, H, W, O, KH, KW, sh, sw, ph, pw, dh, dw, G;
+  const char *what;
+} conv_fwd_case_t;
+
+static void run_conv_fwd(tt_dtype_t dt, const conv_fwd_case_t *c, const char *variant) {
+  int64_t OH = (c->H + 2 * c->ph - c->dh * (c->KH - 1) - 1) / c->sh + 1;
+  int64_t OW = (c->W + 2 * c->pw - c->dw * (c->KW - 1) - 1) / c->sw + 1;
+  int64_t Cg = c->C / c->G, Og = c->O / c->G;
+  int64_t xd[4] = {c->N, c->C, c->H, c->W}, wd[4] = {c->O, Cg, c->KH, c->KW};
+  int64_t od[4] = {c->N, c->O, OH, OW};
+  tensor_t x = tensor_new(dt, 4, xd), w = tensor_new(dt, 4, wd), o = tensor_new(dt, 4, od);
+  tensor_fill_random(&x, -1, 1);
+  tensor_fill_random(&w, -1, 1);
+  tensor_fill_random(&o, 1e3, 2e3); /* every output must be overwritten */
+  tt_conv2d_params_t p = {{c->sh, c->sw}, {c->ph, c->pw}, {c->dh, c->dw}, c->G};
+  char what[200];
+  snprintf(what, sizeof what, "conv fwd %s (%s) N%lld C%lld %lldx%lld O%lld k%lldx%lld s%lld,%lld "
+           "p%lld,%lld d%lld,%lld g%lld", c->what, variant, (long long)c->N, (long long)c->C,
+           (long long)c->H, (long long)c->W, (long long)c->O, (long long)c->KH,
+           (long long)c->KW, (long long)c->sh, (long long)c->sw, (long long)c->ph,
+           (long long)c->pw, (long long)c->dh, (long long)c->dw, (long long)c->G);
+  if (CHECK_OK(tt_kernel_conv2d(&x.v, &w.v, &p, &o.v), what)) {
+    double *ref = calloc((size_t)o.n, sizeof(double)), *mag = calloc((size_t)o.n, sizeof(double));
+    for (int64_t n = 0; n < c->N; ++n)
+      for (int64_t oc = 0; oc < c->O; ++oc)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            int64_t oi = ((n * c->O + oc) * OH + oh) * OW + ow;
+            for (int64_t cc = 0; cc < Cg; ++cc)
+              for (int64_t i = 0; i < c->KH; ++i)
+                for (int64_t j = 0; j < c->KW; ++j) {
+                  int64_t ih = oh * c->sh - c->ph + i * c->dh;
+                  int64_t iw = ow * c->sw - c->pw + j * c->dw;
+                  if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+                  double v = tget(&w, ((oc * Cg + cc) * c->KH + i) * c->KW + j) *
+                             tget(&x, ((n * c->C + (oc / Og) * Cg + cc) * c->H + ih) * c->W + iw);
+                  ref[oi] += v;
+                  mag[oi] += fabs(v);
+                }
+          }
+    /* f32 accumulation of mag-sized terms, then one rounding to dt. */
+    int bad = 0;
+    for (int64_t i = 0; i < o.n; ++i) {
+      double want = round_to(dt, ref[i]), got = tget(&o, i);
+      double tol = 1e-5 * mag[i] + dtype_rtol(dt) * fabs(want) + 1e-6;
+      if (!(fabs(got - want) <= tol)) {
+        if (bad < 3) printf("  %s [%s] at %lld: got %.9g want %.9g\n", what, tt_dtype_name(dt),
+                            (long long)i, got, want);
+        ++bad;
+      }
+    }
+    CHECK(bad == 0, "%s [%s]: %d of %lld outputs differ", what, tt_dtype_name(dt), bad,
+          (long long)o.n);
+    free(ref);
+    free(mag);
+  }
+  tensor_free(&x); tensor_free(&w); tensor_free(&o);
+}
+
+static void test_conv_forward_paths(void) {
+  const conv_fwd_case_t cases[] = {
+      {1, 8, 13, 11, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, "3x3/2, odd sizes"},
+      {2, 6, 16, 16, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, "3x3/2, batch"},
+      {1, 3, 23, 21, 16, 7, 7, 2, 2, 3, 3, 1, 1, 1, "7x7/2 stem"},
+      {1, 5, 17, 19, 7, 3, 3, 3, 3, 1, 1, 1, 1, 1, "stride 3"},
+      {1, 4, 19, 18, 9, 3, 3, 2, 2, 2, 2, 2, 2, 1, "stride 2, dilation 2"},
+      {1, 4, 14, 15, 6, 3, 5, 2, 1, 1, 2, 1, 3, 1, "stride (2,1), dilation (1,3)"},
+      {1, 4, 12, 17, 6, 3, 3, 1, 3, 0, 1, 1, 1, 1, "stride (1,3)"},
+      {1, 3, 16, 16, 12, 4, 4, 4, 4, 0, 0, 1, 1, 1, "patchify 4x4/4"},
+      {1, 3, 17, 14, 5, 2, 2, 3, 3, 0, 0, 1, 1, 1, "kernel 2, stride 3 (skipped phases)"},
+      {2, 24, 14, 14, 40, 1, 1, 2, 2, 0, 0, 1, 1, 1, "1x1/2"},
+      {1, 6, 9, 9, 13, 1, 1, 3, 3, 1, 1, 1, 1, 1, "1x1/3, padded"},
+      {1, 40, 9, 7, 50, 1, 1, 1, 1, 0, 0, 1, 1, 1, "1x1/1 pointwise (in place for f32)"},
+      {8, 16, 7, 7, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, "1x1/1, batch 8"},
+      {1, 8, 12, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, 2, "grouped 3x3/2"},
+      {1, 4, 40, 40, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1, staged in chunks"},
+      {1, 64, 6, 6, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, "K 576 > one GEMM block"},
+      {1, 16, 20, 20, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, "depthwise 3x3/1"},
+      {2, 12, 21, 19, 12, 3, 3, 2, 2, 1, 1, 1, 1, 12, "depthwise 3x3/2, odd"},
+      {1, 8, 7, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, "depthwise 7x7 plane"},
+      {1, 6, 15, 13, 12, 5, 3, 3, 2, 2, 1, 2, 1, 6, "depthwise x2, stride 3/2, dilated"},
+      {1, 1, 30, 30, 3, 5, 5, 2, 2, 2, 2, 1, 1, 1, "single input channel, 5x5/2"},
+  };
+  const tt_dtype_t dts[] = {TT_F32, TT_BF16, TT_F16};
+  for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
+    for (int di = 0; di < COUNT_OF(dts); ++di) {
+      if (di == 2 && ci % 3 != 0) continue;
+      run_conv_fwd(dts[di], &cases[ci], "auto");
+    }
+  }
+  /* Every micro-kernel width (nr 8, 16, 32) and the portable loops. */
+  const tt_sgemm_isa_t isas[] = {TT_SGEMM_ISA_GENERIC, TT_SGEMM_ISA_AVX2};
+  for (int ii = 0; ii < COUNT_OF(isas); ++ii) {
+    if (!tt_sgemm_force_isa(isas[ii])) continue;
+    for (int ci = 0; ci < COUNT_OF(cases); ci += 2) {
+      run_conv_fwd(TT_F32, &cases[ci], isas[ii] == TT_SGEMM_ISA_AVX2 ? "avx2 gemm" : "generic gemm");
+    }
+  }
+  tt_sgemm_force_isa(TT_SGEMM_ISA_AUTO);
+  tt_conv_force_portable_for_test(1);
+  for (int ci = 0; ci < COUNT_OF(cases); ++ci) run_conv_fwd(TT_F32, &cases[ci], "portable");
+  tt_conv_force_portable_for_test(0);
+}
+
 int main(void) {
   test_reduce();
   test_scan();
   test_pool();
   test_softmax();
+  test_conv_forward_paths();
   return test_summary();
 }
