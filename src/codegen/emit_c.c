@@ -188,10 +188,19 @@ static const char *tt_round_fn(tt_dtype_t dt) {
 
 /* Index expression of input x (shape xs) for flat output index `i` of
  * output shape os. */
+static void tt_emit_index_of(tt_src_t *s, const tt_shape_t *xs, const tt_shape_t *os,
+                             const char *var);
+
 static void tt_emit_index(tt_src_t *s, const tt_shape_t *xs, const tt_shape_t *os) {
+  tt_emit_index_of(s, xs, os, "i");
+}
+
+/* The same for the flat output index held in `var`. */
+static void tt_emit_index_of(tt_src_t *s, const tt_shape_t *xs, const tt_shape_t *os,
+                             const char *var) {
   int64_t xn = tt_shape_numel(xs), on = tt_shape_numel(os);
   if (xn == on) {
-    put(s, "i");
+    put(s, "%s", var);
     return;
   }
   if (xn == 1) {
@@ -214,8 +223,8 @@ static void tt_emit_index(tt_src_t *s, const tt_shape_t *xs, const tt_shape_t *o
   put(s, "(0");
   for (int d = 0; d < os->rank; ++d) {
     if (!xstride[d]) continue;
-    put(s, " + ((i / %lldLL) %% %lldLL) * %lldLL", (long long)ostride[d], (long long)os->dims[d],
-        (long long)xstride[d]);
+    put(s, " + ((%s / %lldLL) %% %lldLL) * %lldLL", var, (long long)ostride[d],
+        (long long)os->dims[d], (long long)xstride[d]);
   }
   put(s, ")");
 }
@@ -288,9 +297,66 @@ static void tt_emit_store(tt_src_t *s, tt_dtype_t dt, const char *value, const c
   }
 }
 
+/* How input x is read along the output's last dim: 1 contiguously (its
+ * last dim is the output's), 0 not at all (a scalar, or broadcast along
+ * the last dim), -1 otherwise. */
+static int tt_inner_mode(const tt_shape_t *xs, const tt_shape_t *os) {
+  int64_t xn = tt_shape_numel(xs), on = tt_shape_numel(os);
+  if (xn == on || xn == 1) return xn == on ? 1 : 0;
+  int64_t inner = os->dims[os->rank - 1];
+  int64_t xlast = xs->rank ? xs->dims[xs->rank - 1] : 1;
+  if (xlast == 1) return 0;
+  return xlast == inner ? 1 : -1;
+}
+
+/* An elementwise program whose inputs broadcast: the flat range is walked
+ * a row (the output's last dim) at a time, each input's row offset
+ * computed once per row, so the inner loop has no division and
+ * vectorises (inputs read contiguously or as one value per row). */
+static int tt_emit_elementwise_rows(tt_src_t *s, const tt_graph_t *g, int32_t i) {
+  const tt_instr_t *in = &g->instrs[i];
+  const tt_fused_t *f = in->fused;
+  const tt_shape_t *os = &in->shape;
+  if (os->rank < 2 || os->dims[os->rank - 1] < 8) return 0;
+  int broadcasts = 0;
+  for (int32_t k = 0; k < in->num_operands; ++k) {
+    const tt_shape_t *xs = &g->instrs[in->operands[k]].shape;
+    if (tt_inner_mode(xs, os) < 0) return 0;
+    broadcasts |= tt_shape_numel(xs) != tt_shape_numel(os) && tt_shape_numel(xs) != 1;
+  }
+  if (!broadcasts) return 0;
+  long long inner = (long long)os->dims[os->rank - 1];
+  put(s, "  for (int64_t i0 = begin; i0 < end;) {\n");
+  put(s, "    int64_t r = i0 / %lldLL, rb = r * %lldLL;\n", inner, inner);
+  put(s, "    int64_t j0 = i0 - rb, j1 = end - rb < %lldLL ? end - rb : %lldLL;\n", inner,
+      inner);
+  for (int32_t k = 0; k < in->num_operands; ++k) {
+    put(s, "    int64_t b%d = ", k);
+    tt_emit_index_of(s, &g->instrs[in->operands[k]].shape, os, "rb");
+    put(s, ";\n");
+  }
+  put(s, "    for (int64_t j = j0; j < j1; ++j) {\n");
+  put(s, "      int64_t i = rb + j;\n");
+  for (int32_t k = 0; k < in->num_operands; ++k) {
+    const tt_instr_t *x = &g->instrs[in->operands[k]];
+    int mode = tt_inner_mode(&x->shape, os);
+    put(s, "      float a%d = %s(x%d[b%d%s]);\n", k, tt_load_fn(x->dtype), k, k,
+        mode == 1 ? " + j" : "");
+  }
+  tt_emit_steps(s, f, 0, f->num_ops, "      ");
+  char last[16];
+  snprintf(last, sizeof(last), "s%d", f->num_ops - 1);
+  tt_emit_store(s, in->dtype, last, "      ");
+  put(s, "    }\n");
+  put(s, "    i0 = rb + j1;\n");
+  put(s, "  }\n");
+  return 1;
+}
+
 static void tt_emit_elementwise(tt_src_t *s, const tt_graph_t *g, int32_t i) {
   const tt_instr_t *in = &g->instrs[i];
   const tt_fused_t *f = in->fused;
+  if (tt_emit_elementwise_rows(s, g, i)) return;
   put(s, "  for (int64_t i = begin; i < end; ++i) {\n");
   tt_emit_loads(s, g, in, NULL, &in->shape, "    ");
   tt_emit_steps(s, f, 0, f->num_ops, "    ");
