@@ -10,6 +10,8 @@
  *   support unloading) and is initialised once.
  * - tt_pjrt_executable_t, tt_pjrt_buffer_t: owned by whoever created them,
  *   freed with their destroy function.
+ * - tt_pjrt_topology_t: a plugin's description of devices to compile for
+ *   ahead of time (no client, no hardware needed); owned by its creator.
  * Every plugin error comes back as a tt_status_t carrying the plugin's own
  * message, prefixed by the call that failed.
  */
@@ -129,6 +131,62 @@ void tt_pjrt_buffer_destroy(tt_pjrt_buffer_t *buffer);
 tt_status_t tt_pjrt_execute(tt_pjrt_executable_t *executable, size_t device_index,
                             tt_pjrt_buffer_t *const *args, size_t num_args,
                             tt_pjrt_buffer_t **out_outputs);
+
+/* ---- ahead-of-time compile for a topology (src/backends/pjrt/topology.c) ----
+ *
+ * A topology description names a set of devices a plugin can compile for
+ * without them being attached and without a client: for libtpu, names such
+ * as "v5e:2x2" (four TPU v5 lite chips) or "v4:2x2x1". Compiling for it
+ * produces an executable that only a client on such devices could run; here
+ * it is serialized (the plugin's own format) to prove the compile happened
+ * and to be shipped. docs/pjrt.md, "TPU ahead-of-time compile".
+ *
+ * libtpu asks the GCE metadata server for the TPU environment when it
+ * initialises unless TPU_SKIP_MDS_QUERY=1 is set; off GCE that costs
+ * minutes of retries. Those variables are the caller's to set (the Python
+ * layer sets TPU_SKIP_MDS_QUERY=1 when unset). */
+typedef struct tt_pjrt_topology_s tt_pjrt_topology_t;
+
+/* Loads the plugin at `library_path` as tt_pjrt_client_create does (same
+ * load errors) but creates no client, then asks it for the topology
+ * `topology_name` with `options` (the plugin's topology create options;
+ * may be NULL when num_options is 0). *out_topology is owned by the caller
+ * (tt_pjrt_topology_destroy). Fails with TT_UNIMPLEMENTED when the plugin
+ * does not implement topologies or PJRT_Compile, with TT_INVALID_ARGUMENT
+ * for a nameless option, and with the plugin's message when it refuses the
+ * name (libtpu: "Your TPU topology name ... is invalid", "Invalid TPU
+ * external name: TPU v9"; XLA's CPU plugin: "Topology not supported for CPU
+ * compilation"). */
+tt_status_t tt_pjrt_topology_create(const char *library_path, const char *topology_name,
+                                    const tt_pjrt_option_t *options, size_t num_options,
+                                    tt_pjrt_topology_t **out_topology);
+void tt_pjrt_topology_destroy(tt_pjrt_topology_t *topology);
+
+/* Facts about a topology; the strings live as long as the topology. */
+const char *tt_pjrt_topology_name(const tt_pjrt_topology_t *topology);
+const char *tt_pjrt_topology_library_path(const tt_pjrt_topology_t *topology);
+const char *tt_pjrt_topology_platform_name(const tt_pjrt_topology_t *topology);    /* "tpu" */
+const char *tt_pjrt_topology_platform_version(const tt_pjrt_topology_t *topology);
+void tt_pjrt_topology_api_version(const tt_pjrt_topology_t *topology, int *out_major,
+                                  int *out_minor);
+size_t tt_pjrt_topology_device_count(const tt_pjrt_topology_t *topology);
+/* Kind of device `index` (e.g. "TPU v5 lite"); TT_OUT_OF_RANGE for index >=
+ * device count. *out_kind lives as long as the topology. */
+tt_status_t tt_pjrt_topology_device_kind(const tt_pjrt_topology_t *topology, size_t index,
+                                         const char **out_kind);
+
+/* Compiles `program` (size bytes; "mlir": StableHLO text or bytecode, "hlo":
+ * a serialized HloModule) for `topology` with PJRT_Compile and serializes
+ * the result with PJRT_Executable_Serialize. config NULL means
+ * tt_pjrt_compile_config_default(). On success *out_bytes is malloc'ed
+ * (caller frees) and *out_size > 0. Fails with TT_INVALID_ARGUMENT for an
+ * empty program or bad config, and with the plugin's message for anything it
+ * refuses (parse and verifier errors name the line; a module needing more
+ * devices than the topology has is refused by the plugin). */
+tt_status_t tt_pjrt_topology_compile(tt_pjrt_topology_t *topology, const char *program,
+                                     size_t size, const char *format,
+                                     const tt_pjrt_compile_config_t *config, uint8_t **out_bytes,
+                                     size_t *out_size);
 
 /* ---- the lazy engine through a plugin (src/backends/pjrt/engine.c) ----
  *

@@ -210,3 +210,54 @@ def engine_info():
     """None, or the plugin the lazy engine runs through: dict(library_path,
     platform_name, device_count, cached_graphs)."""
     return _C.pjrt_engine_info()
+
+
+# ---- ahead-of-time compile for a TPU topology --------------------------------
+
+# Set (when unset) before libtpu initialises: without it libtpu asks the GCE
+# metadata server for the TPU environment, 30 tries per key, which off GCE
+# takes minutes before failing. A topology needs no such environment.
+TPU_AOT_ENV_DEFAULTS = {"TPU_SKIP_MDS_QUERY": "1"}
+
+
+class Topology:
+    """A plugin's description of devices to compile for ahead of time, with
+    no client and no hardware: for libtpu, names like "v5e:2x2" (4 x TPU v5
+    lite), "v4:2x2x1", "v5p:2x2x1", "v6e:2x2" (see docs/pjrt.md). The
+    library defaults to find_plugin("TPU"): $TPU_LIBRARY_PATH, then the
+    `libtpu` package. `options` are the plugin's topology create options."""
+
+    def __init__(self, name="v5e:2x2", library_path=None, options=None):
+        if library_path is None:
+            library_path = find_plugin("TPU")
+        for var, value in TPU_AOT_ENV_DEFAULTS.items():
+            os.environ.setdefault(var, value)
+        self._handle = _C.pjrt_topology_open(os.fspath(library_path), name, dict(options or {}))
+        info = _C.pjrt_topology_info(self._handle)
+        self.name = info["name"]
+        self.library_path = info["library_path"]
+        self.platform_name = info["platform_name"]
+        self.platform_version = info["platform_version"]
+        self.api_version = info["api_version"]
+        self.device_kinds = info["device_kinds"]
+
+    def compile(self, program, format="mlir", num_replicas=1, num_partitions=1):
+        """Compiles StableHLO text (str) or bytecode (bytes) for this topology
+        (PJRT_Compile) and returns the serialized executable (the plugin's
+        format, PJRT_Executable_Serialize). Raises RuntimeError with the
+        plugin's message when it refuses the program."""
+        return _C.pjrt_topology_compile(self._handle, program, format=format,
+                                        num_replicas=num_replicas, num_partitions=num_partitions)
+
+    def __repr__(self):
+        kind = self.device_kinds[0] if self.device_kinds else "no devices"
+        return (f"pjrt.Topology({self.name!r}, {len(self.device_kinds)} x {kind}, "
+                f"{self.library_path})")
+
+
+def compile_for_topology(stablehlo, topology="v5e:2x2", library_path=None, **compile_options):
+    """Compiles `stablehlo` (text or bytecode, e.g. xm.get_stablehlo(tensors))
+    for a TPU topology without a TPU, as PyTorch/XLA's AOT mode does, and
+    returns the serialized executable (bytes). Raises RuntimeError naming
+    the places searched when no libtpu is found."""
+    return Topology(topology, library_path).compile(stablehlo, **compile_options)

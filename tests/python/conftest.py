@@ -29,3 +29,5 @@ def pytest_configure(config):
     # (tests/python/test_models.py).
     config.addinivalue_line("markers", "opinfo_full: the full OpInfo sweep (slow)")
     config.addinivalue_line("markers", "models_full: full-size model configurations (slow)")
+    config.addinivalue_line("markers", "tpu_aot: compile for a TPU topology with libtpu "
+                            "(needs TPU_LIBRARY_PATH; tests/python/test_tpu_aot.py)")

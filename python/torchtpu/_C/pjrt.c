@@ -345,6 +345,126 @@ static PyObject *py_pjrt_engine_info(PyObject *m, PyObject *a) {
                        (Py_ssize_t)tt_pjrt_engine_cache_size());
 }
 
+/* ---- ahead-of-time compile for a topology (src/backends/pjrt/topology.c) ---- */
+
+#define TT_PY_PJRT_TOPOLOGY "torchtpu._C.pjrt_topology"
+
+static void topology_capsule_free(PyObject *capsule) {
+  tt_pjrt_topology_destroy(PyCapsule_GetPointer(capsule, TT_PY_PJRT_TOPOLOGY));
+}
+
+static tt_pjrt_topology_t *as_topology(PyObject *o) {
+  if (!PyCapsule_IsValid(o, TT_PY_PJRT_TOPOLOGY)) {
+    PyErr_SetString(PyExc_TypeError, "expected a PJRT topology (from _C.pjrt_topology_open)");
+    return NULL;
+  }
+  return PyCapsule_GetPointer(o, TT_PY_PJRT_TOPOLOGY);
+}
+
+/* pjrt_topology_open(path, name, options=None) -> topology; no client. */
+static PyObject *py_pjrt_topology_open(PyObject *m, PyObject *args) {
+  (void)m;
+  const char *path, *name;
+  PyObject *options = Py_None;
+  if (!PyArg_ParseTuple(args, "ss|O", &path, &name, &options)) return NULL;
+  if (options != Py_None && !PyDict_Check(options)) {
+    PyErr_SetString(PyExc_TypeError, "pjrt_topology_open: options must be a dict or None");
+    return NULL;
+  }
+  Py_ssize_t n = options == Py_None ? 0 : PyDict_Size(options);
+  tt_pjrt_option_t *opts = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*opts));
+  if (!opts) return PyErr_NoMemory();
+  Py_ssize_t pos = 0, i = 0;
+  PyObject *key, *value;
+  while (n && PyDict_Next(options, &pos, &key, &value)) {
+    if (!option_from_item(key, value, &opts[i++])) {
+      PyMem_Free(opts);
+      return NULL;
+    }
+  }
+  tt_pjrt_topology_t *topology = NULL;
+  tt_status_t st;
+  Py_BEGIN_ALLOW_THREADS
+  st = tt_pjrt_topology_create(path, name, opts, (size_t)n, &topology);
+  Py_END_ALLOW_THREADS
+  PyMem_Free(opts);
+  if (st) return tt_py_raise_status(st);
+  PyObject *capsule = PyCapsule_New(topology, TT_PY_PJRT_TOPOLOGY, topology_capsule_free);
+  if (!capsule) tt_pjrt_topology_destroy(topology);
+  return capsule;
+}
+
+/* pjrt_topology_info(topology) -> dict(name, library_path, platform_name,
+ * platform_version, api_version, device_kinds) */
+static PyObject *py_pjrt_topology_info(PyObject *m, PyObject *arg) {
+  (void)m;
+  tt_pjrt_topology_t *t = as_topology(arg);
+  if (!t) return NULL;
+  size_t n = tt_pjrt_topology_device_count(t);
+  PyObject *kinds = PyList_New((Py_ssize_t)n);
+  if (!kinds) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    const char *kind;
+    tt_status_t st = tt_pjrt_topology_device_kind(t, i, &kind);
+    PyObject *s = st ? NULL : PyUnicode_FromString(kind);
+    if (!s) {
+      Py_DECREF(kinds);
+      return st ? tt_py_raise_status(st) : NULL;
+    }
+    PyList_SET_ITEM(kinds, (Py_ssize_t)i, s);
+  }
+  int major, minor;
+  tt_pjrt_topology_api_version(t, &major, &minor);
+  return Py_BuildValue("{s:s,s:s,s:s,s:s,s:(ii),s:N}", "name", tt_pjrt_topology_name(t),
+                       "library_path", tt_pjrt_topology_library_path(t), "platform_name",
+                       tt_pjrt_topology_platform_name(t), "platform_version",
+                       tt_pjrt_topology_platform_version(t), "api_version", major, minor,
+                       "device_kinds", kinds);
+}
+
+/* pjrt_topology_compile(topology, program, format="mlir", num_replicas=1,
+ *                       num_partitions=1) -> bytes (serialized executable) */
+static PyObject *py_pjrt_topology_compile(PyObject *m, PyObject *args, PyObject *kwargs) {
+  (void)m;
+  static char *kwlist[] = {"topology", "program", "format", "num_replicas", "num_partitions",
+                           NULL};
+  PyObject *topology_obj, *program;
+  const char *format = "mlir";
+  tt_pjrt_compile_config_t config = tt_pjrt_compile_config_default();
+  long long replicas = config.num_replicas, partitions = config.num_partitions;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|sLL", kwlist, &topology_obj, &program,
+                                   &format, &replicas, &partitions))
+    return NULL;
+  tt_pjrt_topology_t *t = as_topology(topology_obj);
+  if (!t) return NULL;
+  const char *text;
+  Py_ssize_t size;
+  if (PyUnicode_Check(program)) {
+    text = PyUnicode_AsUTF8AndSize(program, &size);
+    if (!text) return NULL;
+  } else if (PyBytes_Check(program)) {
+    text = PyBytes_AS_STRING(program);
+    size = PyBytes_GET_SIZE(program);
+  } else {
+    PyErr_Format(PyExc_TypeError, "pjrt_topology_compile: program must be str or bytes, not %s",
+                 Py_TYPE(program)->tp_name);
+    return NULL;
+  }
+  config.num_replicas = replicas;
+  config.num_partitions = partitions;
+  uint8_t *bytes = NULL;
+  size_t nbytes = 0;
+  tt_status_t st;
+  /* `program` is kept alive by the caller's reference for the call. */
+  Py_BEGIN_ALLOW_THREADS
+  st = tt_pjrt_topology_compile(t, text, (size_t)size, format, &config, &bytes, &nbytes);
+  Py_END_ALLOW_THREADS
+  if (st) return tt_py_raise_status(st);
+  PyObject *out = PyBytes_FromStringAndSize((const char *)bytes, (Py_ssize_t)nbytes);
+  free(bytes);
+  return out;
+}
+
 PyMethodDef tt_py_extra_methods_pjrt[] = {
     {"pjrt_engine_enable", py_pjrt_engine_enable, METH_VARARGS,
      "pjrt_engine_enable(client, fallback=False): run the lazy engine's graphs through client"},
@@ -365,5 +485,15 @@ PyMethodDef tt_py_extra_methods_pjrt[] = {
     {"pjrt_execute", (PyCFunction)(void (*)(void))py_pjrt_execute, METH_VARARGS | METH_KEYWORDS,
      "pjrt_execute(executable, [(buffer, shape, dtype)], device=0) -> [(bytearray, shape, "
      "dtype)]"},
+    {"pjrt_topology_open", py_pjrt_topology_open, METH_VARARGS,
+     "pjrt_topology_open(path, name, options=None) -> topology: load a PJRT plugin (no client) "
+     "and create the topology description `name` (e.g. libtpu's 'v5e:2x2')"},
+    {"pjrt_topology_info", py_pjrt_topology_info, METH_O,
+     "pjrt_topology_info(topology) -> dict(name, library_path, platform_name, platform_version, "
+     "api_version, device_kinds)"},
+    {"pjrt_topology_compile", (PyCFunction)(void (*)(void))py_pjrt_topology_compile,
+     METH_VARARGS | METH_KEYWORDS,
+     "pjrt_topology_compile(topology, program, format='mlir', num_replicas=1, num_partitions=1) "
+     "-> bytes: PJRT_Compile for the topology, then PJRT_Executable_Serialize"},
     {NULL, NULL, 0, NULL},
 };

@@ -20,7 +20,9 @@
  * Only the fields this backend reads or writes are typed; the rest of the
  * table is declared as opaque slots so the offsets line up. The offsets are
  * checked at compile time below. Layout verified against plugins reporting
- * API 0.81, 0.106 and 0.115 (see docs/pjrt.md).
+ * API 0.81, 0.106 and 0.115 (see docs/pjrt.md); the topology and
+ * ahead-of-time compile entries (slots 49 and 82..89) against libtpu 0.0.51,
+ * API 0.116.
  */
 #ifndef TORCHTPU_BACKENDS_PJRT_ABI_H_
 #define TORCHTPU_BACKENDS_PJRT_ABI_H_
@@ -38,6 +40,8 @@ typedef struct tt_pjrt_abi_device_desc_s tt_pjrt_abi_device_desc_t;
 typedef struct tt_pjrt_abi_executable_s tt_pjrt_abi_executable_t;
 typedef struct tt_pjrt_abi_loaded_exe_s tt_pjrt_abi_loaded_exe_t;
 typedef struct tt_pjrt_abi_buffer_s tt_pjrt_abi_buffer_t;
+typedef struct tt_pjrt_abi_topology_s tt_pjrt_abi_topology_t;
+typedef struct tt_pjrt_abi_serialized_exe_s tt_pjrt_abi_serialized_exe_t;
 
 /* The major version this backend speaks; minor versions below the minimum
  * are refused (not verified against anything older). */
@@ -318,6 +322,67 @@ typedef struct {
   tt_pjrt_abi_event_t *event; /* out */
 } tt_pjrt_abi_buffer_to_host_args_t;
 
+/* ---- topology descriptions and compiling without a client ----
+ * A topology description stands for a set of devices the plugin can compile
+ * for (for libtpu e.g. "v5e:2x2": four TPU v5 lite chips), attached or not;
+ * PJRT_Compile builds an executable for it that a client on such devices
+ * could later load. Neither needs a client. */
+
+typedef struct {
+  size_t struct_size;
+  void *extension_start;
+  const char *topology_name; /* borrowed for the call */
+  size_t topology_name_size;
+  const tt_pjrt_abi_named_value_t *create_options; /* borrowed for the call */
+  size_t num_options;
+  tt_pjrt_abi_topology_t *topology; /* out; caller destroys */
+} tt_pjrt_abi_topology_create_args_t;
+
+typedef struct {
+  size_t struct_size;
+  void *extension_start;
+  tt_pjrt_abi_topology_t *topology;
+} tt_pjrt_abi_topology_destroy_args_t;
+
+/* topology platform_name and platform_version share this layout. */
+typedef struct {
+  size_t struct_size;
+  void *extension_start;
+  tt_pjrt_abi_topology_t *topology;
+  const char *text; /* out; owned by the topology */
+  size_t text_size; /* out */
+} tt_pjrt_abi_topology_string_args_t;
+
+typedef struct {
+  size_t struct_size;
+  void *extension_start;
+  tt_pjrt_abi_topology_t *topology;
+  tt_pjrt_abi_device_desc_t *const *descriptions; /* out; owned by the topology */
+  size_t num_descriptions;                         /* out */
+} tt_pjrt_abi_topology_device_descs_args_t;
+
+typedef struct {
+  size_t struct_size;
+  void *extension_start;
+  const tt_pjrt_abi_topology_t *topology;
+  const tt_pjrt_abi_program_t *program; /* borrowed for the call */
+  const char *compile_options;          /* serialized xla.CompileOptionsProto */
+  size_t compile_options_size;
+  tt_pjrt_abi_client_t *client;         /* optional; NULL: compile only */
+  tt_pjrt_abi_executable_t *executable; /* out; caller destroys */
+} tt_pjrt_abi_compile_args_t;
+
+typedef struct {
+  size_t struct_size;
+  void *extension_start;
+  const tt_pjrt_abi_executable_t *executable;
+  const char *serialized_bytes; /* out; lives as long as serialized_executable */
+  size_t serialized_bytes_size; /* out */
+  tt_pjrt_abi_serialized_exe_t *serialized_executable; /* out; backs the bytes */
+  /* out; the caller calls it exactly once, on serialized_executable */
+  void (*serialized_executable_deleter)(tt_pjrt_abi_serialized_exe_t *);
+} tt_pjrt_abi_executable_serialize_args_t;
+
 /* Function pointer types. */
 typedef void tt_pjrt_abi_error_destroy_fn(tt_pjrt_abi_error_destroy_args_t *);
 typedef void tt_pjrt_abi_error_message_fn(tt_pjrt_abi_error_message_args_t *);
@@ -344,14 +409,21 @@ TT_PJRT_ABI_FN(tt_pjrt_abi_buffer_destroy_fn, tt_pjrt_abi_buffer_destroy_args_t)
 TT_PJRT_ABI_FN(tt_pjrt_abi_buffer_element_type_fn, tt_pjrt_abi_buffer_element_type_args_t);
 TT_PJRT_ABI_FN(tt_pjrt_abi_buffer_dimensions_fn, tt_pjrt_abi_buffer_dimensions_args_t);
 TT_PJRT_ABI_FN(tt_pjrt_abi_buffer_to_host_fn, tt_pjrt_abi_buffer_to_host_args_t);
+TT_PJRT_ABI_FN(tt_pjrt_abi_topology_create_fn, tt_pjrt_abi_topology_create_args_t);
+TT_PJRT_ABI_FN(tt_pjrt_abi_topology_destroy_fn, tt_pjrt_abi_topology_destroy_args_t);
+TT_PJRT_ABI_FN(tt_pjrt_abi_topology_string_fn, tt_pjrt_abi_topology_string_args_t);
+TT_PJRT_ABI_FN(tt_pjrt_abi_topology_device_descs_fn, tt_pjrt_abi_topology_device_descs_args_t);
+TT_PJRT_ABI_FN(tt_pjrt_abi_compile_fn, tt_pjrt_abi_compile_args_t);
+TT_PJRT_ABI_FN(tt_pjrt_abi_executable_serialize_fn, tt_pjrt_abi_executable_serialize_args_t);
 #undef TT_PJRT_ABI_FN
 
 /* A slot this backend never calls. */
 typedef void (*tt_pjrt_abi_unused_fn)(void);
 
 /* The function table, in the plugin's slot order, up to the last slot this
- * backend calls (buffer_to_host_buffer). The plugin's table is at least this
- * long when its struct_size says so; tt_pjrt loader checks that. */
+ * backend calls (PJRT_Compile, slot 89; every table of API 0.81 or newer
+ * reaches it). The plugin's table is at least this long when its
+ * struct_size says so; tt_pjrt loader checks that. */
 typedef struct tt_pjrt_abi_api_s {
   size_t struct_size;
   void *extension_start;
@@ -394,7 +466,8 @@ typedef struct tt_pjrt_abi_api_s {
   tt_pjrt_abi_unused_fn executable_num_replicas;          /* 42 */
   tt_pjrt_abi_unused_fn executable_num_partitions;        /* 43 */
   tt_pjrt_abi_executable_num_outputs_fn *executable_num_outputs; /* 44 */
-  tt_pjrt_abi_unused_fn executable_slots_45_to_49[5];     /* 45..49 */
+  tt_pjrt_abi_unused_fn executable_slots_45_to_48[4];     /* 45..48 */
+  tt_pjrt_abi_executable_serialize_fn *executable_serialize; /* 49 */
   tt_pjrt_abi_loaded_exe_destroy_fn *loaded_executable_destroy; /* 50 */
   tt_pjrt_abi_loaded_exe_get_executable_fn *loaded_executable_get_executable; /* 51 */
   tt_pjrt_abi_unused_fn loaded_executable_slots_52_to_54[3]; /* 52..54 */
@@ -405,6 +478,16 @@ typedef struct tt_pjrt_abi_api_s {
   tt_pjrt_abi_buffer_dimensions_fn *buffer_dimensions;    /* 60 */
   tt_pjrt_abi_unused_fn buffer_slots_61_to_69[9];         /* 61..69 */
   tt_pjrt_abi_buffer_to_host_fn *buffer_to_host_buffer;   /* 70 */
+  tt_pjrt_abi_unused_fn buffer_and_stream_slots_71_to_81[11]; /* 71..81: buffer
+                                     queries, copy-to-device streams */
+  tt_pjrt_abi_topology_create_fn *topology_create;        /* 82 */
+  tt_pjrt_abi_topology_destroy_fn *topology_destroy;      /* 83 */
+  tt_pjrt_abi_topology_string_fn *topology_platform_name; /* 84 */
+  tt_pjrt_abi_topology_string_fn *topology_platform_version; /* 85 */
+  tt_pjrt_abi_topology_device_descs_fn *topology_get_device_descriptions; /* 86 */
+  tt_pjrt_abi_unused_fn topology_slots_87_to_88[2];       /* 87..88: serialize,
+                                     attributes */
+  tt_pjrt_abi_compile_fn *compile;                        /* 89 */
 } tt_pjrt_abi_api_t;
 
 /* The slot offsets are the contract: header (40 bytes) + 8 bytes a slot. */
@@ -418,6 +501,11 @@ _Static_assert(offsetof(tt_pjrt_abi_api_t, loaded_executable_destroy) == TT_PJRT
 _Static_assert(offsetof(tt_pjrt_abi_api_t, loaded_executable_execute) == TT_PJRT_ABI_SLOT_OFFSET(55), "slot 55");
 _Static_assert(offsetof(tt_pjrt_abi_api_t, buffer_destroy) == TT_PJRT_ABI_SLOT_OFFSET(58), "slot 58");
 _Static_assert(offsetof(tt_pjrt_abi_api_t, buffer_to_host_buffer) == TT_PJRT_ABI_SLOT_OFFSET(70), "slot 70");
+_Static_assert(offsetof(tt_pjrt_abi_api_t, executable_serialize) == TT_PJRT_ABI_SLOT_OFFSET(49), "slot 49");
+_Static_assert(offsetof(tt_pjrt_abi_api_t, topology_create) == TT_PJRT_ABI_SLOT_OFFSET(82), "slot 82");
+_Static_assert(offsetof(tt_pjrt_abi_api_t, topology_get_device_descriptions) == TT_PJRT_ABI_SLOT_OFFSET(86), "slot 86");
+_Static_assert(offsetof(tt_pjrt_abi_api_t, compile) == TT_PJRT_ABI_SLOT_OFFSET(89), "slot 89");
+_Static_assert(sizeof(tt_pjrt_abi_api_t) == TT_PJRT_ABI_SLOT_OFFSET(90), "table size");
 /* A few argument layouts whose offsets are easy to get wrong. */
 _Static_assert(offsetof(tt_pjrt_abi_named_value_t, value) == 40, "named value union");
 _Static_assert(sizeof(tt_pjrt_abi_named_value_t) == 56, "named value size");
@@ -425,5 +513,9 @@ _Static_assert(offsetof(tt_pjrt_abi_client_create_args_t, client) == 64, "create
 _Static_assert(offsetof(tt_pjrt_abi_buffer_from_host_args_t, buffer) == 112, "from-host args");
 _Static_assert(offsetof(tt_pjrt_abi_execute_options_t, launch_id) == 48, "execute options");
 _Static_assert(offsetof(tt_pjrt_abi_execute_args_t, execute_device) == 72, "execute args");
+_Static_assert(offsetof(tt_pjrt_abi_topology_create_args_t, topology) == 48, "topology args");
+_Static_assert(offsetof(tt_pjrt_abi_compile_args_t, executable) == 56, "compile args");
+_Static_assert(offsetof(tt_pjrt_abi_executable_serialize_args_t, serialized_executable_deleter) == 48,
+               "serialize args");
 
 #endif /* TORCHTPU_BACKENDS_PJRT_ABI_H_ */
