@@ -137,6 +137,27 @@ TT_TARGET_CLONES
 static void tt_softmax_bwd_panel_f32(const float *g, const float *y, float *gx,
                                      int64_t L, int64_t w, int64_t ld,
                                      int log_out) {
+  if (w == 1 && ld == 1) {
+    /* Contiguous row (softmax over the last dim): a 16-lane sum, then
+     * one elementwise pass; both vectorise. */
+    tt_v16f_t accv = {0};
+    int64_t l = 0;
+    for (; l + 16 <= L; l += 16) {
+      tt_v16f_t gv, yv;
+      memcpy(&gv, g + l, sizeof gv);
+      memcpy(&yv, y + l, sizeof yv);
+      accv += log_out ? gv : gv * yv;
+    }
+    float sum = 0;
+    for (int q = 0; q < 16; ++q) sum += accv[q];
+    for (; l < L; ++l) sum += log_out ? g[l] : g[l] * y[l];
+    if (log_out) {
+      for (l = 0; l < L; ++l) gx[l] = g[l] - tt_expf_fast(y[l]) * sum;
+    } else {
+      for (l = 0; l < L; ++l) gx[l] = y[l] * (g[l] - sum);
+    }
+    return;
+  }
   float s[TT_SM_COLS];
   for (int64_t j = 0; j < w; ++j) s[j] = 0.0f;
   for (int64_t l = 0; l < L; ++l) {
