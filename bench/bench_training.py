@@ -1,5 +1,6 @@
-"""Issue 2's benchmark: training-step time of torchtpu against eager PyTorch
-CPU measured in the same run, and the per-op tracing cost.
+"""Issues 2 and 4's benchmark: training-step time of torchtpu against eager
+PyTorch CPU measured in the same run (an MLP, a ResNet-18 on 32x32 images,
+a GPT-style decoder), and the per-op tracing cost.
 
 Prints, for each model, the steady-state step time of eager PyTorch and of
 torchtpu (lazy tracing + cached graph + C kernels), and their ratio
@@ -21,6 +22,7 @@ import torch_xla.core.xla_model as xm
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
 from models import MLP, TinyTransformer, loss_of  # noqa: E402
+from vision_models import resnet18  # noqa: E402
 
 
 def batches(kind, n, batch):
@@ -29,6 +31,9 @@ def batches(kind, n, batch):
     for _ in range(n):
         if kind == "mlp":
             out.append((torch.randn(batch, 512, generator=g), torch.randint(0, 10, (batch,), generator=g)))
+        elif kind == "resnet18":
+            out.append((torch.randn(batch, 3, 32, 32, generator=g),
+                        torch.randint(0, 10, (batch,), generator=g)))
         else:
             ids = torch.randint(0, 1000, (batch, 64), generator=g)
             out.append((ids, torch.roll(ids, -1, 1)))
@@ -39,6 +44,8 @@ def build(kind):
     torch.manual_seed(0)
     if kind == "mlp":
         return MLP(d_in=512, hidden=1024, classes=10)
+    if kind == "resnet18":
+        return resnet18(num_classes=10)
     return TinyTransformer(vocab=1000, d_model=128, heads=4, layers=2, seq=64)
 
 
@@ -83,12 +90,13 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--models", default="mlp,resnet18,transformer")
     args = p.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     dev = torch_xla.device()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, device {dev}")
     print(f"{'model':<12}{'eager ms':>10}{'torchtpu ms':>13}{'ratio':>8}")
-    for kind in ("mlp", "transformer"):
+    for kind in args.models.split(","):
         eager = time_steps(kind, "cpu", args.steps, args.warmup, args.batch)
         ours = time_steps(kind, dev, args.steps, args.warmup, args.batch)
         print(f"{kind:<12}{eager * 1e3:>10.2f}{ours * 1e3:>13.2f}{ours / eager:>8.2f}")
