@@ -362,3 +362,71 @@ def erfc(x):
     dt = tt(float_type_of(x.dtype))
     return wrap(op(BINARY, [scalar(dev, dt, 1.0), _unary_h("erf", handle(x, dev, dt))],
                    (BIN["sub"],)))
+
+
+# ------------------------------------------------ optimizer-style fused ops
+# lerp / addcmul / addcdiv natively: PyTorch's decompositions (torch._refs)
+# cost about a millisecond of Python each, and an Adam step issues one per
+# parameter. Half types compute in float32 and round once, as CPU's kernels.
+def _opmath_tt(dtype):
+    return tt(torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype)
+
+
+def _decomposed(func, *args, **kwargs):
+    from torch._decomp import decomposition_table
+    return decomposition_table[func](*args, **kwargs)
+
+
+def _finish(h, dtype):
+    return wrap(h if h.dtype == tt(dtype) else op(CONVERT, [h], (tt(dtype),)))
+
+
+def _addc_impl(func, name):
+    def fn(self, tensor1, tensor2, *, value=1):
+        rt = result_type(self, tensor1, tensor2)
+        if not rt.is_floating_point:
+            return _decomposed(func, self, tensor1, tensor2, value=value)
+        dev = device_of(self, tensor1, tensor2)
+        ct = _opmath_tt(rt)
+        a, b = handle(tensor1, dev, ct), handle(tensor2, dev, ct)
+        prod = op(BINARY, [a, b], (BIN[name],))
+        if value != 1:
+            prod = op(BINARY, [scalar(dev, ct, value), prod], (BIN["mul"],))
+        return _finish(op(BINARY, [handle(self, dev, ct), prod], (BIN["add"],)), rt)
+    return fn
+
+
+lowers(aten.addcmul.default)(_addc_impl(aten.addcmul.default, "mul"))
+lowers(aten.addcdiv.default)(_addc_impl(aten.addcdiv.default, "div"))
+
+
+def _lerp(func):
+    def fn(self, end, weight):
+        if not (isinstance(self, torch.Tensor) and isinstance(end, torch.Tensor)) or \
+                self.dtype != end.dtype or not self.dtype.is_floating_point or \
+                (isinstance(weight, torch.Tensor) and weight.dtype != self.dtype):
+            return _decomposed(func, self, end, weight)
+        dev = device_of(self, end)
+        ct = _opmath_tt(self.dtype)
+        s, e = handle(self, dev, ct), handle(end, dev, ct)
+        diff = op(BINARY, [e, s], (BIN["sub"],))
+        if not isinstance(weight, torch.Tensor):
+            w = float(weight)
+            if abs(w) < 0.5:  # self + w * (end - self)
+                h = op(BINARY, [s, op(BINARY, [scalar(dev, ct, w), diff], (BIN["mul"],))],
+                       (BIN["add"],))
+            else:  # end - (end - self) * (1 - w)
+                h = op(BINARY, [e, op(BINARY, [diff, scalar(dev, ct, 1.0 - w)], (BIN["mul"],))],
+                       (BIN["sub"],))
+            return _finish(h, self.dtype)
+        w = handle(weight, dev, ct)
+        lo = op(BINARY, [s, op(BINARY, [w, diff], (BIN["mul"],))], (BIN["add"],))
+        one_minus = op(BINARY, [scalar(dev, ct, 1.0), w], (BIN["sub"],))
+        hi = op(BINARY, [e, op(BINARY, [diff, one_minus], (BIN["mul"],))], (BIN["sub"],))
+        small = op(BINARY, [_unary_h("abs", w), scalar(dev, ct, 0.5)], (BIN["lt"],))
+        return _finish(op(WHERE, [small, lo, hi]), self.dtype)
+    return fn
+
+
+lowers(aten.lerp.Scalar)(_lerp(aten.lerp.Scalar))
+lowers(aten.lerp.Tensor)(_lerp(aten.lerp.Tensor))
