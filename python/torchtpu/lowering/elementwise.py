@@ -430,3 +430,40 @@ def _lerp(func):
 
 lowers(aten.lerp.Scalar)(_lerp(aten.lerp.Scalar))
 lowers(aten.lerp.Tensor)(_lerp(aten.lerp.Tensor))
+
+
+@lowers(aten.gelu_backward.default)
+def gelu_backward(grad, x, approximate="none"):
+    """d/dx gelu, computed in float32 for half types (one rounding):
+    exact: 0.5 * (1 + erf(x / sqrt 2)) + x * exp(-x^2 / 2) / sqrt(2 pi);
+    tanh: with u = sqrt(2/pi) * (x + 0.044715 x^3), t = tanh(u):
+    0.5 * (1 + t) + 0.5 * x * (1 - t^2) * sqrt(2/pi) * (1 + 3 * 0.044715 x^2)."""
+    rt = result_type(grad, x)
+    if not rt.is_floating_point:
+        return _decomposed(aten.gelu_backward.default, grad, x, approximate=approximate)
+    dev = device_of(grad, x)
+    ct = _opmath_tt(rt)
+    g, h = handle(grad, dev, ct), handle(x, dev, ct)
+
+    def mul(a, b):
+        return op(BINARY, [a, b], (BIN["mul"],))
+
+    def add(a, b):
+        return op(BINARY, [a, b], (BIN["add"],))
+
+    def c(v):
+        return scalar(dev, ct, v)
+    x2 = mul(h, h)
+    if approximate == "tanh":
+        k = math.sqrt(2.0 / math.pi)
+        u = mul(c(k), add(h, mul(c(0.044715), mul(x2, h))))
+        t = _unary_h("tanh", u)
+        left = mul(c(0.5), add(c(1.0), t))
+        one_minus_t2 = op(BINARY, [c(1.0), mul(t, t)], (BIN["sub"],))
+        du = mul(c(k), add(c(1.0), mul(c(3 * 0.044715), x2)))
+        d = add(left, mul(mul(c(0.5), h), mul(one_minus_t2, du)))
+    else:
+        cdf = mul(c(0.5), add(c(1.0), _unary_h("erf", mul(h, c(1.0 / math.sqrt(2.0))))))
+        pdf = mul(_unary_h("exp", mul(x2, c(-0.5))), c(1.0 / math.sqrt(2.0 * math.pi)))
+        d = add(cdf, mul(h, pdf))
+    return _finish(mul(g, d), rt)
