@@ -5,7 +5,7 @@ import torch
 from torchtpu.lowering.core import (
     ADAPTIVE_AVG_POOL2D, ADAPTIVE_AVG_POOL2D_BWD, AVG_POOL2D, AVG_POOL2D_BWD, BIN, BINARY,
     BROADCAST, CONV2D, CONV2D_BWD_INPUT, CONV2D_BWD_WEIGHT, DOT, INDEX_ADD, INDEX_SELECT,
-    MAX_POOL2D, MAX_POOL2D_BWD, MAX_POOL2D_INDICES, REDUCE, RED_MAX, RED_SUM, SOFTMAX,
+    MAX_POOL2D, MAX_POOL2D_BWD, MAX_POOL2D_INDICES, REDUCE, RED_MAX, RED_MEAN, RED_SUM, SOFTMAX,
     SOFTMAX_BWD, TT_BF16, TT_F16, TT_F32, TT_I64, UN, UNARY, WHERE, PAD, SLICE, aten, broadcast, convert, handle, lowers, norm_dim, op,
     reshape, result_type, scalar, tt, wrap)
 
@@ -756,4 +756,85 @@ def _conv3d_backward(grad, x, w, stride, padding, dilation, groups, output_mask)
         gw = wrap(taps[0] if len(taps) == 1 else op(_c3("CONCAT"), taps, (2,)))
     if output_mask[2]:
         gb = wrap(op(REDUCE, [grad._h], (RED_SUM, 1 | 4 | 8 | 16, 0, grad._h.dtype)))
+    return gi, gw, gb
+
+
+# ------------------------------------------------------------ layer norm
+# native_layer_norm and its backward natively (PyTorch's decompositions
+# cost about a millisecond of Python each per call): mean and variance as
+# keepdim reductions over the normalized dims, which the reduction-fusion
+# pass folds with their elementwise neighbours. Half types compute in
+# float32 and round each output once; all outputs have the input's dtype,
+# as on CPU.
+def _ln_geom(x, normalized_shape):
+    k = len(normalized_shape)
+    axis = x.dim() - k
+    mask = 0
+    for d in range(axis, x.dim()):
+        mask |= 1 << d
+    lead = 0
+    for d in range(axis):
+        lead |= 1 << d
+    return axis, mask, lead
+
+
+def _ln_ok(x, normalized_shape):
+    k = len(normalized_shape)
+    return (x.dtype.is_floating_point and 0 < k <= x.dim() and
+            list(x.shape[x.dim() - k:]) == [int(s) for s in normalized_shape])
+
+
+@lowers(aten.native_layer_norm.default)
+def native_layer_norm(x, normalized_shape, weight, bias, eps):
+    if not _ln_ok(x, normalized_shape):
+        from torch._decomp import decomposition_table
+        return decomposition_table[aten.native_layer_norm.default](
+            x, normalized_shape, weight, bias, eps)
+    dev = x._h.device
+    ct = TT_F32 if x.dtype in (torch.float16, torch.bfloat16) else x._h.dtype
+    axis, mask, _ = _ln_geom(x, normalized_shape)
+    h = convert(x._h, ct)
+    mean = op(REDUCE, [h], (RED_MEAN, mask, 1, ct))
+    xc = op(BINARY, [h, mean], (BIN["sub"],))
+    var = op(REDUCE, [op(BINARY, [xc, xc], (BIN["mul"],))], (RED_MEAN, mask, 1, ct))
+    rstd = op(UNARY, [op(BINARY, [var, scalar(dev, ct, eps)], (BIN["add"],))],
+              (UN["rsqrt"],), (0.0, 0.0))
+    out = op(BINARY, [xc, rstd], (BIN["mul"],))
+    if weight is not None:
+        out = op(BINARY, [out, handle(weight, dev, ct)], (BIN["mul"],))
+    if bias is not None:
+        out = op(BINARY, [out, handle(bias, dev, ct)], (BIN["add"],))
+    dt = x._h.dtype
+    return wrap(convert(out, dt)), wrap(convert(mean, dt)), wrap(convert(rstd, dt))
+
+
+@lowers(aten.native_layer_norm_backward.default)
+def native_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight, bias,
+                               output_mask):
+    if not _ln_ok(x, normalized_shape) or grad_out.dtype != x.dtype:
+        from torch._decomp import decomposition_table
+        return decomposition_table[aten.native_layer_norm_backward.default](
+            grad_out, x, normalized_shape, mean, rstd, weight, bias, output_mask)
+    dev = x._h.device
+    ct = TT_F32 if x.dtype in (torch.float16, torch.bfloat16) else x._h.dtype
+    axis, mask, lead = _ln_geom(x, normalized_shape)
+    go = convert(grad_out._h, ct)
+    xhat = op(BINARY, [op(BINARY, [convert(x._h, ct), handle(mean, dev, ct)], (BIN["sub"],)),
+                       handle(rstd, dev, ct)], (BIN["mul"],))
+    gi = gw = gb = None
+    if output_mask[0]:
+        g = go if weight is None else op(BINARY, [go, handle(weight, dev, ct)], (BIN["mul"],))
+        mg = op(REDUCE, [g], (RED_MEAN, mask, 1, ct))
+        mgx = op(REDUCE, [op(BINARY, [g, xhat], (BIN["mul"],))], (RED_MEAN, mask, 1, ct))
+        inner = op(BINARY, [op(BINARY, [g, mg], (BIN["sub"],)),
+                            op(BINARY, [xhat, mgx], (BIN["mul"],))], (BIN["sub"],))
+        gi = wrap(convert(op(BINARY, [inner, handle(rstd, dev, ct)], (BIN["mul"],)),
+                          x._h.dtype))
+    if output_mask[1] and weight is not None:
+        s = op(BINARY, [go, xhat], (BIN["mul"],))
+        s = op(REDUCE, [s], (RED_SUM, lead, 0, ct)) if lead else s
+        gw = wrap(convert(reshape(s, list(weight.shape)), weight._h.dtype))
+    if output_mask[2] and bias is not None:
+        s = op(REDUCE, [go], (RED_SUM, lead, 0, ct)) if lead else go
+        gb = wrap(convert(reshape(s, list(bias.shape)), bias._h.dtype))
     return gi, gw, gb
