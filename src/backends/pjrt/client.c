@@ -146,46 +146,8 @@ tt_status_t tt_pjrt_client_create(const char *library_path, const tt_pjrt_option
   const tt_pjrt_abi_api_t *api;
   TT_RETURN_IF_ERROR(tt_pjrt_plugin_load(library_path, &api));
 
-  tt_pjrt_abi_named_value_t *values = NULL;
-  if (num_options) {
-    values = calloc(num_options, sizeof(*values));
-    if (!values) return tt_status_make(TT_RESOURCE_EXHAUSTED, "PJRT options: out of memory");
-  }
-  for (size_t i = 0; i < num_options; i++) {
-    const tt_pjrt_option_t *o = &options[i];
-    tt_pjrt_abi_named_value_t *v = &values[i];
-    if (!o->name || !*o->name) {
-      free(values);
-      return tt_status_make(TT_INVALID_ARGUMENT, "PJRT client option %zu has no name", i);
-    }
-    v->struct_size = sizeof(*v);
-    v->name = o->name;
-    v->name_size = strlen(o->name);
-    v->value_size = 1;
-    switch (o->kind) {
-      case TT_PJRT_OPTION_STRING:
-        v->type = TT_PJRT_ABI_VALUE_STRING;
-        v->value.string_value = o->string_value ? o->string_value : "";
-        v->value_size = strlen(v->value.string_value);
-        break;
-      case TT_PJRT_OPTION_INT64:
-        v->type = TT_PJRT_ABI_VALUE_INT64;
-        v->value.int64_value = o->int64_value;
-        break;
-      case TT_PJRT_OPTION_FLOAT:
-        v->type = TT_PJRT_ABI_VALUE_FLOAT;
-        v->value.float_value = (float)o->float_value;
-        break;
-      case TT_PJRT_OPTION_BOOL:
-        v->type = TT_PJRT_ABI_VALUE_BOOL;
-        v->value.bool_value = o->bool_value != 0;
-        break;
-      default:
-        free(values);
-        return tt_status_make(TT_INVALID_ARGUMENT, "PJRT client option '%s': unknown kind %d",
-                              o->name, (int)o->kind);
-    }
-  }
+  tt_pjrt_abi_named_value_t *values;
+  TT_RETURN_IF_ERROR(tt_pjrt_named_values("client", options, num_options, &values));
 
   tt_pjrt_client_t *c = calloc(1, sizeof(*c));
   char *path_copy = copy_string(library_path, strlen(library_path));

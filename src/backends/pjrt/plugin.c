@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "torchtpu/pjrt.h"
+
 /* Plugins loaded so far, keyed by the library's real path. Never unloaded:
  * XLA-based plugins keep threads and static state that do not survive
  * dlclose. */
@@ -184,4 +186,51 @@ tt_status_t tt_pjrt_plugin_load(const char *path, const tt_pjrt_abi_api_t **out_
   tt_status_t st = load_locked(path, out_api);
   pthread_mutex_unlock(&tt_pjrt_plugins_lock);
   return st;
+}
+
+/* Converts options to the plugin's named values; *out_values is NULL when
+ * there are none, else the caller frees it. The strings stay the caller's. */
+tt_status_t tt_pjrt_named_values(const char *what, const tt_pjrt_option_t *options,
+                                 size_t num_options, tt_pjrt_abi_named_value_t **out_values) {
+  *out_values = NULL;
+  if (num_options == 0) return NULL;
+  tt_pjrt_abi_named_value_t *values = calloc(num_options, sizeof(*values));
+  if (!values) return tt_status_make(TT_RESOURCE_EXHAUSTED, "PJRT %s options: out of memory", what);
+  for (size_t i = 0; i < num_options; i++) {
+    const tt_pjrt_option_t *o = &options[i];
+    tt_pjrt_abi_named_value_t *v = &values[i];
+    if (!o->name || !*o->name) {
+      free(values);
+      return tt_status_make(TT_INVALID_ARGUMENT, "PJRT %s option %zu has no name", what, i);
+    }
+    v->struct_size = sizeof(*v);
+    v->name = o->name;
+    v->name_size = strlen(o->name);
+    v->value_size = 1;
+    switch (o->kind) {
+      case TT_PJRT_OPTION_STRING:
+        v->type = TT_PJRT_ABI_VALUE_STRING;
+        v->value.string_value = o->string_value ? o->string_value : "";
+        v->value_size = strlen(v->value.string_value);
+        break;
+      case TT_PJRT_OPTION_INT64:
+        v->type = TT_PJRT_ABI_VALUE_INT64;
+        v->value.int64_value = o->int64_value;
+        break;
+      case TT_PJRT_OPTION_FLOAT:
+        v->type = TT_PJRT_ABI_VALUE_FLOAT;
+        v->value.float_value = (float)o->float_value;
+        break;
+      case TT_PJRT_OPTION_BOOL:
+        v->type = TT_PJRT_ABI_VALUE_BOOL;
+        v->value.bool_value = o->bool_value != 0;
+        break;
+      default:
+        free(values);
+        return tt_status_make(TT_INVALID_ARGUMENT, "PJRT %s option '%s': unknown kind %d",
+                              what, o->name, (int)o->kind);
+    }
+  }
+  *out_values = values;
+  return NULL;
 }

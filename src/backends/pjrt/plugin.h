@@ -26,4 +26,11 @@ tt_status_t tt_pjrt_plugin_status(const tt_pjrt_abi_api_t *api, tt_pjrt_abi_erro
 tt_status_t tt_pjrt_plugin_await(const tt_pjrt_abi_api_t *api, tt_pjrt_abi_event_t *event,
                                  const char *what);
 
+/* Options as the plugin's named values (`what` names the caller in
+ * errors: "client", "topology"); *out_values is NULL when there are none,
+ * else the caller frees it. The strings stay the caller's. */
+struct tt_pjrt_option_s;
+tt_status_t tt_pjrt_named_values(const char *what, const struct tt_pjrt_option_s *options,
+                                 size_t num_options, tt_pjrt_abi_named_value_t **out_values);
+
 #endif /* TORCHTPU_BACKENDS_PJRT_PLUGIN_H_ */

@@ -53,53 +53,6 @@ static tt_status_t check_topology_entries(const char *path, const tt_pjrt_abi_ap
   return NULL;
 }
 
-/* Converts options to the plugin's named values; *out_values is NULL when
- * there are none, else the caller frees it. The strings stay the caller's. */
-static tt_status_t named_values_of(const tt_pjrt_option_t *options, size_t num_options,
-                                   tt_pjrt_abi_named_value_t **out_values) {
-  *out_values = NULL;
-  if (num_options == 0) return NULL;
-  tt_pjrt_abi_named_value_t *values = calloc(num_options, sizeof(*values));
-  if (!values) return tt_status_make(TT_RESOURCE_EXHAUSTED, "PJRT topology options: out of memory");
-  for (size_t i = 0; i < num_options; i++) {
-    const tt_pjrt_option_t *o = &options[i];
-    tt_pjrt_abi_named_value_t *v = &values[i];
-    if (!o->name || !*o->name) {
-      free(values);
-      return tt_status_make(TT_INVALID_ARGUMENT, "PJRT topology option %zu has no name", i);
-    }
-    v->struct_size = sizeof(*v);
-    v->name = o->name;
-    v->name_size = strlen(o->name);
-    v->value_size = 1;
-    switch (o->kind) {
-      case TT_PJRT_OPTION_STRING:
-        v->type = TT_PJRT_ABI_VALUE_STRING;
-        v->value.string_value = o->string_value ? o->string_value : "";
-        v->value_size = strlen(v->value.string_value);
-        break;
-      case TT_PJRT_OPTION_INT64:
-        v->type = TT_PJRT_ABI_VALUE_INT64;
-        v->value.int64_value = o->int64_value;
-        break;
-      case TT_PJRT_OPTION_FLOAT:
-        v->type = TT_PJRT_ABI_VALUE_FLOAT;
-        v->value.float_value = (float)o->float_value;
-        break;
-      case TT_PJRT_OPTION_BOOL:
-        v->type = TT_PJRT_ABI_VALUE_BOOL;
-        v->value.bool_value = o->bool_value != 0;
-        break;
-      default:
-        free(values);
-        return tt_status_make(TT_INVALID_ARGUMENT, "PJRT topology option '%s': unknown kind %d",
-                              o->name, (int)o->kind);
-    }
-  }
-  *out_values = values;
-  return NULL;
-}
-
 static tt_status_t topology_string(tt_pjrt_topology_t *t, tt_pjrt_abi_topology_string_fn *fn,
                                    const char *what, char **out) {
   tt_pjrt_abi_topology_string_args_t args = {0};
@@ -162,7 +115,7 @@ tt_status_t tt_pjrt_topology_create(const char *library_path, const char *topolo
   TT_RETURN_IF_ERROR(tt_pjrt_plugin_load(library_path, &api));
   TT_RETURN_IF_ERROR(check_topology_entries(library_path, api));
   tt_pjrt_abi_named_value_t *values;
-  TT_RETURN_IF_ERROR(named_values_of(options, num_options, &values));
+  TT_RETURN_IF_ERROR(tt_pjrt_named_values("topology", options, num_options, &values));
 
   tt_pjrt_topology_t *t = calloc(1, sizeof(*t));
   if (t) {
