@@ -110,7 +110,6 @@ tt_status_t tt_executable_bind_outputs(tt_executable_t *e, int32_t device,
 
 static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
                                const tt_instr_t *in, const uint8_t *owned);
-static size_t tt_instr_bytes(const tt_instr_t *in);
 
 /* Which reshapes alias their operand (decided from the graph alone: the
  * executor's ownership walk without running anything), then the arena
@@ -241,7 +240,7 @@ void tt_executable_release(tt_executable_t *e) {
 
 const tt_graph_t *tt_executable_graph(const tt_executable_t *e) { return e->graph; }
 
-static void tt_store_scalar(tt_dtype_t dt, double f, int64_t i, void *dst) {
+void tt_store_scalar(tt_dtype_t dt, double f, int64_t i, void *dst) {
   switch (dt) {
     case TT_F32: *(float *)dst = (float)f; break;
     case TT_F64: *(double *)dst = f; break;
@@ -257,7 +256,7 @@ static void tt_store_scalar(tt_dtype_t dt, double f, int64_t i, void *dst) {
   }
 }
 
-static size_t tt_instr_bytes(const tt_instr_t *in) {
+size_t tt_instr_bytes(const tt_instr_t *in) {
   return (size_t)tt_shape_numel(&in->shape) * tt_dtype_size(in->dtype);
 }
 

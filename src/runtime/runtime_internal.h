@@ -41,4 +41,10 @@ tt_status_t tt_execute_fused(const tt_instr_t *instr, const tt_view_t *inputs,
 tt_status_t tt_executable_execute(tt_executable_t *exe, int32_t device,
                                   const tt_input_value_t *inputs,
                                   void *const *output_data);
+/* A runtime scalar stored as the 0-d value of its dtype (8 bytes hold
+ * every dtype); bytes of an instruction's dense result. Shared by the
+ * executable and the PJRT backend. */
+void tt_store_scalar(tt_dtype_t dt, double f, int64_t i, void *dst);
+size_t tt_instr_bytes(const tt_instr_t *in);
+
 #endif

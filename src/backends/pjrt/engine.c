@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/runtime_internal.h"
 #include "torchtpu/metrics.h"
 #include "torchtpu/pjrt.h"
 #include "torchtpu/runtime.h"
@@ -212,27 +213,6 @@ static tt_pjrt_entry_t *tt_pjrt_engine_entry(tt_pjrt_client_t *client, const tt_
   return en;
 }
 
-/* A runtime scalar as the 0-d array of its dtype (8 bytes cover them all). */
-static void tt_pjrt_store_scalar(tt_dtype_t dt, double f, int64_t i, void *dst) {
-  switch (dt) {
-    case TT_F32: *(float *)dst = (float)f; break;
-    case TT_F64: *(double *)dst = f; break;
-    case TT_F16: *(uint16_t *)dst = tt_f32_to_f16((float)f); break;
-    case TT_BF16: *(uint16_t *)dst = tt_f32_to_bf16((float)f); break;
-    case TT_I8: *(int8_t *)dst = (int8_t)i; break;
-    case TT_U8: *(uint8_t *)dst = (uint8_t)i; break;
-    case TT_I16: *(int16_t *)dst = (int16_t)i; break;
-    case TT_I32: *(int32_t *)dst = (int32_t)i; break;
-    case TT_I64: *(int64_t *)dst = i; break;
-    case TT_BOOL: *(uint8_t *)dst = i != 0; break;
-    default: break;
-  }
-}
-
-static size_t tt_pjrt_instr_bytes(const tt_instr_t *in) {
-  return (size_t)tt_shape_numel(&in->shape) * tt_dtype_size(in->dtype);
-}
-
 static tt_status_t tt_pjrt_engine_run(tt_pjrt_executable_t *pexe, const tt_graph_t *g,
                                       size_t device, const tt_input_value_t *inputs,
                                       void *const *output_data) {
@@ -256,14 +236,14 @@ static tt_status_t tt_pjrt_engine_run(tt_pjrt_executable_t *pexe, const tt_graph
     if (in->op == TT_OP_PARAM)
       data = tt_buffer_data(inputs[k].buffer);
     else
-      tt_pjrt_store_scalar(in->dtype, inputs[k].scalar_f, inputs[k].scalar_i, &scalar);
+      tt_store_scalar(in->dtype, inputs[k].scalar_f, inputs[k].scalar_i, &scalar);
     st = tt_pjrt_buffer_from_host(client, device, in->dtype, &in->shape, data,
-                                  tt_pjrt_instr_bytes(in), &args[k]);
+                                  tt_instr_bytes(in), &args[k]);
   }
   if (!st) st = tt_pjrt_execute(pexe, device, args, n_in, outs);
   for (size_t r = 0; r < n_out && !st; ++r) {
     const tt_instr_t *in = &g->instrs[g->output_instr[r]];
-    size_t bytes = tt_pjrt_instr_bytes(in);
+    size_t bytes = tt_instr_bytes(in);
     if (tt_pjrt_buffer_dtype(outs[r]) != in->dtype || tt_pjrt_buffer_nbytes(outs[r]) != bytes) {
       st = tt_status_make(TT_INTERNAL, "PJRT backend: output %zu of graph %016llx came back as "
                           "%s (%zu bytes), the graph says %s (%zu bytes)", r,
