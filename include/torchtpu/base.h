@@ -55,12 +55,17 @@ typedef enum tt_dtype_e {
   TT_I32 = 7,
   TT_I64 = 8,
   TT_BOOL = 9,
-  TT_DTYPE_COUNT = 10,
+  /* complex64: interleaved (real, imaginary) float32 pairs, 8 bytes. Only
+   * data movement, bitcast (to and from float32 pairs) and fft take it;
+   * arithmetic is lowered on the float32 pairs (see tt_dtype_is_complex). */
+  TT_C64 = 10,
+  TT_DTYPE_COUNT = 11,
 } tt_dtype_t;
 
 size_t tt_dtype_size(tt_dtype_t dtype);
 const char *tt_dtype_name(tt_dtype_t dtype);
 int tt_dtype_is_float(tt_dtype_t dtype);
+int tt_dtype_is_complex(tt_dtype_t dtype);
 
 #define TT_MAX_RANK 8
 

@@ -66,6 +66,7 @@ typedef enum tt_op_e {
   TT_OP_LINALG,        /* (a[, b]); i: [tt_linalg_op_t, ...]; packed results (ops_extra.c) */
   TT_OP_BITCAST,       /* (x); i: [dtype, out dims...]; the bytes reinterpreted */
   TT_OP_SPECIAL,       /* (x[, y]); i: [tt_special_op_t]; special functions, elementwise */
+  TT_OP_FFT,           /* (x); i: [tt_fft_kind_t, n]  f: [scale]; along the last dim (kernels.h) */
   /* New ops go here, above TT_OP_COUNT. */
   TT_OP_COUNT
 } tt_op_t;

@@ -311,6 +311,28 @@ typedef enum tt_special_op_e {
 tt_status_t tt_kernel_special(tt_special_op_t op, const tt_view_t *x, const tt_view_t *y,
                               tt_view_t *out);
 
+/* ---- discrete Fourier transforms (fft.c) ------------------------------
+ * Along the last dim, every leading index a separate transform of length
+ * n (any n >= 1: radix 2 for powers of two, a direct sum for short other
+ * lengths, Bluestein's chirp-z through a power-of-two transform for long
+ * ones). Computed in double precision; every output element is multiplied
+ * by scale. With w = exp(-2 pi i / n):
+ *  C2C_FORWARD: x C64 [..., n] -> out C64 [..., n], out[k] = sum_j x[j] w^(jk)
+ *  C2C_INVERSE: as forward with w^(-jk) (no 1/n: scale carries it)
+ *  R2C:         x F32 [..., n] -> out C64 [..., n/2+1], the forward
+ *               transform's first n/2+1 terms (the rest are conjugates)
+ *  C2R:         x C64 [..., m], m >= n/2+1 -> out F32 [..., n], the real
+ *               inverse transform of the Hermitian sequence whose first
+ *               n/2+1 terms are x's (the imaginary parts of x[0], and of
+ *               x[n/2] for even n, do not contribute), as pocketfft's c2r.
+ * Fails with TT_TYPE_ERROR for other dtypes and TT_INVALID_ARGUMENT for
+ * shapes that do not match n. */
+typedef enum tt_fft_kind_e {
+  TT_FFT_C2C_FORWARD, TT_FFT_C2C_INVERSE, TT_FFT_R2C, TT_FFT_C2R, TT_FFT_COUNT
+} tt_fft_kind_t;
+tt_status_t tt_kernel_fft(tt_fft_kind_t kind, int64_t n, double scale, const tt_view_t *x,
+                          tt_view_t *out);
+
 #ifdef __cplusplus
 }
 #endif

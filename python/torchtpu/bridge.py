@@ -29,14 +29,21 @@ import torch
 from torchtpu import _C, config
 
 # ---------------------------------------------------------------- dtypes
-TT_F32, TT_F64, TT_F16, TT_BF16, TT_I8, TT_U8, TT_I16, TT_I32, TT_I64, TT_BOOL = range(10)
+TT_F32, TT_F64, TT_F16, TT_BF16, TT_I8, TT_U8, TT_I16, TT_I32, TT_I64, TT_BOOL, TT_C64 = range(11)
 
 TORCH_TO_TT = {
     torch.float32: TT_F32, torch.float64: TT_F64, torch.float16: TT_F16,
     torch.bfloat16: TT_BF16, torch.int8: TT_I8, torch.uint8: TT_U8,
     torch.int16: TT_I16, torch.int32: TT_I32, torch.int64: TT_I64, torch.bool: TT_BOOL,
+    torch.complex64: TT_C64,
 }
 TT_TO_TORCH = {v: k for k, v in TORCH_TO_TT.items()}
+
+# Set once the process has made a complex xla tensor (or asked for one):
+# from then on dispatch checks each op for complex operands and sends those
+# to the complex lowerings (lowering/complex_ops.py). Programs without
+# complex values never pay for the check.
+complex_in_use = [False]
 
 
 def tt_dtype(dtype):
@@ -125,8 +132,11 @@ class XlaTensor(torch.Tensor):
     @staticmethod
     def __new__(cls, handle, requires_grad=False):
         shape = handle.shape
+        dtype = TT_TO_TORCH[handle.dtype]
+        if dtype is torch.complex64:
+            complex_in_use[0] = True
         r = torch.Tensor._make_wrapper_subclass(
-            cls, shape, dtype=TT_TO_TORCH[handle.dtype],
+            cls, shape, dtype=dtype,
             device=torch.device("xla", handle.device), requires_grad=requires_grad)
         r._h = handle
         return r
@@ -245,6 +255,11 @@ def _empty_handle(size, dtype, device):
     dtype = dtype if dtype is not None else torch.get_default_dtype()
     index = device_index(device)
     dt = tt_dtype(dtype)
+    if dt == TT_C64:
+        complex_in_use[0] = True
+        zero = _C.scalar(index, TT_F32, 0.0)
+        z = _C.op(6, [zero], tuple(int(s) for s in size) + (2,))  # TT_OP_BROADCAST
+        return _C.op(41, [z], (TT_C64,) + tuple(int(s) for s in size))  # TT_OP_BITCAST
     zero = _C.scalar(index, dt, 0)
     return _C.op(6, [zero], tuple(int(s) for s in size))  # TT_OP_BROADCAST
 

@@ -12,14 +12,14 @@
 
 static const size_t tt_dtype_sizes_[TT_DTYPE_COUNT] = {
     [TT_F32] = 4, [TT_F64] = 8, [TT_F16] = 2, [TT_BF16] = 2, [TT_I8] = 1,
-    [TT_U8] = 1,  [TT_I16] = 2, [TT_I32] = 4, [TT_I64] = 8,  [TT_BOOL] = 1,
+    [TT_U8] = 1,  [TT_I16] = 2, [TT_I32] = 4, [TT_I64] = 8,  [TT_BOOL] = 1, [TT_C64] = 8,
 };
 
 static const char *const tt_dtype_names_[TT_DTYPE_COUNT] = {
     [TT_F32] = "float32", [TT_F64] = "float64", [TT_F16] = "float16",
     [TT_BF16] = "bfloat16", [TT_I8] = "int8", [TT_U8] = "uint8",
     [TT_I16] = "int16", [TT_I32] = "int32", [TT_I64] = "int64",
-    [TT_BOOL] = "bool",
+    [TT_BOOL] = "bool", [TT_C64] = "complex64",
 };
 
 size_t tt_dtype_size(tt_dtype_t dtype) {
@@ -36,6 +36,8 @@ int tt_dtype_is_float(tt_dtype_t dtype) {
   return dtype == TT_F32 || dtype == TT_F64 || dtype == TT_F16 ||
          dtype == TT_BF16;
 }
+
+int tt_dtype_is_complex(tt_dtype_t dtype) { return dtype == TT_C64; }
 
 /* The product of the dims (1 for rank 0); -1 for a rank outside
  * [0, TT_MAX_RANK] or a negative dim. */

@@ -18,7 +18,7 @@ static const char *const tt_op_names_[TT_OP_COUNT] = {
     "pad", "flip", "index_select", "index_add", "gather", "scatter", "softmax",
     "softmax_bwd", "rng", "fused",
     "argsort", "searchsorted", "scatter_reduce", "cumulative", "linalg", "bitcast",
-    "special",
+    "special", "fft",
 };
 
 const char *tt_op_name(tt_op_t op) {
@@ -530,11 +530,44 @@ static tt_status_t tt_infer(tt_node_t *n) {
     case TT_OP_LINALG:
     case TT_OP_BITCAST:
     case TT_OP_SPECIAL:
+    case TT_OP_FFT:
       return tt_node_infer_extra(n);
     default:
       return tt_status_make(TT_INVALID_ARGUMENT, "unknown op %d", (int)n->op);
   }
 #undef NEED_OPERANDS
+}
+
+/* Complex values are data to the engine: only ops that move whole elements
+ * (and bitcast, and fft) may read or make them. Arithmetic on complex
+ * tensors is lowered on their float32 pairs, so anything else seeing one is
+ * a lowering's mistake, reported instead of computing garbage. */
+static tt_status_t tt_check_complex(const tt_node_t *n) {
+  int complex_seen = tt_dtype_is_complex(n->dtype);
+  for (int i = 0; i < n->num_operands && !complex_seen; ++i)
+    complex_seen = tt_dtype_is_complex(n->operands[i]->dtype);
+  if (!complex_seen) return NULL;
+  switch (n->op) {
+    case TT_OP_RESHAPE:
+    case TT_OP_BROADCAST:
+    case TT_OP_TRANSPOSE:
+    case TT_OP_SLICE:
+    case TT_OP_SLICE_SCATTER:
+    case TT_OP_CONCAT:
+    case TT_OP_FLIP:
+    case TT_OP_BITCAST:
+    case TT_OP_FFT:
+      return NULL;
+    case TT_OP_INDEX_SELECT:
+      return tt_dtype_is_complex(n->operands[1]->dtype)
+                 ? tt_status_make(TT_TYPE_ERROR, "index_select: complex indices")
+                 : NULL;
+    default:
+      return tt_status_make(TT_TYPE_ERROR,
+                            "%s does not take complex64 tensors in the engine (complex "
+                            "arithmetic is lowered on float32 pairs)",
+                            tt_op_name(n->op));
+  }
 }
 
 static tt_node_t *tt_node_alloc(tt_op_t op, int32_t device, int32_t num_operands) {
@@ -570,6 +603,7 @@ tt_status_t tt_node_create(tt_op_t op, int32_t device, tt_node_t *const *operand
   if (num_iattrs) memcpy(n->iattrs, iattrs, sizeof(int64_t) * (size_t)num_iattrs);
   if (num_fattrs) memcpy(n->fattrs, fattrs, sizeof(double) * (size_t)num_fattrs);
   tt_status_t st = tt_infer(n);
+  if (!st) st = tt_check_complex(n);
   if (st) {
     free(n->operands);
     free(n);

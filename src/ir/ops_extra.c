@@ -141,6 +141,30 @@ tt_status_t tt_node_infer_extra(tt_node_t *n) {
       n->shape = x[0]->shape;
       n->dtype = x[0]->dtype;
       return NULL;
+    case TT_OP_FFT: {
+      TT_RETURN_IF_ERROR(tt_x_need(n, 1, 1, 2));
+      tt_fft_kind_t kind = (tt_fft_kind_t)ia[0];
+      int64_t len = ia[1];
+      if (ia[0] < 0 || ia[0] >= TT_FFT_COUNT)
+        return tt_status_make(TT_INVALID_ARGUMENT, "fft: unknown kind %lld", (long long)ia[0]);
+      int32_t r = x[0]->shape.rank;
+      tt_dtype_t want = kind == TT_FFT_R2C ? TT_F32 : TT_C64;
+      if (x[0]->dtype != want)
+        return tt_status_make(TT_TYPE_ERROR, "fft: expected a %s operand, got %s",
+                              tt_dtype_name(want), tt_dtype_name(x[0]->dtype));
+      if (r < 1)
+        return tt_status_make(TT_INVALID_ARGUMENT, "fft: operand must have at least one dim");
+      int64_t last = x[0]->shape.dims[r - 1];
+      if (len < 1 || (kind == TT_FFT_C2R ? last < len / 2 + 1 : last != len))
+        return tt_status_make(TT_INVALID_ARGUMENT,
+                              "fft: Invalid number of data points (%lld) specified for a last "
+                              "dim of %lld",
+                              (long long)len, (long long)last);
+      n->shape = x[0]->shape;
+      n->shape.dims[r - 1] = kind == TT_FFT_R2C ? len / 2 + 1 : len;
+      n->dtype = kind == TT_FFT_C2R ? TT_F32 : TT_C64;
+      return NULL;
+    }
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "op %s has no shape inference yet",
                             tt_op_name(n->op));

@@ -119,6 +119,9 @@ tt_status_t tt_tensor_scalar(int32_t device, tt_dtype_t dtype, double value_f, i
                              tt_tensor_t **out) {
   *out = NULL;
   TT_RETURN_IF_ERROR(tt_check_device(device));
+  if ((unsigned)dtype >= TT_DTYPE_COUNT || tt_dtype_is_complex(dtype))
+    return tt_status_make(TT_TYPE_ERROR, "scalar: %s scalars are not supported "
+                          "(make a complex value from float32 pairs)", tt_dtype_name(dtype));
   tt_node_t *n = tt_node_create_scalar(dtype, value_f, value_i, device);
   if (!n) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (scalar)");
   if (tt_debug_flags() & TT_DEBUG_IR_FRAMES) tt_debug_attach_node_frames(n);

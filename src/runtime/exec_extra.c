@@ -31,6 +31,8 @@ tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num
     }
     case TT_OP_SPECIAL:
       return tt_kernel_special((tt_special_op_t)ia[0], &x[0], &x[1], out);
+    case TT_OP_FFT:
+      return tt_kernel_fft((tt_fft_kind_t)ia[0], ia[1], in->fattrs[0], &x[0], out);
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));
   }

@@ -7,10 +7,13 @@ increments the aten::<op> counter exactly as PyTorch/XLA does.
 """
 from torch._decomp import decomposition_table
 
+from torchtpu.bridge import complex_in_use
+
 from torchtpu.lowering.core import LOWERINGS
 from torchtpu.lowering import (  # noqa: F401  (register lowerings)
     elementwise, shape_ops, reductions, nn_ops, misc_ops, sort_ops, index_ops,
-    dynamic_ops, pool_ops, linalg_ops, extra_ops)
+    dynamic_ops, pool_ops, linalg_ops, extra_ops, complex_ops)
+from torchtpu.lowering.complex_ops import dispatch_complex, involves_complex
 from torchtpu.lowering.fallback import fallback
 
 # Decompositions we never take: their results are handled natively or would
@@ -40,6 +43,8 @@ def dispatch(func, args, kwargs):
 
 
 def _dispatch(func, args, kwargs):
+    if (kwargs or complex_in_use[0]) and involves_complex(args, kwargs):
+        return dispatch_complex(func, args, kwargs)
     fn = LOWERINGS.get(func)
     if fn is not None:
         return fn(*args, **kwargs)

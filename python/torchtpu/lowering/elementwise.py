@@ -467,3 +467,15 @@ def gelu_backward(grad, x, approximate="none"):
         pdf = mul(_unary_h("exp", mul(x2, c(-0.5))), c(1.0 / math.sqrt(2.0 * math.pi)))
         d = add(cdf, mul(h, pdf))
     return _finish(mul(g, d), rt)
+
+
+@lowers(aten.angle.default)
+def angle(x):
+    """angle of a real tensor: pi where x < 0, else 0; NaN stays NaN."""
+    dt = tt(float_type_of(x.dtype))
+    dev = x._h.device
+    h = handle(x, dev, dt)
+    neg = op(BINARY, [h, scalar(dev, dt, 0)], (BIN["lt"],))
+    out = op(WHERE, [neg, scalar(dev, dt, math.pi), scalar(dev, dt, 0)])
+    nan = op(UNARY, [h], (UN["isnan"],), (0.0, 0.0))
+    return wrap(op(WHERE, [nan, h, out]))

@@ -349,14 +349,28 @@ def _eye(n, m=None, *, dtype=None, layout=None, device=None, pin_memory=None):
 def _full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
     if dtype is None:
         dtype = (torch.bool if isinstance(fill_value, bool) else
-                 torch.int64 if isinstance(fill_value, int) else torch.get_default_dtype())
+                 torch.int64 if isinstance(fill_value, int) else
+                 torch.complex64 if isinstance(fill_value, complex) else
+                 torch.get_default_dtype())
     index = bridge.device_index(device)
+    if dtype.is_complex or isinstance(fill_value, complex):
+        from torchtpu.lowering.complex_ops import factory_value
+        return _result(factory_value(dtype, fill_value, index, [int(s) for s in size]))
     return _result(broadcast(scalar(index, tt(dtype), fill_value), size))
 
 
 def _scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None):
-    dtype = dtype or torch.get_default_dtype()
+    dtype = dtype or (torch.complex64 if isinstance(s, complex) else torch.get_default_dtype())
+    if dtype.is_complex or isinstance(s, complex):
+        from torchtpu.lowering.complex_ops import factory_value
+        return _result(factory_value(dtype, s, bridge.device_index(device), []))
     return _result(scalar(bridge.device_index(device), tt(dtype), s))
+
+
+def _efficientzerotensor(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """Backward formulas' zero tensors: plain zeros here (the engine folds
+    them into their consumers)."""
+    return _full(size, 0, dtype=dtype or torch.get_default_dtype(), device=device)
 
 
 def _randperm(n, *, dtype=torch.int64, layout=None, device=None, pin_memory=None,
@@ -381,6 +395,7 @@ _lib = torch.library.Library("aten", "IMPL")
 for _name, _fn in (("randperm", _randperm), ("randperm.generator", _randperm_gen),("arange", _arange), ("arange.start", _arange_start),
                    ("arange.start_step", _arange_start_step), ("linspace", _linspace),
                    ("eye", _eye), ("eye.m", _eye), ("full", _full),
+                   ("_efficientzerotensor", _efficientzerotensor),
                    ("scalar_tensor", _scalar_tensor)):
     _lib.impl(_name, _fn, "XLA")
 

@@ -52,6 +52,7 @@ static int abi_type_of(tt_dtype_t dtype) {
     case TT_I32: return TT_PJRT_ABI_TYPE_S32;
     case TT_I64: return TT_PJRT_ABI_TYPE_S64;
     case TT_BOOL: return TT_PJRT_ABI_TYPE_PRED;
+    case TT_C64: return TT_PJRT_ABI_TYPE_C64;
     default: return TT_PJRT_ABI_TYPE_INVALID;
   }
 }

@@ -64,6 +64,7 @@ enum {
   TT_PJRT_ABI_TYPE_F32 = 11,
   TT_PJRT_ABI_TYPE_F64 = 12,
   TT_PJRT_ABI_TYPE_BF16 = 13,
+  TT_PJRT_ABI_TYPE_C64 = 14,
 };
 
 /* Host buffer semantics for buffer_from_host_buffer: 1 = the host memory

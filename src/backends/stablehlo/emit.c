@@ -74,6 +74,7 @@ const char *tt_shlo_elem(tt_dtype_t dt) {
     case TT_I32: return "i32";
     case TT_I64: return "i64";
     case TT_BOOL: return "i1";
+    case TT_C64: return "complex<f32>";
     default:
       if (dt == TT_SHLO_U32) return "ui32";
       if (dt == TT_SHLO_U64) return "ui64";
@@ -675,6 +676,7 @@ static const char *const tt_shlo_lowering_[] = {
     [TT_OP_LINALG] = "custom_call @torchtpu.linalg.<op>",
     [TT_OP_BITCAST] = "bitcast_convert + reshape",
     [TT_OP_SPECIAL] = "chlo.zeta, or custom_call @torchtpu.special.<op>",
+    [TT_OP_FFT] = "fft (FFT/IFFT/RFFT/IRFFT on the last dim) scaled through real/imag",
 };
 _Static_assert(sizeof(tt_shlo_lowering_) / sizeof(tt_shlo_lowering_[0]) == TT_OP_COUNT,
                "every IR op needs a StableHLO lowering entry");
@@ -816,6 +818,8 @@ static tt_shv_t tt_shlo_lower_instr(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
       return tt_shlo_lower_cumulative(c, ins);
     case TT_OP_BITCAST:
       return tt_shlo_lower_bitcast(c, ins);
+    case TT_OP_FFT:
+      return tt_shlo_lower_fft(c, ins);
     case TT_OP_LINALG:
     case TT_OP_SPECIAL:
       return tt_shlo_lower_custom(c, ins);

@@ -334,10 +334,89 @@ tt_shv_t tt_shlo_lower_searchsorted(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 
 /* ---- BITCAST ---- */
 
+/* Complex values and their float32 pairs: bitcast_convert does not take
+ * complex types, so the pairs are built from real/imag (and back with
+ * stablehlo.complex). */
+static tt_shv_t tt_shlo_complex_bitcast(tt_shlo_t *c, tt_shv_t x, const tt_instr_t *in) {
+  tt_dtype_t src = tt_shlo_dtype(c, x);
+  if (!((src == TT_C64 && in->dtype == TT_F32) || (src == TT_F32 && in->dtype == TT_C64))) {
+    tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED,
+                                   "stablehlo: bitcast between %s and %s is not emitted "
+                                   "(complex64 bitcasts only to and from float32 pairs)",
+                                   tt_dtype_name(src), tt_dtype_name(in->dtype)));
+    return -1;
+  }
+  if (src == TT_C64) {
+    int64_t n = tt_shape_numel(tt_shlo_shape(c, x));
+    tt_shape_t flat = tt_shlo_dims(1, &n);
+    int64_t d2[2] = {n, 1};
+    tt_shape_t col = tt_shlo_dims(2, d2);
+    tt_shv_t xf = tt_shlo_reshape(c, x, &flat);
+    tt_shv_t parts[2] = {
+        tt_shlo_reshape(c, tt_shlo_op(c, "stablehlo.real", 1, &xf, NULL, TT_F32, &flat), &col),
+        tt_shlo_reshape(c, tt_shlo_op(c, "stablehlo.imag", 1, &xf, NULL, TT_F32, &flat), &col)};
+    return tt_shlo_reshape(c, tt_shlo_concat(c, 2, parts, 1), &in->shape);
+  }
+  int64_t n = tt_shape_numel(&in->shape);
+  int64_t d2[2] = {n, 2};
+  tt_shape_t pairs = tt_shlo_dims(2, d2), flat = tt_shlo_dims(1, &n);
+  tt_shv_t p = tt_shlo_reshape(c, x, &pairs);
+  int64_t lo_re[2] = {0, 0}, lo_im[2] = {0, 1}, hi_re[2] = {n, 1}, hi_im[2] = {n, 2},
+          one[2] = {1, 1};
+  tt_shv_t re = tt_shlo_reshape(c, tt_shlo_slice(c, p, lo_re, hi_re, one), &flat);
+  tt_shv_t im = tt_shlo_reshape(c, tt_shlo_slice(c, p, lo_im, hi_im, one), &flat);
+  tt_shv_t z = tt_shlo_op(c, "stablehlo.complex", 2, (tt_shv_t[]){re, im}, NULL, TT_C64, &flat);
+  return tt_shlo_reshape(c, z, &in->shape);
+}
+
+/* v * s for a real s, v complex64 or float32. */
+static tt_shv_t tt_shlo_scale(tt_shlo_t *c, tt_shv_t v, double s) {
+  if (s == 1.0 || v < 0) return v;
+  if (tt_shlo_dtype(c, v) != TT_C64) return tt_shlo_bin_k(c, "stablehlo.multiply", v, s);
+  tt_shape_t sh = *tt_shlo_shape(c, v);
+  tt_shv_t re = tt_shlo_op(c, "stablehlo.real", 1, &v, NULL, TT_F32, &sh);
+  tt_shv_t im = tt_shlo_op(c, "stablehlo.imag", 1, &v, NULL, TT_F32, &sh);
+  re = tt_shlo_bin_k(c, "stablehlo.multiply", re, s);
+  im = tt_shlo_bin_k(c, "stablehlo.multiply", im, s);
+  return tt_shlo_op(c, "stablehlo.complex", 2, (tt_shv_t[]){re, im}, NULL, TT_C64, &sh);
+}
+
+tt_shv_t tt_shlo_lower_fft(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+  const tt_instr_t *in = ins->in;
+  tt_shv_t x = ins->x[0];
+  if (tt_shlo_bad(c, 1, &x)) return -1;
+  static const char *const types[TT_FFT_COUNT] = {"FFT", "IFFT", "RFFT", "IRFFT"};
+  int64_t kind = in->iattrs[0], n = in->iattrs[1];
+  double scale = in->fattrs[0];
+  if (kind == TT_FFT_C2R) {
+    /* IRFFT reads exactly n/2+1 terms; the engine takes the first of more. */
+    const tt_shape_t *xs = tt_shlo_shape(c, x);
+    int r = xs->rank;
+    if (xs->dims[r - 1] != n / 2 + 1) {
+      int64_t lo[TT_MAX_RANK] = {0}, hi[TT_MAX_RANK], st[TT_MAX_RANK];
+      for (int d = 0; d < r; ++d) {
+        hi[d] = xs->dims[d];
+        st[d] = 1;
+      }
+      hi[r - 1] = n / 2 + 1;
+      x = tt_shlo_slice(c, x, lo, hi, st);
+    }
+  }
+  /* XLA's inverse transforms divide by n; the engine's do not. */
+  if (kind == TT_FFT_C2C_INVERSE || kind == TT_FFT_C2R) scale *= (double)n;
+  tt_shlo_attr_t a = {0};
+  tt_shlo_attr(&a, "fft_type = #stablehlo<fft_type %s>", types[kind]);
+  tt_shlo_attr_i64s(&a, "fft_length", &n, 1);
+  tt_shv_t y = tt_shlo_op(c, "stablehlo.fft", 1, &x, a.s, in->dtype, &in->shape);
+  return tt_shlo_scale(c, y, scale);
+}
+
 tt_shv_t tt_shlo_lower_bitcast(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_shv_t x = ins->x[0];
   if (tt_shlo_bad(c, 1, &x)) return -1;
+  if (tt_shlo_dtype(c, x) == TT_C64 || in->dtype == TT_C64)
+    return tt_shlo_complex_bitcast(c, x, in);
   /* bool is one byte in memory: go through ui8. */
   if (tt_shlo_dtype(c, x) == TT_BOOL) x = tt_shlo_convert(c, x, TT_U8);
   tt_dtype_t src = tt_shlo_dtype(c, x), dst = in->dtype == TT_BOOL ? TT_U8 : in->dtype;

@@ -178,6 +178,7 @@ tt_shv_t tt_shlo_lower_index(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 tt_shv_t tt_shlo_lower_argsort(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 tt_shv_t tt_shlo_lower_searchsorted(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 tt_shv_t tt_shlo_lower_cumulative(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+tt_shv_t tt_shlo_lower_fft(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 tt_shv_t tt_shlo_lower_bitcast(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 tt_shv_t tt_shlo_lower_custom(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 /* Scatter along dim of torch.scatter: base.scatter(dim, idx, src) with
