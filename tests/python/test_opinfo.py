@@ -79,6 +79,9 @@ SUBSET = [
     "linalg.lu_factor", "linalg.solve_triangular", "cdist", "nn.functional.conv_transpose2d",
     "nn.functional.embedding_bag", "nn.functional.avg_pool3d", "nn.functional.interpolate.bicubic",
     "nn.functional.conv3d", "nn.functional.max_pool3d",
+    # complex64 and the Fourier transforms
+    "fft.fft", "fft.rfft", "fft.irfft", "fft.ifft", "fft.hfft", "fft.ihfft", "fft.fft2",
+    "fft.rfftn", "fft.irfftn", "view_as_complex", "complex", "polar", "angle", "real",
 ]
 
 # (op, dtype) -> why it does not pass yet. Strict: a fixed one must be removed.
@@ -175,11 +178,7 @@ def test_opinfo_full_sweep(request):
 
 # ------------------------------------------------------------ Core ATen
 # Core ATen ops (the `core` tag) that have no xla implementation and why.
-CORE_EXCEPTIONS = {
-    "aten::_fft_r2c": "complex output: the engine has no complex dtype (fft falls back, "
-                      "visibly, then the complex result cannot be uploaded)",
-    "aten::_fft_c2r": "complex input: the engine has no complex dtype",
-}
+CORE_EXCEPTIONS = {}
 # Never dispatched to a backend: symbolic-size queries answered by the tensor
 # itself.
 CORE_META_ONLY = {"aten::sym_size", "aten::sym_stride", "aten::sym_numel",
@@ -264,6 +263,9 @@ def test_every_core_aten_op_has_an_xla_implementation():
     ("index_put", lambda: (torch.zeros(4, 3), [torch.tensor([0, 2, 2])], torch.randn(3, 3),
                            True)),
     ("as_strided", lambda: (torch.randn(20), [3, 4], [5, 1], 2)),
+    ("_fft_r2c", lambda: (torch.randn(3, 10), [0, 1], 1, True)),
+    ("_fft_c2r", lambda: (torch.randn(3, 6, dtype=torch.complex64), [1], 2, 10)),
+    ("_fft_c2c", lambda: (torch.randn(4, 5, dtype=torch.complex64), [0], 0, False)),
 ])
 def test_core_op_runs_natively_float32(op_name, args):
     """Core ATen ops outside the OpInfo database's direct reach, called as

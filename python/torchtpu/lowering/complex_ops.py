@@ -692,6 +692,7 @@ def fft_r2c(x, dim, normalization, onesided):
     return wrap(_scale(c, scale, x._h.device) if scale != 1.0 else c)
 
 
+@lowers(aten._fft_c2c.default)
 @lowers_complex(aten._fft_c2c.default)
 def fft_c2c(x, dim, normalization, forward):
     h = x._h if x.dtype.is_complex else real_to_complex(x._h)
@@ -707,6 +708,7 @@ def fft_c2c(x, dim, normalization, forward):
     return wrap(_scale(h, _norm_scale(normalization, total), x._h.device))
 
 
+@lowers(aten._fft_c2r.default)
 @lowers_complex(aten._fft_c2r.default)
 def fft_c2r(x, dim, normalization, last_dim_size):
     h = x._h
