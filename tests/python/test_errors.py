@@ -89,3 +89,25 @@ def test_engine_survives_errors():
         torch.ones(3).to("xla").index_select(0, torch.tensor([9]).to("xla")).cpu()
     torch_xla.sync()
     assert (torch.ones(2).to("xla") * 2).cpu().tolist() == [2, 2]
+
+
+def test_fallback_of_in_place_op_writes_back_or_refuses():
+    """An in-place op on the CPU fallback updates the xla tensor it writes;
+    inside a decomposition (where that tensor may be a view the CPU run
+    cannot reach) it raises instead of losing the write."""
+    import sys
+    import torch_xla.debug.metrics as met
+    from torchtpu import bridge
+    fb = sys.modules["torchtpu.lowering.fallback"]  # the package re-exports the function
+    x = torch.arange(4.0).to("xla")
+    inner = bridge.inner_of(x.clone())
+    fb.fallback(torch.ops.aten.add_.Tensor, (inner, torch.ones(4)), {})
+    assert bridge.download(inner._h).tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert met.counter_value("aten::add_") >= 1
+    fb.decomposition_depth[0] += 1
+    try:
+        with pytest.raises(NotImplementedError, match="inside a decomposition"):
+            fb.fallback(torch.ops.aten.add_.Tensor, (inner, torch.ones(4)), {})
+    finally:
+        fb.decomposition_depth[0] -= 1
+    assert bridge.download(inner._h).tolist() == [1.0, 2.0, 3.0, 4.0]

@@ -14,7 +14,7 @@ from torchtpu.lowering import (  # noqa: F401  (register lowerings)
     elementwise, shape_ops, reductions, nn_ops, misc_ops, sort_ops, index_ops,
     dynamic_ops, pool_ops, linalg_ops, extra_ops, complex_ops)
 from torchtpu.lowering.complex_ops import dispatch_complex, involves_complex
-from torchtpu.lowering.fallback import fallback
+from torchtpu.lowering.fallback import decomposed, fallback
 
 # Decompositions we never take: their results are handled natively or would
 # recurse into themselves.
@@ -50,11 +50,11 @@ def _dispatch(func, args, kwargs):
         return fn(*args, **kwargs)
     decomp = decomposition_table.get(func)
     if decomp is not None and func not in _SKIP_DECOMP:
-        out = decomp(*args, **kwargs)
+        out = decomposed(decomp, args, kwargs)
         if out is not NotImplemented:
             return out
     if func._can_decompose():
-        out = func.decompose(*args, **kwargs)
+        out = decomposed(func.decompose, args, kwargs)
         if out is not NotImplemented:
             return out
     return fallback(func, args, kwargs)

@@ -22,6 +22,7 @@ from torch._decomp import decomposition_table
 
 from torchtpu import _C, bridge
 from torchtpu.bridge import XlaTensor
+from torchtpu.lowering.fallback import decomposed, fallback
 from torchtpu.lowering.core import (
     BINARY, BIN, BITCAST, CONCAT, CONVERT, FFT, LOWERINGS, PAD, REDUCE, RED_ALL, RED_ANY,
     RED_MEAN, RED_SUM, SLICE, TRANSPOSE, TT_BOOL, TT_C64, TT_F32, UN, UNARY, WHERE, aten,
@@ -92,24 +93,15 @@ def dispatch_complex(func, args, kwargs):
     fn = COMPLEX_LOWERINGS.get(func)
     if fn is not None:
         return fn(*args, **kwargs)
-    if func._schema.is_mutable:
-        # Inside the lowering layer an in-place op on a view cannot reach
-        # its base (decompositions such as constant_pad_nd's write through
-        # prims.copy_to into narrowed views): refuse rather than lose the
-        # write.
-        raise NotImplementedError(
-            f"{func._schema.name} on complex xla tensors has no lowering (in-place ops "
-            "reaching the engine cannot update views)")
     decomp = decomposition_table.get(func)
     if decomp is not None:
-        out = decomp(*args, **kwargs)
+        out = decomposed(decomp, args, kwargs)
         if out is not NotImplemented:
             return out
     if func._can_decompose():
-        out = func.decompose(*args, **kwargs)
+        out = decomposed(func.decompose, args, kwargs)
         if out is not NotImplemented:
             return out
-    from torchtpu.lowering.fallback import fallback
     return fallback(func, args, kwargs)
 
 

@@ -15,8 +15,40 @@ def fallback_names():
     return sorted(_fallback_names)
 
 
+# > 0 while a decomposition runs (lowering/__init__.py): an in-place op
+# issued there writes into tensors the decomposition made, views of its
+# inputs among them, and a CPU run cannot reach those views' bases.
+decomposition_depth = [0]
+
+
+def decomposed(fn, args, kwargs):
+    """fn(*args, **kwargs), a decomposition, counted in decomposition_depth."""
+    decomposition_depth[0] += 1
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        decomposition_depth[0] -= 1
+
+
+def _written_args(func, args, kwargs):
+    """The XlaTensor arguments func's schema says it writes."""
+    out = []
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        v = args[i] if i < len(args) else kwargs.get(a.name)
+        if isinstance(v, XlaTensor):
+            out.append((i, a.name, v))
+    return out
+
+
 def fallback(func, args, kwargs):
     name = func._schema.name  # e.g. "aten::nonzero"
+    written = _written_args(func, args, kwargs) if func._schema.is_mutable else []
+    if written and decomposition_depth[0] > 0:
+        raise NotImplementedError(
+            f"{name} writes its input in place inside a decomposition and has no lowering on "
+            "xla: the write could not reach the tensor it views")
     _C.counter_add(name, 1)
     _fallback_names.add(name)
     dev = [None]
@@ -34,6 +66,11 @@ def fallback(func, args, kwargs):
     ckwargs = tree_map(to_cpu, kwargs)
     out = func(*cargs, **ckwargs)
     index = dev[0] if dev[0] is not None else bridge.current_device_index()
+    # In-place ops: the written inputs take the CPU result, as the kernel
+    # would have left them.
+    for i, arg_name, x in written:
+        c = cargs[i] if i < len(cargs) else ckwargs[arg_name]
+        x._h = bridge.upload(c, index)
 
     def to_dev(x):
         if isinstance(x, torch.Tensor) and not isinstance(x, XlaTensor):
