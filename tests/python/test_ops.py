@@ -685,13 +685,44 @@ def test_op(case, dtype):
     sum(((w * c).sum() for _, w, c in pairs)).backward()
     sum(((g * c.to(dev)).sum() for g, _, c in pairs)).backward()
     atol, rtol = case.grad_tol.get(dtype, GRAD_TOL[dtype])
+    ref = None
     for k, (xa, ca) in enumerate(zip(xla_args, cpu_args)):
         if not ca.requires_grad:
             continue
         assert (xa.grad is None) == (ca.grad is None), f"grad of input {k}"
-        if ca.grad is not None:
+        if ca.grad is None:
+            continue
+        try:
             _check(xa.grad, ca.grad, atol, rtol, f"grad of input {k}")
+        except AssertionError:
+            if dtype not in (torch.float16, torch.bfloat16):
+                raise
+            # CPU's half-type kernels round differently on different
+            # machines (oneDNN's paths follow the CPU's features): a
+            # mismatch passes when xla's gradient is no further from the
+            # float64 gradient than CPU's is, within the tolerance.
+            if ref is None:
+                ref = _float64_grads(case, cpu_args, weights)
+            r = ref[k]
+            err_xla = (xa.grad.detach().cpu().double() - r).abs()
+            err_cpu = (ca.grad.detach().double() - r).abs()
+            worse = err_xla > err_cpu + atol + rtol * r.abs()
+            assert not worse.any(), (
+                f"grad of input {k}: {int(worse.sum())} elements further from the float64 "
+                f"gradient than CPU's (max xla error {err_xla.max().item():.4g}, CPU "
+                f"{err_cpu.max().item():.4g})")
     _no_fallback("backward")
+
+
+def _float64_grads(case, cpu_args, weights):
+    """The gradients of case at cpu_args computed in float64 (None where an
+    argument takes none)."""
+    args = [a.detach().double().requires_grad_(a.requires_grad) if a.dtype.is_floating_point
+            else a for a in cpu_args]
+    outs = _flat(case.fn(*args))
+    sum(((o * c.double()).sum() for o, c in zip(outs, weights) if o.requires_grad)).backward()
+    return [a.grad if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else None
+            for a in args]
 
 
 # ------------------------------------------------------- dtype conversion
