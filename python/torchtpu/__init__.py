@@ -7,3 +7,4 @@ first use, and registers the 'xla' device with PyTorch (see bridge.py).
 from torchtpu import _C  # noqa: F401
 from torchtpu import config  # noqa: F401
 from torchtpu import bridge  # noqa: F401
+from torchtpu import inplace_meta  # noqa: F401

@@ -111,3 +111,34 @@ def test_fallback_of_in_place_op_writes_back_or_refuses():
     finally:
         fb.decomposition_depth[0] -= 1
     assert bridge.download(inner._h).tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("device", ["xla", "meta"])
+def test_in_place_ops_check_shape_and_result_type(device):
+    """In-place ops keep eager PyTorch's checks (torchtpu.inplace_meta: fast
+    meta kernels for the optimizers' in-place ops), on xla and on meta."""
+    def t(*shape, dtype=torch.float32):
+        return torch.zeros(*shape, dtype=dtype).to(device)
+    with pytest.raises(RuntimeError, match=r"output with shape \[3\] doesn't match the "
+                                           r"broadcast shape \[2, 3\]"):
+        t(3).add_(t(2, 3))
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        t(3).lerp_(t(2, 3), 0.5)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        t(1, 3).addcmul_(t(4, 1), t(1, 3))
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired "
+                                           "output type Long"):
+        t(3, dtype=torch.int64).add_(1.5)
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired "
+                                           "output type Long"):
+        t(3, dtype=torch.int64).div_(2)
+    with pytest.raises(RuntimeError, match="result type Float can't be cast"):
+        t(3, dtype=torch.int64).mul_(t(3))
+    # Allowed: broadcasting into self, same-kind narrowing, integer into float.
+    a = t(2, 3).add_(t(3)).mul_(2).div_(t(2, 1) + 1).lerp_(t(2, 3), 0.5)
+    a = a.addcmul_(t(3), t(2, 1), value=2).addcdiv_(t(3), t(2, 3) + 1)
+    h = t(3, dtype=torch.float16).add_(t(3)).mul_(t(3, dtype=torch.int64))
+    assert h.dtype == torch.float16 and a.shape == (2, 3)
+    if device == "xla":
+        assert a.cpu().tolist() == [[0.0] * 3] * 2
+    assert t(3, dtype=torch.int64).div_(2, rounding_mode="floor").dtype == torch.int64
