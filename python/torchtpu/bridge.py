@@ -124,6 +124,30 @@ def set_current_device_index(index):
     _thread_state.device = index
 
 
+# Per-op constants of XlaTensor creation, looked up once: every op result
+# is a new XlaTensor, so this is the hottest Python in the engine.
+_make_wrapper_subclass = torch.Tensor._make_wrapper_subclass
+_COMPLEX64 = torch.complex64
+_DEVICES = []
+
+
+def _device_object(index):
+    while len(_DEVICES) <= index:
+        _DEVICES.append(torch.device("xla", len(_DEVICES)))
+    return _DEVICES[index]
+
+
+def _load_dispatch(func, args, kwargs):
+    from torchtpu.lowering import dispatch
+    _dispatch_fn[0] = dispatch
+    return dispatch(func, args, kwargs)
+
+
+# The lowering table's entry point (imported on first use: the lowering
+# package imports this module).
+_dispatch_fn = [_load_dispatch]
+
+
 class XlaTensor(torch.Tensor):
     """Inner tensor: holds an engine handle; never seen by user code."""
 
@@ -131,20 +155,22 @@ class XlaTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, handle, requires_grad=False):
-        shape = handle.shape
         dtype = TT_TO_TORCH[handle.dtype]
-        if dtype is torch.complex64:
+        if dtype is _COMPLEX64:
             complex_in_use[0] = True
-        r = torch.Tensor._make_wrapper_subclass(
-            cls, shape, dtype=dtype,
-            device=torch.device("xla", handle.device), requires_grad=requires_grad)
+        index = handle.device
+        try:
+            device = _DEVICES[index]
+        except IndexError:
+            device = _device_object(index)
+        r = _make_wrapper_subclass(cls, handle.shape, dtype=dtype, device=device,
+                                   requires_grad=requires_grad)
         r._h = handle
         return r
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        from torchtpu.lowering import dispatch
-        return dispatch(func, args, kwargs or {})
+        return _dispatch_fn[0](func, args, kwargs or {})
 
     def __repr__(self):
         return f"XlaTensor(shape={tuple(self.shape)}, dtype={self.dtype}, device={self.device})"

@@ -151,6 +151,18 @@ def _category(dtype):
 
 def result_type(*args):
     """torch.result_type for a mix of tensors and Python numbers."""
+    if len(args) == 2:
+        # Common case first: two tensors of one dtype (any dims), or a tensor
+        # with a number of a lower category.
+        a, b = args
+        if isinstance(a, torch.Tensor):
+            if isinstance(b, torch.Tensor):
+                if a.dtype is b.dtype:
+                    return a.dtype
+            elif type(b) is float and a.dtype.is_floating_point:
+                return a.dtype
+            elif type(b) is int and a.dtype is not torch.bool and not a.dtype.is_complex:
+                return a.dtype
     dim_t = None
     zero_t = None
     scal = -1
