@@ -21,7 +21,7 @@ static tt_status_t tt_run_collective_single(const tt_instr_t *in, const tt_view_
         return tt_status_make(TT_UNIMPLEMENTED,
                               "collective_permute from replica %lld to %lld cannot run on the "
                               "engine's CPU backend, which has one participant; run the "
-                              "program through a PJRT plugin (torchtpu.pjrt.run_replicated)",
+                              "program through a PJRT plugin (torchtpu.spmd.run_replicated)",
                               (long long)ia[TT_COLLECTIVE_HEADER + p],
                               (long long)ia[TT_COLLECTIVE_HEADER + p + 1]);
     if (num_ids == 0) {
@@ -32,7 +32,7 @@ static tt_status_t tt_run_collective_single(const tt_instr_t *in, const tt_view_
     return tt_status_make(TT_UNIMPLEMENTED,
                           "%s over groups of %lld participants cannot run on the engine's CPU "
                           "backend, which has one participant per group; run the program "
-                          "through a PJRT plugin (torchtpu.pjrt.run_replicated / run_spmd)",
+                          "through a PJRT plugin (torchtpu.spmd.run_replicated / run_spmd)",
                           tt_op_name(in->op), (long long)participants);
   }
   if (bytes) memcpy(out->data, x->data, bytes);

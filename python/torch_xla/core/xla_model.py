@@ -12,6 +12,12 @@ from torchtpu.lowering import misc_ops as _rng
 
 XLA_LIB = None
 
+# Collectives (torchtpu/collectives.py): recorded as IR ops, lowered to the
+# StableHLO collectives; the engine runs one participant per group.
+from torchtpu.collectives import (  # noqa: E402,F401
+    REDUCE_AND, REDUCE_MAX, REDUCE_MIN, REDUCE_MUL, REDUCE_OR, REDUCE_SUM, all_gather,
+    all_reduce, all_to_all, collective_permute, reduce_scatter)
+
 
 def xla_device(n=None, devkind=None):
     """The xla device n (the current one when None). devkind is accepted for
