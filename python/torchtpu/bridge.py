@@ -230,11 +230,6 @@ def replace_value(dst, handle):
             raise RuntimeError(f"out tensor of shape {tuple(inner.shape)} cannot hold a result "
                                f"of shape {tuple(handle.shape)}")
         handle = _C.op(7, [handle], tuple(inner.shape))  # TT_OP_RESHAPE
-    # A sharding annotation belongs to the tensor, not to one value of it
-    # (xs.mark_sharding): it carries over to the new value.
-    spec = _C.sharding_get(inner._h)
-    if spec is not None and _C.sharding_get(handle) is None:
-        _C.sharding_set(handle, spec)
     inner._h = handle
     return dst
 

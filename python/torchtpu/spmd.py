@@ -36,6 +36,8 @@ def plugin_client(num_devices):
 
 
 def _emit(tensors):
+    import torch_xla.distributed.spmd as xs
+    xs.reapply_shardings()
     handles = [bridge.handle_of(t) for t in tensors]
     text, inputs, (in_specs, out_specs) = _C.stablehlo_emit_spmd(handles, True)
     return handles, text, inputs, in_specs, out_specs

@@ -227,6 +227,8 @@ def _stablehlo_handles(tensors):
     """Engine handles of tensors, or of every live tensor with pending IR
     on the current device when tensors is None or empty (the whole graph a
     sync would cut)."""
+    import torch_xla.distributed.spmd as xs
+    xs.reapply_shardings()  # annotations survive in-place updates
     if tensors:
         return [bridge.handle_of(t) for t in tensors]
     import gc

@@ -17,6 +17,7 @@ emitted program, not engine devices (every tensor stays on its xla device).
 """
 import collections
 import math
+import weakref
 from enum import IntEnum
 
 import numpy as np
@@ -179,6 +180,34 @@ class ShardingSpec:
         return len(self.partition_spec) == t.dim()
 
 
+# Annotated tensors: id -> (weakref, spec). The engine keeps the annotation
+# on the tensor's current value (handle); an in-place update under
+# functionalization gives the tensor a new value, so the annotation is put
+# back on it whenever it is read or emitted (reapply_shardings).
+_annotated = {}
+
+
+def _remember(t, spec):
+    key = id(t)
+    if spec is None:
+        _annotated.pop(key, None)
+        return
+    _annotated[key] = (weakref.ref(t, lambda _r, k=key: _annotated.pop(k, None)), spec)
+
+
+def reapply_shardings():
+    """Puts every annotated tensor's sharding back on its current value
+    (after in-place updates). Called before emission and by
+    get_sharding_spec; cheap when nothing is annotated."""
+    for ref, spec in list(_annotated.values()):
+        t = ref()
+        if t is None:
+            continue
+        h = bridge.handle_of(t)
+        if _C.sharding_get(h) is None:
+            _C.sharding_set(h, spec)
+
+
 def _check_xla(t, what):
     if not isinstance(t, torch.Tensor) or t.device.type != "xla":
         raise TypeError(f"{what} expects a tensor on an xla device, got "
@@ -193,6 +222,7 @@ def mark_sharding(t, mesh, partition_spec):
     _check_xla(t, "mark_sharding")
     spec = _spec_of(mesh, partition_spec, t.dim())
     _C.sharding_set(bridge.handle_of(t), spec)
+    _remember(t, spec)
     return t
 
 
@@ -200,18 +230,21 @@ def clear_sharding(t):
     """Removes t's sharding annotation. Returns t."""
     _check_xla(t, "clear_sharding")
     _C.sharding_set(bridge.handle_of(t), None)
+    _remember(t, None)
     return t
 
 
 def get_sharding_spec(t):
     """t's sharding as XLA's HloSharding text ("{devices=[2,1]0,1}"), or
     "" when unannotated (PyTorch/XLA: torch_xla._XLAC._get_xla_sharding_spec)."""
+    reapply_shardings()
     spec = _C.sharding_get(bridge.handle_of(t))
     return "" if spec is None else _C.sharding_text(spec, t.dim())
 
 
 def get_sharding_type(t):
     """ShardingType of t's annotation, or None."""
+    reapply_shardings()
     spec = _C.sharding_get(bridge.handle_of(t))
     if spec is None:
         return None
