@@ -29,11 +29,12 @@ def dev():
 
 
 def test_python_opcodes_match_the_engine():
+    # Every tt_op_t has a constant of its name in core.py with its number:
+    # a merge that adds ops in C but not in Python (or renumbers) fails here.
     names = _C.op_names()
-    for name in ("ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL",
-                 "COLLECTIVE_PERMUTE", "SPECIAL", "BITCAST", "PARAM"):
-        assert names[getattr(core, name)] == name.lower(), name
-    assert len(names) == core.COLLECTIVE_PERMUTE + 1 or "fft" in names
+    for index, name in enumerate(names):
+        assert getattr(core, name.upper(), None) == index, name
+    assert len(names) == core.COLLECTIVE_PERMUTE + 1
 
 
 # ------------------------------------------------ one participant: own backend
