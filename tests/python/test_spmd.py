@@ -86,6 +86,13 @@ def test_spec_errors(dev):
     assert xs.get_sharding_spec(t) == ""
 
 
+def test_hybrid_mesh(dev):
+    mesh = xs.HybridMesh(ici_mesh_shape=(2, 4), axis_names=("a", "b"))
+    assert mesh.get_logical_mesh().tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(NotImplementedError, match="several slices"):
+        xs.HybridMesh(ici_mesh_shape=(2, 2), dcn_mesh_shape=(2, 1))
+
+
 def test_global_mesh_and_runtime():
     mesh = mesh24()
     xs.set_global_mesh(mesh)
@@ -226,6 +233,37 @@ def test_spmd_mlp_forward_backward_8_way(dev):
     assert tuple(shards[1][0].shape) == (8, 12)
     # Unannotated outputs (the other grads) come back whole on every device.
     assert tuple(shards[3][5].shape) == (4, 32)
+
+
+@needs_plugin
+def test_spmd_sgd_step_8_way(dev):
+    """forward, backward and an SGD update; the updated parameters keep
+    their annotations through the in-place update and come back whole."""
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(12, 32), nn.Tanh(), nn.Linear(32, 4))
+    ref = nn.Sequential(nn.Linear(12, 32), nn.Tanh(), nn.Linear(32, 4))
+    ref.load_state_dict(model.state_dict())
+    x, target = torch.randn(16, 12), torch.randint(0, 4, (16,))
+    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.5)
+    F.cross_entropy(ref(x), target).backward()
+    opt_ref.step()
+    mesh = mesh24()
+    model = model.to(dev)
+    w1, _b1, w2, _b2 = model.parameters()
+    xs.mark_sharding(w1, mesh, ("model", None))
+    xs.mark_sharding(w2, mesh, (None, "model"))
+    xx = x.to(dev)
+    xs.mark_sharding(xx, mesh, ("data", None))
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    F.cross_entropy(model(xx), target.to(dev)).backward()
+    opt.step()
+    assert xs.get_sharding_spec(w1) == "{devices=[4,1,2]0,4,1,5,2,6,3,7 last_tile_dim_replicate}"
+    params = list(model.parameters())
+    got, shards = xs.run_spmd(params, with_shards=True)
+    for g, w in zip(got, ref.parameters()):
+        torch.testing.assert_close(g, w.detach(), rtol=1e-4, atol=1e-5)
+    assert tuple(shards[0][0].shape) == (8, 12)  # the updated w1 stays sharded
+    assert tuple(shards[2][0].shape) == (4, 8)
 
 
 @needs_plugin
