@@ -267,13 +267,17 @@ class Topology:
         self.api_version = info["api_version"]
         self.device_kinds = info["device_kinds"]
 
-    def compile(self, program, format="mlir", num_replicas=1, num_partitions=1):
+    def compile(self, program, format="mlir", num_replicas=1, num_partitions=1,
+                use_spmd_partitioning=False):
         """Compiles StableHLO text (str) or bytecode (bytes) for this topology
         (PJRT_Compile) and returns the serialized executable (the plugin's
-        format, PJRT_Executable_Serialize). Raises RuntimeError with the
-        plugin's message when it refuses the program."""
+        format, PJRT_Executable_Serialize); use_spmd_partitioning lets XLA's
+        SPMD partitioner cut a sharded module (xs.mark_sharding) into
+        num_partitions programs. Raises RuntimeError with the plugin's
+        message when it refuses the program."""
         return _C.pjrt_topology_compile(self._handle, program, format=format,
-                                        num_replicas=num_replicas, num_partitions=num_partitions)
+                                        num_replicas=num_replicas, num_partitions=num_partitions,
+                                        use_spmd_partitioning=bool(use_spmd_partitioning))
 
     def __repr__(self):
         kind = self.device_kinds[0] if self.device_kinds else "no devices"

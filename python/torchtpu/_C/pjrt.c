@@ -596,14 +596,16 @@ static PyObject *py_pjrt_topology_info(PyObject *m, PyObject *arg) {
 static PyObject *py_pjrt_topology_compile(PyObject *m, PyObject *args, PyObject *kwargs) {
   (void)m;
   static char *kwlist[] = {"topology", "program", "format", "num_replicas", "num_partitions",
-                           NULL};
+                           "use_spmd_partitioning", NULL};
   PyObject *topology_obj, *program;
   const char *format = "mlir";
   tt_pjrt_compile_config_t config = tt_pjrt_compile_config_default();
   long long replicas = config.num_replicas, partitions = config.num_partitions;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|sLL", kwlist, &topology_obj, &program,
-                                   &format, &replicas, &partitions))
+  int spmd = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|sLLp", kwlist, &topology_obj, &program,
+                                   &format, &replicas, &partitions, &spmd))
     return NULL;
+  config.use_spmd_partitioning = spmd;
   tt_pjrt_topology_t *t = as_topology(topology_obj);
   if (!t) return NULL;
   const char *text;
@@ -668,7 +670,8 @@ PyMethodDef tt_py_extra_methods_pjrt[] = {
      "api_version, device_kinds)"},
     {"pjrt_topology_compile", (PyCFunction)(void (*)(void))py_pjrt_topology_compile,
      METH_VARARGS | METH_KEYWORDS,
-     "pjrt_topology_compile(topology, program, format='mlir', num_replicas=1, num_partitions=1) "
-     "-> bytes: PJRT_Compile for the topology, then PJRT_Executable_Serialize"},
+     "pjrt_topology_compile(topology, program, format='mlir', num_replicas=1, num_partitions=1, "
+     "use_spmd_partitioning=False) -> bytes: PJRT_Compile for the topology, then "
+     "PJRT_Executable_Serialize"},
     {NULL, NULL, 0, NULL},
 };
