@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "test_harness.h"
+#include "torchtpu/passes.h"
 #include "torchtpu/stablehlo.h"
 
 static tt_sharding_t *tiled(int32_t ndims, const int64_t *dims, int32_t ndev,
@@ -211,7 +212,37 @@ static void test_collectives(void) {
   tt_node_release(x);
 }
 
+/* The verifier checks a collective's attributes and shape between passes. */
+static void test_verifier(void) {
+  tt_node_t *x, *y, *r = NULL;
+  make_nodes(&x, &y);
+  int64_t ag[9] = {0, 4, 0, 0, 4, 0, 1, 2, 3};
+  CHECK_OK(tt_node_create(TT_OP_ALL_GATHER, 0, &y, 1, ag, 9, NULL, 0, &r));
+  tt_graph_t *g = NULL;
+  CHECK_OK(tt_graph_build(&r, 1, &g, NULL));
+  tt_work_t *w = NULL;
+  if (g) CHECK_OK(tt_work_from_graph(g, &w));
+  if (w) {
+    int32_t k = w->num_instrs - 1;
+    CHECK(w->instrs[k].op == TT_OP_ALL_GATHER);
+    CHECK_OK(tt_verify_work(w, "test"));
+    w->instrs[k].shape.dims[0] = 8; /* not 4 x 4 */
+    check_error(tt_verify_work(w, "test"), TT_INTERNAL,
+                "(all_gather) shape does not follow from its operand and attributes");
+    w->instrs[k].shape.dims[0] = 16;
+    w->instrs[k].iattrs[4] = 3; /* 4 ids in groups of 3 */
+    check_error(tt_verify_work(w, "test"), TT_INTERNAL,
+                "all_gather: 4 replica ids do not make groups of 3");
+    tt_work_destroy(w);
+  }
+  tt_graph_destroy(g);
+  tt_node_release(r);
+  tt_node_release(y);
+  tt_node_release(x);
+}
+
 int main(void) {
+  test_verifier();
   test_text_and_validate();
   test_hash_and_emission();
   test_collectives();
