@@ -4,7 +4,10 @@ on the engine's own backend (one participant per group: identities),
 refusals for groups it cannot run, StableHLO text (mlir-opt parses it), and
 8 replicas through XLA's CPU plugin (torchtpu.spmd.run_replicated) compared
 with numpy."""
+import os
 import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -76,6 +79,44 @@ def test_refusals(dev):
     with pytest.raises(NotImplementedError, match="collective_permute from replica 0 to 1"):
         p.cpu()
     del y, p
+
+
+ENGINE_CHILD = textwrap.dedent("""
+    import torch, torch_xla, torch_xla.core.xla_model as xm
+    import torch_xla.debug.metrics as met
+    a = torch.randn(4, 6)
+    x = a.to(torch_xla.device())
+    outs = [xm.all_reduce(xm.REDUCE_SUM, x, scale=0.5), xm.all_gather(x, dim=1),
+            xm.collective_permute(x, []), xm.reduce_scatter(xm.REDUCE_MAX, x, 1.0, 0, 1),
+            xm.all_to_all(x, 0, 1, 1), xm.all_reduce(xm.REDUCE_SUM, x, groups=[[0]])]
+    want = [a * 0.5, a, torch.zeros_like(a), a, a, a]
+    print("ERR", max(float((o.cpu() - w).abs().max()) for o, w in zip(outs, want)))
+    print("EXEC", met.counter_value("PjrtExecute"))
+""")
+
+
+@needs_plugin
+def test_single_participant_through_the_pjrt_engine():
+    """The engine's graphs routed through XLA's CPU plugin (one replica):
+    every collective is XLA's own, with the same values. (all_to_all with
+    no groups once crashed the plugin with a division by zero.)"""
+    import torchtpu
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(torchtpu.__file__)))
+    env = dict(os.environ, PJRT_DEVICE="CPU", TORCHTPU_CPU_BACKEND="pjrt", CPU_NUM_DEVICES="1",
+               PYTHONPATH=os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", ENGINE_CHILD], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+    assert float(lines["ERR"]) == 0.0
+    assert int(lines["EXEC"]) >= 1
+
+
+def test_all_to_all_without_groups_names_everyone(dev):
+    x = torch.randn(4, 6).to(dev)
+    text = xm.get_stablehlo([xm.all_to_all(x, 0, 1, 4)])
+    assert ("split_count = 4 : i64, replica_groups = dense<[[0, 1, 2, 3]]> : "
+            "tensor<1x4xi64>}") in text
 
 
 # -------------------------------------------------------------- StableHLO text

@@ -35,7 +35,14 @@ static void tt_shlo_coll_groups(tt_shlo_attr_t *a, const tt_instr_t *in, const c
   int32_t n = in->num_iattrs - TT_COLLECTIVE_HEADER;
   int64_t size = in->iattrs[4];
   if (a->n) tt_shlo_attr(a, ", ");
-  if (n == 0) {
+  if (n == 0 && in->op == TT_OP_ALL_TO_ALL) {
+    /* XLA's all_to_all divides by the group size: "everyone" is written
+     * out as one group of split_count replicas (an empty list crashed XLA's
+     * CPU plugin with a division by zero). */
+    tt_shlo_attr(a, "%s = dense<[[", name);
+    for (int64_t i = 0; i < in->iattrs[2]; ++i) tt_shlo_attr(a, i ? ", %lld" : "%lld", (long long)i);
+    tt_shlo_attr(a, "]]> : tensor<1x%lldxi64>", (long long)in->iattrs[2]);
+  } else if (n == 0) {
     tt_shlo_attr(a, "%s = dense<> : tensor<0x%lldxi64>", name,
                  (long long)(in->op == TT_OP_COLLECTIVE_PERMUTE ? 2 : 0));
   } else {
