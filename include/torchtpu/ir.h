@@ -1,11 +1,12 @@
 /* torchtpu graph IR: HLO-like nodes with shapes, dtypes and attributes.
  *
- * Lazy tensors point at IR nodes; nodes are immutable once made and shared
+ * Lazy tensors point at IR nodes; nodes are immutable once made (but for
+ * their sharding annotation, see tt_node_set_sharding) and shared
  * by reference count (a node lives while a lazy tensor or another node uses
  * it). At a graph cut the reachable nodes are linearised into a tt_graph_t,
  * an arena-allocated instruction list freed in one call; its structural hash
- * covers ops, shapes, dtypes, attributes and operand wiring, never the values
- * of parameters or runtime scalars.
+ * covers ops, shapes, dtypes, attributes, shardings and operand wiring, never
+ * the values of parameters or runtime scalars.
  */
 #ifndef TORCHTPU_IR_H_
 #define TORCHTPU_IR_H_
