@@ -86,6 +86,11 @@ def test_spec_errors(dev):
     assert xs.get_sharding_spec(t) == ""
 
 
+def test_module_paths():
+    from torch_xla.distributed.spmd import xla_sharding
+    assert xla_sharding.Mesh is xs.Mesh and xla_sharding.mark_sharding is xs.mark_sharding
+
+
 def test_hybrid_mesh(dev):
     mesh = xs.HybridMesh(ici_mesh_shape=(2, 4), axis_names=("a", "b"))
     assert mesh.get_logical_mesh().tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
