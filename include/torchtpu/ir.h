@@ -78,11 +78,19 @@ typedef enum tt_op_e {
   TT_OP_REDUCE_SCATTER,/* (x); a: tt_reduce_op_t, b: dim, c: shard_count; dim / shard_count */
   TT_OP_ALL_TO_ALL,    /* (x); a: split_dim, b: concat_dim, c: split_count */
   TT_OP_COLLECTIVE_PERMUTE, /* (x); group_size 2: (source, target) pairs; x's shape */
+  /* Manual SPMD regions (src/ir/ops_collective.c): i: [num_tile_dims,
+   * last_tile_dim_replicate, tile dims..., num_devices, devices...] (a
+   * tiled sharding, as tt_sharding_t), then for SHARD_TO_FULL the full
+   * dims. Executed by the own backend only for a single device (a copy). */
+  TT_OP_SPMD_FULL_TO_SHARD, /* (x); x split by the sharding: each device's shard, ceil(dim / tiles) */
+  TT_OP_SPMD_SHARD_TO_FULL, /* (shard); the full tensor of the sharding (its dims follow) */
   /* New ops go here, above TT_OP_COUNT. */
   TT_OP_COUNT
 } tt_op_t;
 
 const char *tt_op_name(tt_op_t op);
+
+typedef struct tt_sharding_s tt_sharding_t; /* below */
 
 /* iattrs before a collective's replica-group ids. */
 #define TT_COLLECTIVE_HEADER 5
@@ -100,6 +108,18 @@ tt_status_t tt_collective_check(tt_op_t op, const int64_t *iattrs, int32_t num_i
 /* The result shape of collective op over an operand of x_shape (attributes
  * already checked). */
 tt_shape_t tt_collective_shape(tt_op_t op, const int64_t *iattrs, const tt_shape_t *x_shape);
+
+static inline int tt_op_is_spmd_manual(tt_op_t op) {
+  return op == TT_OP_SPMD_FULL_TO_SHARD || op == TT_OP_SPMD_SHARD_TO_FULL;
+}
+/* Decodes the tiled sharding of a manual-region op's attributes into *out
+ * (room for tt_sharding_size(TT_MAX_IATTRS) bytes) and checks the operand
+ * shape against it; *out_shape is the result's shape. TT_INVALID_ARGUMENT
+ * naming the values for malformed attributes or a shard shape that is not
+ * ceil(full dim / tiles). */
+tt_status_t tt_spmd_manual_check(tt_op_t op, const int64_t *iattrs, int32_t num_iattrs,
+                                 const tt_shape_t *x_shape, tt_sharding_t *out,
+                                 tt_shape_t *out_shape);
 
 #define TT_MAX_IATTRS 32
 #define TT_MAX_FATTRS 4

@@ -57,11 +57,21 @@ def _groups(groups, what):
     return size, ids
 
 
-def _record(opcode, t, a, b, c, groups, what, channel_id=0):
+def _channel():
+    """In SPMD mode (xr.use_spmd()) collectives are SPMD collectives: a
+    channel (numbered by the emitter) and groups of global device ids, as
+    inside manual regions (xs.enable_manual_sharding); else cross-replica."""
+    import torch_xla.runtime as xr
+    return 1 if xr.is_spmd() else 0
+
+
+def _record(opcode, t, a, b, c, groups, what, channel_id=None):
     if not isinstance(t, torch.Tensor) or t.device.type != "xla":
         raise TypeError(f"{what} expects tensors on an xla device, got "
                         f"{getattr(t, 'device', type(t).__name__)}")
     size, ids = groups
+    if channel_id is None:
+        channel_id = _channel()
     h = bridge.handle_of(t)
     out = _C.op(opcode, [h], (int(a), int(b), int(c), int(channel_id), size, *ids), (),
                 h.device)

@@ -25,6 +25,8 @@ static const char *const tt_op_names_[TT_OP_COUNT] = {
     [TT_OP_REDUCE_SCATTER] = "reduce_scatter",
     [TT_OP_ALL_TO_ALL] = "all_to_all",
     [TT_OP_COLLECTIVE_PERMUTE] = "collective_permute",
+    [TT_OP_SPMD_FULL_TO_SHARD] = "spmd_full_to_shard",
+    [TT_OP_SPMD_SHARD_TO_FULL] = "spmd_shard_to_full",
 };
 
 const char *tt_op_name(tt_op_t op) {
@@ -547,6 +549,18 @@ static tt_status_t tt_infer(tt_node_t *n) {
       n->shape = tt_collective_shape(n->op, ia, &x[0]->shape);
       n->dtype = x[0]->dtype;
       return NULL;
+    case TT_OP_SPMD_FULL_TO_SHARD:
+    case TT_OP_SPMD_SHARD_TO_FULL: {
+      NEED_OPERANDS(1);
+      union {
+        tt_sharding_t s;
+        uint8_t room[sizeof(tt_sharding_t) + sizeof(int32_t) * TT_MAX_IATTRS];
+      } sh;
+      TT_RETURN_IF_ERROR(tt_spmd_manual_check(n->op, ia, n->num_iattrs, &x[0]->shape, &sh.s,
+                                              &n->shape));
+      n->dtype = x[0]->dtype;
+      return NULL;
+    }
     default:
       return tt_status_make(TT_INVALID_ARGUMENT, "unknown op %d", (int)n->op);
   }

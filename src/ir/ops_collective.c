@@ -3,6 +3,7 @@
  * are replica (or, in SPMD programs, partition) ids, and no id appears in
  * two groups. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "torchtpu/ir.h"
 #include "torchtpu/kernels.h"
@@ -116,4 +117,59 @@ tt_shape_t tt_collective_shape(tt_op_t op, const int64_t *ia, const tt_shape_t *
       break;
   }
   return s;
+}
+
+/* ---- manual SPMD regions ---- */
+
+tt_status_t tt_spmd_manual_check(tt_op_t op, const int64_t *ia, int32_t n,
+                                 const tt_shape_t *x, tt_sharding_t *out,
+                                 tt_shape_t *out_shape) {
+  const char *name = tt_op_name(op);
+  if (n < 3 || ia[0] < 1 || ia[0] > TT_MAX_RANK + 1 || 2 + ia[0] + 1 > n)
+    return tt_status_make(TT_INVALID_ARGUMENT, "%s: malformed sharding attributes (%d given)",
+                          name, (int)n);
+  int32_t ntd = (int32_t)ia[0];
+  int64_t ndev = ia[2 + ntd];
+  int32_t rest = n - (3 + ntd) - (int32_t)(ndev > 0 ? ndev : 0);
+  if (ndev < 1 || rest < 0)
+    return tt_status_make(TT_INVALID_ARGUMENT, "%s: %lld devices do not fit the %d attributes",
+                          name, (long long)ndev, (int)n);
+  memset(out, 0, sizeof(*out));
+  out->kind = TT_SHARDING_TILED;
+  out->num_tile_dims = ntd;
+  out->last_tile_dim_replicate = ia[1] != 0;
+  for (int32_t d = 0; d < ntd; ++d) out->tile_dims[d] = ia[2 + d];
+  out->num_devices = (int32_t)ndev;
+  for (int64_t i = 0; i < ndev; ++i) out->devices[i] = (int32_t)ia[3 + ntd + i];
+  int32_t rank = ntd - (out->last_tile_dim_replicate ? 1 : 0);
+  tt_shape_t full = *x;
+  if (op == TT_OP_SPMD_SHARD_TO_FULL) {
+    if (rest != x->rank)
+      return tt_status_make(TT_INVALID_ARGUMENT, "%s: %d full dims for a shard of rank %d",
+                            name, (int)rest, (int)x->rank);
+    for (int32_t d = 0; d < x->rank; ++d) full.dims[d] = ia[n - rest + d];
+  } else if (rest != 0) {
+    return tt_status_make(TT_INVALID_ARGUMENT, "%s: %d attributes after the devices", name,
+                          (int)rest);
+  }
+  if (rank != full.rank)
+    return tt_status_make(TT_INVALID_ARGUMENT, "%s: a sharding of %d tile dims for a tensor of "
+                          "rank %d", name, (int)ntd, (int)full.rank);
+  TT_RETURN_IF_ERROR(tt_sharding_validate(out, &full));
+  tt_shape_t shard = full;
+  for (int32_t d = 0; d < rank; ++d)
+    shard.dims[d] = (full.dims[d] + out->tile_dims[d] - 1) / out->tile_dims[d];
+  if (op == TT_OP_SPMD_SHARD_TO_FULL) {
+    for (int32_t d = 0; d < rank; ++d)
+      if (x->dims[d] != shard.dims[d])
+        return tt_status_make(TT_INVALID_ARGUMENT,
+                              "%s: dim %d of the shard is %lld, but a full dim of %lld over %lld "
+                              "tiles makes shards of %lld", name, (int)d, (long long)x->dims[d],
+                              (long long)full.dims[d], (long long)out->tile_dims[d],
+                              (long long)shard.dims[d]);
+    *out_shape = full;
+  } else {
+    *out_shape = shard;
+  }
+  return NULL;
 }

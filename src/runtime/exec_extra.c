@@ -72,6 +72,20 @@ tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num
     case TT_OP_ALL_TO_ALL:
     case TT_OP_COLLECTIVE_PERMUTE:
       return tt_run_collective_single(in, &x[0], out);
+    case TT_OP_SPMD_FULL_TO_SHARD:
+    case TT_OP_SPMD_SHARD_TO_FULL: {
+      /* One device: the shard is the whole tensor. */
+      int64_t ndev = ia[2 + ia[0]];
+      if (ndev != 1)
+        return tt_status_make(TT_UNIMPLEMENTED,
+                              "%s over %lld devices cannot run on the engine's CPU backend, "
+                              "which does not partition; run the program through a PJRT "
+                              "plugin (torchtpu.spmd.run_spmd)", tt_op_name(in->op),
+                              (long long)ndev);
+      size_t bytes = (size_t)tt_shape_numel(&out->shape) * tt_dtype_size(out->dtype);
+      if (bytes) memcpy(out->data, x[0].data, bytes);
+      return NULL;
+    }
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));
   }

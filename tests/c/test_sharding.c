@@ -138,7 +138,8 @@ static void test_hash_and_emission(void) {
 static void test_collectives(void) {
   tt_node_t *x, *y;
   make_nodes(&x, &y);
-  /* all_reduce sum over groups {0,1},{2,3} with channel 3. */
+  /* all_reduce sum over groups {0,1},{2,3} with a channel (id 3 in the IR;
+   * the emitter numbers handles from 1). */
   int64_t ar[9] = {TT_RED_SUM, 0, 0, 3, 2, 0, 1, 2, 3};
   tt_node_t *r = NULL;
   CHECK_OK(tt_node_create(TT_OP_ALL_REDUCE, 0, &y, 1, ar, 9, NULL, 0, &r));
@@ -146,7 +147,7 @@ static void test_collectives(void) {
   char *text = NULL;
   CHECK_OK(tt_stablehlo_emit(&r, 1, &text, NULL, NULL));
   CHECK(text && strstr(text, "replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>, "
-                             "channel_handle = #stablehlo.channel_handle<handle = 3, type = 1>, "
+                             "channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, "
                              "use_global_device_ids} : (tensor<4x2xf32>) -> tensor<4x2xf32>"));
   CHECK(text && strstr(text, "\"stablehlo.all_reduce\"(%1) ({"));
   /* Channel ids mark global device ids: no replica count. */
@@ -241,7 +242,41 @@ static void test_verifier(void) {
   tt_node_release(x);
 }
 
+/* Manual regions: x [4, 2] split in 2 along dim 0 -> shard [2, 2] -> back. */
+static void test_manual(void) {
+  tt_node_t *x, *y, *shard = NULL, *full = NULL;
+  make_nodes(&x, &y);
+  int64_t to_shard[7] = {2, 0, 2, 1, 2, 1, 0}; /* tiles [2, 1], devices 1, 0 */
+  CHECK_OK(tt_node_create(TT_OP_SPMD_FULL_TO_SHARD, 0, &y, 1, to_shard, 7, NULL, 0, &shard));
+  CHECK(shard && shard->shape.dims[0] == 2 && shard->shape.dims[1] == 2);
+  int64_t to_full[9] = {2, 0, 2, 1, 2, 1, 0, 4, 2};
+  if (shard)
+    CHECK_OK(tt_node_create(TT_OP_SPMD_SHARD_TO_FULL, 0, &shard, 1, to_full, 9, NULL, 0, &full));
+  CHECK(full && full->shape.dims[0] == 4 && full->shape.dims[1] == 2);
+  char *text = NULL;
+  if (full) CHECK_OK(tt_stablehlo_emit(&full, 1, &text, NULL, NULL));
+  CHECK(text && strstr(text, "{call_target_name = \"SPMDFullToShardShape\", mhlo.sharding = "
+                             "\"{manual}\"} : (tensor<4x2xf32>) -> tensor<2x2xf32>"));
+  CHECK(text && strstr(text, "{call_target_name = \"SPMDShardToFullShape\", mhlo.sharding = "
+                             "\"{devices=[2,1]1,0}\"} : (tensor<2x2xf32>) -> tensor<4x2xf32>"));
+  CHECK(text && strstr(text, "mhlo.num_partitions = 2 : i32"));
+  free(text);
+  /* A full shape the shard does not come from; a missing full dim. */
+  int64_t wrong[9] = {2, 0, 2, 1, 2, 1, 0, 6, 2};
+  tt_node_t *bad = NULL;
+  check_error(tt_node_create(TT_OP_SPMD_SHARD_TO_FULL, 0, &shard, 1, wrong, 9, NULL, 0, &bad),
+              TT_INVALID_ARGUMENT, "dim 0 of the shard is 2, but a full dim of 6 over 2 tiles "
+                                   "makes shards of 3");
+  check_error(tt_node_create(TT_OP_SPMD_SHARD_TO_FULL, 0, &shard, 1, wrong, 8, NULL, 0, &bad),
+              TT_INVALID_ARGUMENT, "1 full dims for a shard of rank 2");
+  tt_node_release(full);
+  tt_node_release(shard);
+  tt_node_release(y);
+  tt_node_release(x);
+}
+
 int main(void) {
+  test_manual();
   test_verifier();
   test_text_and_validate();
   test_hash_and_emission();

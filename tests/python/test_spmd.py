@@ -31,6 +31,15 @@ def dev():
     return torch_xla.device()
 
 
+@pytest.fixture
+def spmd_mode():
+    """xr.use_spmd() for one test (it makes collectives SPMD ones)."""
+    before = xr._spmd
+    xr.use_spmd()
+    yield
+    xr._spmd = before
+
+
 def mesh24():
     return xs.Mesh(np.arange(8), (2, 4), ("data", "model"))
 
@@ -104,8 +113,10 @@ def test_global_mesh_and_runtime():
     assert xs.get_global_mesh() is mesh
     one = xs.get_1d_mesh("data")
     assert one.mesh_shape == (xr.global_runtime_device_count(),) and one.axis_names == ("data",)
+    before = xr._spmd
     xr.use_spmd()
     assert xr.is_spmd()
+    xr._spmd = before
     with pytest.raises(NotImplementedError):
         xr.use_spmd(auto=True)
 
@@ -300,3 +311,58 @@ def test_shard_and_assemble_roundtrip():
     torch.testing.assert_close(shards[11][:2], v[3:5, 4:6])
     assert torch.all(shards[11][2] == 0)
     torch.testing.assert_close(spmd.assemble(shards, spec, (5, 6)), v)
+
+
+# ----------------------------------------------------------- manual regions
+def _manual_all_reduce(dev, mesh, a):
+    x = a.to(dev)
+    xs.mark_sharding(x, mesh, ("d", None))
+    shard = xs.enable_manual_sharding(x, ("d", None), mesh=mesh)
+    r = xm.all_reduce(xm.REDUCE_SUM, shard, groups=[list(range(mesh.size()))])
+    return shard, xs.disable_manual_sharding(r, ("d", None), tuple(a.shape), mesh=mesh)
+
+
+def test_manual_region_text(dev, spmd_mode):
+    mesh = xs.Mesh(np.arange(8), (8,), ("d",))
+    shard, full = _manual_all_reduce(dev, mesh, torch.randn(16, 4))
+    assert tuple(shard.shape) == (2, 4) and tuple(full.shape) == (16, 4)
+    text = xm.get_stablehlo([full])
+    assert ('{call_target_name = "SPMDFullToShardShape", mhlo.sharding = "{manual}"} : '
+            '(tensor<16x4xf32>) -> tensor<2x4xf32>') in text
+    assert ("channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, "
+            "use_global_device_ids} : (tensor<2x4xf32>) -> tensor<2x4xf32>") in text
+    assert ('{call_target_name = "SPMDShardToFullShape", mhlo.sharding = '
+            '"{devices=[8,1]0,1,2,3,4,5,6,7}"} : (tensor<2x4xf32>) -> tensor<16x4xf32>') in text
+    # The engine's own backend does not partition: refused when executed.
+    with pytest.raises(NotImplementedError, match="spmd_full_to_shard over 8 devices cannot run"):
+        full.cpu()
+    del shard, full
+
+
+def test_manual_region_one_device_runs_on_the_engine(dev, spmd_mode):
+    a = torch.randn(6, 3)
+    shard, full = _manual_all_reduce(dev, xs.Mesh([0], (1,), ("d",)), a)
+    torch.testing.assert_close(full.cpu(), a, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="no mesh given and no global mesh set"):
+        old = xs.get_global_mesh()
+        xs._global_mesh = None
+        try:
+            xs.enable_manual_sharding(a.to(dev), (None, None))
+        finally:
+            xs._global_mesh = old
+
+
+@needs_plugin
+def test_manual_region_all_reduce_8_way(dev, spmd_mode):
+    """Inside a manual region every device all-reduces its own shard (an
+    SPMD collective over global device ids): every [2, 4] block of the
+    result is the sum of the 8 blocks of the input."""
+    mesh = xs.Mesh(np.arange(8), (8,), ("d",))
+    a = torch.randn(16, 4)
+    _shard, full = _manual_all_reduce(dev, mesh, a)
+    xs.mark_sharding(full, mesh, ("d", None))
+    (value,), (shards,) = xs.run_spmd([full], with_shards=True)
+    want = a.reshape(8, 2, 4).sum(0)
+    torch.testing.assert_close(value, want.repeat(8, 1), rtol=1e-5, atol=1e-5)
+    for p in range(8):
+        torch.testing.assert_close(shards[p], want, rtol=1e-5, atol=1e-5)

@@ -680,6 +680,8 @@ static const char *const tt_shlo_lowering_[] = {
     [TT_OP_REDUCE_SCATTER] = "reduce_scatter with a reduction region",
     [TT_OP_ALL_TO_ALL] = "all_to_all",
     [TT_OP_COLLECTIVE_PERMUTE] = "collective_permute (source_target_pairs)",
+    [TT_OP_SPMD_FULL_TO_SHARD] = "custom_call @Sharding + @SPMDFullToShardShape ({manual})",
+    [TT_OP_SPMD_SHARD_TO_FULL] = "custom_call @Sharding ({manual}) + @SPMDShardToFullShape",
 };
 _Static_assert(sizeof(tt_shlo_lowering_) / sizeof(tt_shlo_lowering_[0]) == TT_OP_COUNT,
                "every IR op needs a StableHLO lowering entry");
@@ -830,6 +832,9 @@ static tt_shv_t tt_shlo_lower_instr(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
     case TT_OP_ALL_TO_ALL:
     case TT_OP_COLLECTIVE_PERMUTE:
       return tt_shlo_lower_collective(c, ins);
+    case TT_OP_SPMD_FULL_TO_SHARD:
+    case TT_OP_SPMD_SHARD_TO_FULL:
+      return tt_shlo_lower_spmd_manual(c, ins);
     case TT_OP_COUNT:
       break;
   }

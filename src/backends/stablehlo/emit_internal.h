@@ -39,6 +39,7 @@ typedef struct tt_shlo_s {
   tt_shv_info_t *vals;
   int32_t num_vals, cap_vals;
   tt_status_t err; /* first failure, owned */
+  int64_t channels; /* channel handles given out so far (emit_spmd.c) */
 } tt_shlo_t;
 
 /* ---- text and errors (emit.c) ---- */
@@ -203,5 +204,8 @@ tt_shv_t tt_shlo_sharding_call(tt_shlo_t *c, tt_shv_t v, const tt_sharding_t *sh
  * when g has none). */
 int32_t tt_shlo_collective_replicas(const tt_graph_t *g);
 tt_shv_t tt_shlo_lower_collective(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+/* SPMD_FULL_TO_SHARD / SHARD_TO_FULL: the @Sharding + @SPMDFullToShardShape
+ * (@SPMDShardToFullShape) custom-call pairs of XLA's manual regions. */
+tt_shv_t tt_shlo_lower_spmd_manual(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 
 #endif /* TORCHTPU_BACKENDS_STABLEHLO_EMIT_INTERNAL_H_ */

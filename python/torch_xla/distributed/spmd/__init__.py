@@ -24,11 +24,12 @@ import numpy as np
 import torch
 
 from torchtpu import _C, bridge
+from torchtpu.lowering import core
 
 __all__ = [
     "Mesh", "HybridMesh", "ShardingType", "ShardingSpec", "mark_sharding", "clear_sharding",
     "get_1d_mesh", "set_global_mesh", "get_global_mesh", "get_sharding_spec", "run_spmd",
-    "SpmdSpecError",
+    "SpmdSpecError", "enable_manual_sharding", "disable_manual_sharding",
 ]
 
 
@@ -253,6 +254,44 @@ def get_sharding_type(t):
     if spec[0] == "manual":
         return ShardingType.MANUAL
     return ShardingType.PARTIAL if spec[3] else ShardingType.TILED
+
+
+def _manual_attrs(mesh, partition_spec, rank, what):
+    if mesh is None:
+        mesh = get_global_mesh()
+    if mesh is None:
+        raise ValueError(f"{what}: no mesh given and no global mesh set (xs.set_global_mesh)")
+    kind, tile_dims, devices, last, n = _spec_of(mesh, partition_spec, rank)
+    if kind == "replicated":  # every device holds the whole tensor
+        tile_dims, devices, last = (1,) * rank + (n,), tuple(range(n)), True
+    attrs = (len(tile_dims), int(last), *tile_dims, n, *devices)
+    if len(attrs) + rank > 32:  # TT_MAX_IATTRS
+        raise ValueError(f"{what}: a sharding over {n} devices is too large for a manual region "
+                         f"of a rank-{rank} tensor here")
+    return attrs
+
+
+def enable_manual_sharding(t, partition_spec, *, mesh=None):
+    """Enters a manual SPMD region: t is split by partition_spec on mesh and
+    the result is each device's own shard (shape ceil(dim / tiles)), on which
+    collectives (xm.all_reduce, ... with groups of device ids) act per
+    device. Returns the shard tensor (PyTorch/XLA: an XLAShardedTensor).
+    The engine's own backend runs it only on a one-device mesh."""
+    _check_xla(t, "enable_manual_sharding")
+    attrs = _manual_attrs(mesh, partition_spec, t.dim(), "enable_manual_sharding")
+    h = bridge.handle_of(t)
+    return bridge.wrap_user(_C.op(core.SPMD_FULL_TO_SHARD, [h], attrs, (), h.device))
+
+
+def disable_manual_sharding(t, partition_spec, full_shape, *, mesh=None):
+    """Leaves a manual region: every device's shard t becomes the full tensor
+    of full_shape, split by partition_spec on mesh."""
+    _check_xla(t, "disable_manual_sharding")
+    full_shape = tuple(int(d) for d in full_shape)
+    attrs = _manual_attrs(mesh, partition_spec, len(full_shape), "disable_manual_sharding")
+    h = bridge.handle_of(t)
+    return bridge.wrap_user(_C.op(core.SPMD_SHARD_TO_FULL, [h], attrs + full_shape, (),
+                                  h.device))
 
 
 def get_1d_mesh(axis_name=None):
