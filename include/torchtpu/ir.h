@@ -1,11 +1,12 @@
 /* torchtpu graph IR: HLO-like nodes with shapes, dtypes and attributes.
  *
- * Lazy tensors point at IR nodes; nodes are immutable once made and shared
+ * Lazy tensors point at IR nodes; nodes are immutable once made (but for
+ * their sharding annotation, see tt_node_set_sharding) and shared
  * by reference count (a node lives while a lazy tensor or another node uses
  * it). At a graph cut the reachable nodes are linearised into a tt_graph_t,
  * an arena-allocated instruction list freed in one call; its structural hash
- * covers ops, shapes, dtypes, attributes and operand wiring, never the values
- * of parameters or runtime scalars.
+ * covers ops, shapes, dtypes, attributes, shardings and operand wiring, never
+ * the values of parameters or runtime scalars.
  */
 #ifndef TORCHTPU_IR_H_
 #define TORCHTPU_IR_H_
@@ -67,16 +68,112 @@ typedef enum tt_op_e {
   TT_OP_BITCAST,       /* (x); i: [dtype, out dims...]; the bytes reinterpreted */
   TT_OP_SPECIAL,       /* (x[, y]); i: [tt_special_op_t]; special functions, elementwise */
   TT_OP_FFT,           /* (x); i: [tt_fft_kind_t, n]  f: [scale]; along the last dim (kernels.h) */
+  /* Collectives (src/ir/ops_collective.c): i: [a, b, c, channel_id,
+   * group_size, ids...]. The ids (num_iattrs - TT_COLLECTIVE_HEADER of
+   * them) are the replica groups, group_size ids each; none means one group
+   * of every participant. channel_id 0: no channel handle.
+   * Execution on the engine's own backend: only with one participant per
+   * group (the single-process case), where each is an identity copy. */
+  TT_OP_ALL_REDUCE,    /* (x); a: tt_reduce_op_t (SUM/PROD/MAX/MIN/ANY/ALL); x's shape */
+  TT_OP_ALL_GATHER,    /* (x); a: dim, b: shard_count; dim grows shard_count times */
+  TT_OP_REDUCE_SCATTER,/* (x); a: tt_reduce_op_t, b: dim, c: shard_count; dim / shard_count */
+  TT_OP_ALL_TO_ALL,    /* (x); a: split_dim, b: concat_dim, c: split_count */
+  TT_OP_COLLECTIVE_PERMUTE, /* (x); group_size 2: (source, target) pairs; x's shape */
+  /* Manual SPMD regions (src/ir/ops_collective.c): i: [num_tile_dims,
+   * last_tile_dim_replicate, tile dims..., num_devices, devices...] (a
+   * tiled sharding, as tt_sharding_t), then for SHARD_TO_FULL the full
+   * dims. Executed by the own backend only for a single device (a copy). */
+  TT_OP_SPMD_FULL_TO_SHARD, /* (x); x split by the sharding: each device's shard, ceil(dim / tiles) */
+  TT_OP_SPMD_SHARD_TO_FULL, /* (shard); the full tensor of the sharding (its dims follow) */
   /* New ops go here, above TT_OP_COUNT. */
   TT_OP_COUNT
 } tt_op_t;
 
 const char *tt_op_name(tt_op_t op);
 
+typedef struct tt_sharding_s tt_sharding_t; /* below */
+
+/* iattrs before a collective's replica-group ids. */
+#define TT_COLLECTIVE_HEADER 5
+static inline int tt_op_is_collective(tt_op_t op) {
+  return op == TT_OP_ALL_REDUCE || op == TT_OP_ALL_GATHER || op == TT_OP_REDUCE_SCATTER ||
+         op == TT_OP_ALL_TO_ALL || op == TT_OP_COLLECTIVE_PERMUTE;
+}
+/* Checks a collective's attributes (header present, group_size >= 1, ids a
+ * whole number of groups, ids >= 0 and distinct within the op, a valid
+ * reduce code, dims in range of rank, shard/split counts that match the
+ * groups and divide the dims they split). TT_INVALID_ARGUMENT naming the
+ * values. Shared by shape inference and the verifier. */
+tt_status_t tt_collective_check(tt_op_t op, const int64_t *iattrs, int32_t num_iattrs,
+                                const tt_shape_t *x_shape);
+/* The result shape of collective op over an operand of x_shape (attributes
+ * already checked). */
+tt_shape_t tt_collective_shape(tt_op_t op, const int64_t *iattrs, const tt_shape_t *x_shape);
+
+static inline int tt_op_is_spmd_manual(tt_op_t op) {
+  return op == TT_OP_SPMD_FULL_TO_SHARD || op == TT_OP_SPMD_SHARD_TO_FULL;
+}
+/* Decodes the tiled sharding of a manual-region op's attributes into *out
+ * (room for tt_sharding_size(TT_MAX_IATTRS) bytes) and checks the operand
+ * shape against it; *out_shape is the result's shape. TT_INVALID_ARGUMENT
+ * naming the values for malformed attributes or a shard shape that is not
+ * ceil(full dim / tiles). */
+tt_status_t tt_spmd_manual_check(tt_op_t op, const int64_t *iattrs, int32_t num_iattrs,
+                                 const tt_shape_t *x_shape, tt_sharding_t *out,
+                                 tt_shape_t *out_shape);
+
 #define TT_MAX_IATTRS 32
 #define TT_MAX_FATTRS 4
 
 typedef struct tt_buffer_s tt_buffer_t;
+
+/* ---- sharding annotations (src/ir/sharding.c) ----------------------
+ * How a tensor is laid out over the devices of an SPMD program, in XLA's
+ * HloSharding terms. An annotation never changes a value: the engine's own
+ * backend computes the program unpartitioned; the StableHLO emitter writes
+ * it for a partitioner (XLA's, through a PJRT plugin). docs/stablehlo.md.
+ *
+ * TILED: the tensor is cut into a grid of tile_dims[0..rank-1] tiles; tile
+ * (i0, .., ir-1) lives on devices[i0 * tile_dims[1] * .. + ir-1] (row-major
+ * over tile_dims). With last_tile_dim_replicate, tile_dims has rank + 1
+ * entries and each tile is replicated on the tile_dims[rank] devices of the
+ * last grid axis ("partial replication"). num_devices is the product of
+ * tile_dims. REPLICATED and MANUAL have no tile dims; num_devices is the
+ * partition count the annotation was made for (0: unknown). */
+typedef enum tt_sharding_kind_e {
+  TT_SHARDING_REPLICATED = 0,
+  TT_SHARDING_TILED = 1,
+  TT_SHARDING_MANUAL = 2,
+} tt_sharding_kind_t;
+
+#define TT_SHARDING_MAX_DEVICES 4096
+
+typedef struct tt_sharding_s {
+  tt_sharding_kind_t kind;
+  int32_t num_tile_dims;
+  int64_t tile_dims[TT_MAX_RANK + 1];
+  int32_t last_tile_dim_replicate;
+  int32_t num_devices;
+  int32_t devices[]; /* TILED: num_devices entries (the tile assignment) */
+} tt_sharding_t;
+
+/* Bytes a sharding with num_devices tile-assignment entries occupies. */
+size_t tt_sharding_size(int32_t num_devices);
+/* Checks s against a tensor of the given shape: the tile dims' rank is the
+ * tensor's (+1 with last_tile_dim_replicate), every tile dim >= 1, their
+ * product is num_devices, device ids are distinct and in [0, num_devices).
+ * A tensor dim need not divide by its tile count (XLA pads the last
+ * shard). TT_INVALID_ARGUMENT naming the values otherwise. */
+tt_status_t tt_sharding_validate(const tt_sharding_t *s, const tt_shape_t *shape);
+/* A malloc'd copy of s (NULL when out of memory); caller frees with free(). */
+tt_sharding_t *tt_sharding_copy(const tt_sharding_t *s);
+/* 1 when a and b say the same thing (both NULL counts as equal). */
+int tt_sharding_equal(const tt_sharding_t *a, const tt_sharding_t *b);
+/* XLA's HloSharding text: "{replicated}", "{manual}",
+ * "{devices=[2,4]0,1,2,3,4,5,6,7}", "{devices=[2,1,4]0,..,7
+ * last_tile_dim_replicate}". A malloc'd string the caller frees; NULL when
+ * out of memory. */
+char *tt_sharding_to_text(const tt_sharding_t *s);
 
 typedef struct tt_node_s tt_node_t;
 struct tt_node_s {
@@ -99,6 +196,10 @@ struct tt_node_s {
   int32_t visit_index;
   /* Optional Python frames (XLA_IR_DEBUG); owned C string or NULL. */
   char *debug_info;
+  /* Optional sharding annotation (owned, NULL = none). The one field that
+   * may change after creation: tt_node_set_sharding, under the engine lock,
+   * as PyTorch/XLA's mark_sharding annotates the tensor's IR value. */
+  tt_sharding_t *sharding;
 };
 
 /* Makes a node for op with the given operands (retained) and attributes,
@@ -117,6 +218,10 @@ tt_node_t *tt_node_create_scalar(tt_dtype_t dtype, double value_f,
                                  int64_t value_i, int32_t device);
 void tt_node_retain(tt_node_t *node);
 void tt_node_release(tt_node_t *node);
+/* Replaces node's sharding annotation with a copy of sharding (NULL:
+ * clears it). Validates it against the node's shape first (see
+ * tt_sharding_validate); on error the node is unchanged. */
+tt_status_t tt_node_set_sharding(tt_node_t *node, const tt_sharding_t *sharding);
 
 /* ---- fused elementwise kernels ------------------------------------- */
 /* One step of a fused elementwise program. args[k] >= 0 names an earlier
@@ -150,6 +255,10 @@ typedef struct tt_instr_s {
   int32_t input_index;  /* PARAM/SCALAR: position among graph inputs */
   int32_t last_use;     /* index of the last instruction reading this one */
   const tt_fused_t *fused; /* TT_OP_FUSED: the program (owned by the graph) */
+  /* The node's sharding (borrowed from the node) in graphs made by
+   * tt_stablehlo_emit; NULL in graphs made by tt_graph_build, whose
+   * executions are unpartitioned (the sharding still enters their hash). */
+  const tt_sharding_t *sharding;
 } tt_instr_t;
 
 /* Fused reductions (made by src/passes/fuse_reduce.c): a TT_OP_FUSED

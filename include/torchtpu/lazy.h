@@ -46,6 +46,15 @@ int64_t tt_tensor_id(const tt_tensor_t *t);
 int tt_tensor_is_pending(const tt_tensor_t *t);
 /* Borrowed node of a pending tensor (NULL if materialized). */
 tt_node_t *tt_tensor_node(const tt_tensor_t *t);
+/* Annotates t with a copy of sharding (NULL clears it): t's pending IR node
+ * and its data node now and every data node made for it later carry it, so
+ * the annotation stays with the tensor across graph cuts (as PyTorch/XLA's
+ * mark_sharding). The node of a pending tensor may be shared with other
+ * tensors, which then see the annotation too. TT_INVALID_ARGUMENT when the
+ * sharding does not fit t's shape (tt_sharding_validate). */
+tt_status_t tt_tensor_set_sharding(tt_tensor_t *t, const tt_sharding_t *sharding);
+/* t's annotation (borrowed; valid until the next set) or NULL. */
+const tt_sharding_t *tt_tensor_sharding(const tt_tensor_t *t);
 
 /* Cuts the given tensors' graph, runs it, then copies t's value to host
  * (nbytes must equal numel*size). */

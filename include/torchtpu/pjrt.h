@@ -86,8 +86,16 @@ typedef struct tt_pjrt_compile_config_s {
   int64_t num_partitions; /* >= 1 */
   int64_t device_ordinal; /* -1: not pinned to a device */
   int portable;           /* 1: may run on any device (tt_pjrt_execute's index) */
+  /* 1: XLA's SPMD partitioner cuts the program by its sharding annotations
+   * into num_partitions per-device programs (docs/pjrt.md, "SPMD"). */
+  int use_spmd_partitioning;
+  /* NULL (the plugin's default), or num_replicas * num_partitions global
+   * device ids: entry [r * num_partitions + p] runs replica r of partition
+   * p. Borrowed for the call. */
+  const int64_t *device_assignment;
 } tt_pjrt_compile_config_t;
-/* One replica, one partition, not pinned, not portable. */
+/* One replica, one partition, not pinned, not portable, no SPMD, the
+ * plugin's device assignment. */
 tt_pjrt_compile_config_t tt_pjrt_compile_config_default(void);
 
 /* Compiles `program` (size bytes, need not be NUL-terminated) in `format`
@@ -131,6 +139,30 @@ void tt_pjrt_buffer_destroy(tt_pjrt_buffer_t *buffer);
 tt_status_t tt_pjrt_execute(tt_pjrt_executable_t *executable, size_t device_index,
                             tt_pjrt_buffer_t *const *args, size_t num_args,
                             tt_pjrt_buffer_t **out_outputs);
+
+/* The addressable devices an execution on all of the executable's devices
+ * (tt_pjrt_execute_devices) runs on, as client device indices in
+ * argument-list order: replicas x partitions of its device assignment. On
+ * success *out_count is their number and out_indices[0 .. min(count,
+ * capacity)-1] are filled. TT_UNIMPLEMENTED when the plugin lacks
+ * PJRT_LoadedExecutable_AddressableDevices; TT_INTERNAL when it names a
+ * device the client does not have. */
+tt_status_t tt_pjrt_executable_devices(const tt_pjrt_executable_t *executable,
+                                       size_t *out_indices, size_t capacity, size_t *out_count);
+
+/* Runs `executable` once on all num_devices devices of its device
+ * assignment in one PJRT_LoadedExecutable_Execute (the form replicated
+ * and SPMD-partitioned programs need: their collectives meet inside this
+ * one launch) and waits for every device. args is device-major:
+ * args[d * num_args + i] is argument i for the d-th device of
+ * tt_pjrt_executable_devices (borrowed; must live on that device).
+ * On success out_outputs[d * num_outputs + k] (room for num_devices *
+ * tt_pjrt_executable_num_outputs) receive new buffers owned by the caller;
+ * on failure none. TT_INVALID_ARGUMENT when num_devices is not the
+ * executable's device count or a buffer belongs to another client. */
+tt_status_t tt_pjrt_execute_devices(tt_pjrt_executable_t *executable, size_t num_devices,
+                                    tt_pjrt_buffer_t *const *args, size_t num_args,
+                                    tt_pjrt_buffer_t **out_outputs);
 
 /* ---- ahead-of-time compile for a topology (src/backends/pjrt/topology.c) ----
  *

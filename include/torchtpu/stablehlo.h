@@ -23,14 +23,21 @@ extern "C" {
 /* Writes graph as a StableHLO module named module_name (NULL: "torchtpu").
  * Graph inputs become @main's arguments in input order, graph outputs its
  * results. On success *out_text is a malloc'd NUL-terminated string the
- * caller frees. An op (or op variant) with no lowering is TT_UNIMPLEMENTED
- * naming it; nothing partial is returned on failure (*out_text = NULL). */
+ * caller frees. Instructions with a sharding make a partitioned module:
+ * every argument and result gets an mhlo.sharding attribute ({replicated}
+ * where unannotated), the module mhlo.num_partitions; shardings over
+ * different device counts are TT_INVALID_ARGUMENT. An op (or op variant)
+ * with no lowering is TT_UNIMPLEMENTED naming it; nothing partial is
+ * returned on failure (*out_text = NULL). */
 tt_status_t tt_stablehlo_emit_graph(const tt_graph_t *graph, const char *module_name,
                                     char **out_text);
 
 /* Linearises the nodes reachable from roots (without touching the nodes'
- * graph-cut bookkeeping, so it needs no engine lock: nodes are immutable)
- * and writes them as tt_stablehlo_emit_graph does. If out_inputs is not
+ * graph-cut bookkeeping, so it needs no engine lock: nodes are immutable,
+ * except their sharding annotation, which the caller must not change
+ * during the call) and writes them as tt_stablehlo_emit_graph does, with
+ * the nodes' shardings (mhlo.sharding attributes, @Sharding custom calls;
+ * docs/stablehlo.md). If out_inputs is not
  * NULL it receives a malloc'd array (caller frees; NULL when there are no
  * inputs) of the input nodes (PARAM or SCALAR, borrowed: valid while the
  * roots live) in argument order, and *out_num_inputs their count. */

@@ -56,8 +56,24 @@ def local_process_count():
     return 1
 
 
+_spmd = False
+
+
+def use_spmd(auto=False):
+    """Turns on SPMD mode: programs are written for the whole mesh and
+    annotated with torch_xla.distributed.spmd.mark_sharding. Here the engine
+    keeps computing each program unpartitioned on its device (a sharding
+    never changes a value); xs.run_spmd partitions through a PJRT plugin.
+    auto=True (XLA's auto-sharding) is not supported."""
+    global _spmd
+    if auto:
+        raise NotImplementedError("use_spmd(auto=True): XLA auto-sharding is not supported")
+    _spmd = True
+
+
 def is_spmd():
-    return False
+    """True after use_spmd()."""
+    return _spmd
 
 
 def initialize_cache(path: str, readonly: bool = False):

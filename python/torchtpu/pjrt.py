@@ -142,12 +142,22 @@ class Client:
         return _C.pjrt_devices(self._handle)
 
     def compile(self, program, format="mlir", num_replicas=1, num_partitions=1,
-                device_ordinal=-1, portable=False):
+                device_ordinal=-1, portable=False, use_spmd_partitioning=False,
+                device_assignment=None):
         """Compiles StableHLO text (str) or bytecode (bytes). A portable
-        executable may run on any device (Executable.run's device)."""
+        executable may run on any device (Executable.run's device). With
+        num_replicas/num_partitions > 1 the executable runs on several
+        devices at once (Executable.run_devices); use_spmd_partitioning
+        lets XLA's SPMD partitioner cut the program by its mhlo.sharding
+        annotations; device_assignment (num_replicas * num_partitions device
+        ids, replica-major) pins which device runs what."""
+        if device_assignment is not None:
+            device_assignment = [int(d) for d in device_assignment]
         handle = _C.pjrt_compile(self._handle, program, format=format, num_replicas=num_replicas,
                                  num_partitions=num_partitions, device_ordinal=device_ordinal,
-                                 portable=portable)
+                                 portable=portable,
+                                 use_spmd_partitioning=bool(use_spmd_partitioning),
+                                 device_assignment=device_assignment)
         return Executable(self, handle)
 
     def __repr__(self):
@@ -205,6 +215,22 @@ class Executable:
         """As run, returning torch CPU tensors (bfloat16 included)."""
         return [_output_torch(*out) for out in self._run(inputs, device)]
 
+    def devices(self):
+        """Client device indices an execution on all of the executable's
+        devices runs on, in the order run_devices takes their inputs."""
+        return _C.pjrt_executable_devices(self._handle)
+
+    def run_devices(self, per_device_inputs, as_torch=False):
+        """Runs on every device of the executable at once (one
+        PJRT_LoadedExecutable_Execute: replicated and partitioned programs
+        need this for their collectives). per_device_inputs[d] are the
+        inputs of the d-th device of devices(); returns, per device, its
+        outputs (numpy arrays, or torch tensors with as_torch)."""
+        lists = [[_to_input(x, i) for i, x in enumerate(inputs)] for inputs in per_device_inputs]
+        conv = _output_torch if as_torch else _output_numpy
+        return [[conv(*o) for o in outs]
+                for outs in _C.pjrt_execute_devices(self._handle, lists)]
+
 
 def engine_info():
     """None, or the plugin the lazy engine runs through: dict(library_path,
@@ -241,13 +267,17 @@ class Topology:
         self.api_version = info["api_version"]
         self.device_kinds = info["device_kinds"]
 
-    def compile(self, program, format="mlir", num_replicas=1, num_partitions=1):
+    def compile(self, program, format="mlir", num_replicas=1, num_partitions=1,
+                use_spmd_partitioning=False):
         """Compiles StableHLO text (str) or bytecode (bytes) for this topology
         (PJRT_Compile) and returns the serialized executable (the plugin's
-        format, PJRT_Executable_Serialize). Raises RuntimeError with the
-        plugin's message when it refuses the program."""
+        format, PJRT_Executable_Serialize); use_spmd_partitioning lets XLA's
+        SPMD partitioner cut a sharded module (xs.mark_sharding) into
+        num_partitions programs. Raises RuntimeError with the plugin's
+        message when it refuses the program."""
         return _C.pjrt_topology_compile(self._handle, program, format=format,
-                                        num_replicas=num_replicas, num_partitions=num_partitions)
+                                        num_replicas=num_replicas, num_partitions=num_partitions,
+                                        use_spmd_partitioning=bool(use_spmd_partitioning))
 
     def __repr__(self):
         kind = self.device_kinds[0] if self.device_kinds else "no devices"

@@ -1,6 +1,8 @@
 /* Linearising the lazy DAG into an instruction list, with its structural
  * hash. The hash and key cover op, dtype, shape, attributes and operand
- * wiring; parameters and scalars enter only through their dtype and shape,
+ * wiring and sharding annotations (which the instructions of the cut graph
+ * do not carry: its executions are unpartitioned); parameters and scalars
+ * enter only through their dtype and shape,
  * so the same program over new values hits the same cache entry. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,6 +164,16 @@ tt_status_t tt_graph_build(tt_node_t *const *roots, int32_t num_roots,
     ok &= tt_bytes_put(&key, &n->num_iattrs, sizeof(n->num_iattrs));
     ok &= tt_bytes_put(&key, n->iattrs, sizeof(int64_t) * (size_t)n->num_iattrs);
     ok &= tt_bytes_put(&key, n->fattrs, sizeof(n->fattrs));
+    if (n->sharding) {
+      /* A negative marker cannot be read as the next node's op. */
+      const tt_sharding_t *sh = n->sharding;
+      int32_t mark[5] = {-0x5348, (int32_t)sh->kind, sh->num_tile_dims,
+                         sh->last_tile_dim_replicate, sh->num_devices};
+      ok &= tt_bytes_put(&key, mark, sizeof(mark));
+      ok &= tt_bytes_put(&key, sh->tile_dims, sizeof(int64_t) * (size_t)sh->num_tile_dims);
+      if (sh->kind == TT_SHARDING_TILED)
+        ok &= tt_bytes_put(&key, sh->devices, sizeof(int32_t) * (size_t)sh->num_devices);
+    }
   }
   g->num_outputs = num_roots;
   for (int32_t r = 0; r < num_roots; ++r) {

@@ -19,6 +19,14 @@ static const char *const tt_op_names_[TT_OP_COUNT] = {
     "softmax_bwd", "rng", "fused",
     "argsort", "searchsorted", "scatter_reduce", "cumulative", "linalg", "bitcast",
     "special", "fft",
+    /* Designated, so ops added above these keep their names. */
+    [TT_OP_ALL_REDUCE] = "all_reduce",
+    [TT_OP_ALL_GATHER] = "all_gather",
+    [TT_OP_REDUCE_SCATTER] = "reduce_scatter",
+    [TT_OP_ALL_TO_ALL] = "all_to_all",
+    [TT_OP_COLLECTIVE_PERMUTE] = "collective_permute",
+    [TT_OP_SPMD_FULL_TO_SHARD] = "spmd_full_to_shard",
+    [TT_OP_SPMD_SHARD_TO_FULL] = "spmd_shard_to_full",
 };
 
 const char *tt_op_name(tt_op_t op) {
@@ -532,6 +540,28 @@ static tt_status_t tt_infer(tt_node_t *n) {
     case TT_OP_SPECIAL:
     case TT_OP_FFT:
       return tt_node_infer_extra(n);
+    case TT_OP_ALL_REDUCE:
+    case TT_OP_ALL_GATHER:
+    case TT_OP_REDUCE_SCATTER:
+    case TT_OP_ALL_TO_ALL:
+    case TT_OP_COLLECTIVE_PERMUTE:
+      NEED_OPERANDS(1);
+      TT_RETURN_IF_ERROR(tt_collective_check(n->op, ia, n->num_iattrs, &x[0]->shape));
+      n->shape = tt_collective_shape(n->op, ia, &x[0]->shape);
+      n->dtype = x[0]->dtype;
+      return NULL;
+    case TT_OP_SPMD_FULL_TO_SHARD:
+    case TT_OP_SPMD_SHARD_TO_FULL: {
+      NEED_OPERANDS(1);
+      union {
+        tt_sharding_t s;
+        uint8_t room[sizeof(tt_sharding_t) + sizeof(int32_t) * TT_MAX_IATTRS];
+      } sh;
+      TT_RETURN_IF_ERROR(tt_spmd_manual_check(n->op, ia, n->num_iattrs, &x[0]->shape, &sh.s,
+                                              &n->shape));
+      n->dtype = x[0]->dtype;
+      return NULL;
+    }
     default:
       return tt_status_make(TT_INVALID_ARGUMENT, "unknown op %d", (int)n->op);
   }
@@ -666,7 +696,20 @@ void tt_node_release(tt_node_t *node) {
     if (n->buffer) tt_buffer_release(n->buffer);
     free(n->operands);
     free(n->debug_info);
+    free(n->sharding);
     free(n);
   }
   if (stack != stack_small) free(stack);
+}
+
+tt_status_t tt_node_set_sharding(tt_node_t *node, const tt_sharding_t *sharding) {
+  tt_sharding_t *copy = NULL;
+  if (sharding) {
+    TT_RETURN_IF_ERROR(tt_sharding_validate(sharding, &node->shape));
+    copy = tt_sharding_copy(sharding);
+    if (!copy) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (sharding)");
+  }
+  free(node->sharding);
+  node->sharding = copy;
+  return NULL;
 }

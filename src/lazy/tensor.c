@@ -21,6 +21,7 @@ struct tt_tensor_s {
   tt_buffer_t *buffer;   /* materialized value (maybe still pending) */
   tt_node_t *node;       /* pending IR, owned */
   tt_node_t *data_node;  /* PARAM node over buffer, reused by later ops */
+  tt_sharding_t *sharding; /* annotation (owned) given to node and data_node */
   tt_tensor_t *prev, *next;
 };
 
@@ -141,9 +142,35 @@ tt_status_t tt_tensor_scalar(int32_t device, tt_dtype_t dtype, double value_f, i
 /* The node that stands for t in a new op (engine lock held). */
 static tt_node_t *tt_tensor_use_node(tt_tensor_t *t) {
   if (t->node) return t->node;
-  if (!t->data_node) t->data_node = tt_node_create_param(t->buffer, t->dtype, &t->shape, t->device);
+  if (!t->data_node) {
+    t->data_node = tt_node_create_param(t->buffer, t->dtype, &t->shape, t->device);
+    if (t->data_node && t->sharding) t->data_node->sharding = tt_sharding_copy(t->sharding);
+  }
   return t->data_node;
 }
+
+tt_status_t tt_tensor_set_sharding(tt_tensor_t *t, const tt_sharding_t *sharding) {
+  tt_sharding_t *copy = NULL;
+  if (sharding) {
+    TT_RETURN_IF_ERROR(tt_sharding_validate(sharding, &t->shape));
+    copy = tt_sharding_copy(sharding);
+    if (!copy) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (sharding)");
+  }
+  tt_status_t st = NULL;
+  pthread_mutex_lock(&tt_lazy_lock_);
+  if (t->node) st = tt_node_set_sharding(t->node, sharding);
+  if (!st && t->data_node) st = tt_node_set_sharding(t->data_node, sharding);
+  if (!st) {
+    free(t->sharding);
+    t->sharding = copy;
+    copy = NULL;
+  }
+  pthread_mutex_unlock(&tt_lazy_lock_);
+  free(copy);
+  return st;
+}
+
+const tt_sharding_t *tt_tensor_sharding(const tt_tensor_t *t) { return t->sharding; }
 
 tt_status_t tt_tensor_op(tt_op_t op, int32_t device, tt_tensor_t *const *operands,
                          int32_t num_operands,
@@ -200,6 +227,7 @@ void tt_tensor_release(tt_tensor_t *t) {
   tt_node_release(node);
   tt_node_release(data_node);
   tt_buffer_release(t->buffer);
+  free(t->sharding);
   free(t);
   tt_counter_add("DestroyXlaTensor", 1);
 }

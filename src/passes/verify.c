@@ -42,6 +42,23 @@ tt_status_t tt_verify_work(const tt_work_t *w, const char *after) {
                               "verify after %s: %%%d (%s) operand %%%d does not broadcast to its "
                               "shape", after, i, tt_op_name(in->op), o);
     }
+    if (tt_op_is_collective(in->op)) {
+      if (in->num_operands != 1)
+        return tt_status_make(TT_INTERNAL, "verify after %s: %%%d (%s) has %d operands", after,
+                              i, tt_op_name(in->op), in->num_operands);
+      const tt_shape_t *xs = &w->instrs[tt_work_resolve(w, in->operands[0])].shape;
+      tt_status_t cst = tt_collective_check(in->op, in->iattrs, in->num_iattrs, xs);
+      if (cst) {
+        tt_status_t wrapped = tt_status_make(TT_INTERNAL, "verify after %s: %%%d: %s", after, i,
+                                             tt_status_message(cst));
+        tt_status_free(cst);
+        return wrapped;
+      }
+      tt_shape_t want = tt_collective_shape(in->op, in->iattrs, xs);
+      if (!tt_shape_equal(&want, &in->shape))
+        return tt_status_make(TT_INTERNAL, "verify after %s: %%%d (%s) shape does not follow "
+                              "from its operand and attributes", after, i, tt_op_name(in->op));
+    }
     if (in->op == TT_OP_FUSED) {
       const tt_fused_t *f = in->fused;
       if (!f || f->num_ops < 1)

@@ -4,6 +4,41 @@
 
 #include "ir/ops_extra.h"
 
+/* A collective with one participant per group (the single-process case):
+ * a copy of the operand, or zeros for a permute that sends nothing. More
+ * participants need a partitioned program (docs/stablehlo.md). */
+static tt_status_t tt_run_collective_single(const tt_instr_t *in, const tt_view_t *x,
+                                            tt_view_t *out) {
+  const int64_t *ia = in->iattrs;
+  int32_t num_ids = in->num_iattrs - TT_COLLECTIVE_HEADER;
+  int64_t participants = num_ids ? ia[4] : 1;
+  if (in->op == TT_OP_ALL_GATHER) participants = ia[1];
+  if (in->op == TT_OP_REDUCE_SCATTER || in->op == TT_OP_ALL_TO_ALL) participants = ia[2];
+  size_t bytes = (size_t)tt_shape_numel(&out->shape) * tt_dtype_size(out->dtype);
+  if (in->op == TT_OP_COLLECTIVE_PERMUTE) {
+    for (int32_t p = 0; p < num_ids; p += 2)
+      if (ia[TT_COLLECTIVE_HEADER + p] != ia[TT_COLLECTIVE_HEADER + p + 1])
+        return tt_status_make(TT_UNIMPLEMENTED,
+                              "collective_permute from replica %lld to %lld cannot run on the "
+                              "engine's CPU backend, which has one participant; run the "
+                              "program through a PJRT plugin (torchtpu.spmd.run_replicated)",
+                              (long long)ia[TT_COLLECTIVE_HEADER + p],
+                              (long long)ia[TT_COLLECTIVE_HEADER + p + 1]);
+    if (num_ids == 0) {
+      if (bytes) memset(out->data, 0, bytes);
+      return NULL;
+    }
+  } else if (participants != 1) {
+    return tt_status_make(TT_UNIMPLEMENTED,
+                          "%s over groups of %lld participants cannot run on the engine's CPU "
+                          "backend, which has one participant per group; run the program "
+                          "through a PJRT plugin (torchtpu.spmd.run_replicated / run_spmd)",
+                          tt_op_name(in->op), (long long)participants);
+  }
+  if (bytes) memcpy(out->data, x->data, bytes);
+  return NULL;
+}
+
 tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num_operands,
                                tt_view_t *out) {
   const int64_t *ia = in->iattrs;
@@ -33,6 +68,26 @@ tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num
       return tt_kernel_special((tt_special_op_t)ia[0], &x[0], &x[1], out);
     case TT_OP_FFT:
       return tt_kernel_fft((tt_fft_kind_t)ia[0], ia[1], in->fattrs[0], &x[0], out);
+    case TT_OP_ALL_REDUCE:
+    case TT_OP_ALL_GATHER:
+    case TT_OP_REDUCE_SCATTER:
+    case TT_OP_ALL_TO_ALL:
+    case TT_OP_COLLECTIVE_PERMUTE:
+      return tt_run_collective_single(in, &x[0], out);
+    case TT_OP_SPMD_FULL_TO_SHARD:
+    case TT_OP_SPMD_SHARD_TO_FULL: {
+      /* One device: the shard is the whole tensor. */
+      int64_t ndev = ia[2 + ia[0]];
+      if (ndev != 1)
+        return tt_status_make(TT_UNIMPLEMENTED,
+                              "%s over %lld devices cannot run on the engine's CPU backend, "
+                              "which does not partition; run the program through a PJRT "
+                              "plugin (torchtpu.spmd.run_spmd)", tt_op_name(in->op),
+                              (long long)ndev);
+      size_t bytes = (size_t)tt_shape_numel(&out->shape) * tt_dtype_size(out->dtype);
+      if (bytes) memcpy(out->data, x[0].data, bytes);
+      return NULL;
+    }
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));
   }

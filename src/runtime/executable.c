@@ -477,6 +477,13 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
     case TT_OP_BITCAST:
     case TT_OP_SPECIAL:
     case TT_OP_FFT:
+    case TT_OP_ALL_REDUCE:
+    case TT_OP_ALL_GATHER:
+    case TT_OP_REDUCE_SCATTER:
+    case TT_OP_ALL_TO_ALL:
+    case TT_OP_COLLECTIVE_PERMUTE:
+    case TT_OP_SPMD_FULL_TO_SHARD:
+    case TT_OP_SPMD_SHARD_TO_FULL:
       return tt_run_instr_extra(in, x, in->num_operands, out);
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));

@@ -104,6 +104,47 @@ static void test_compile_options(void) {
   tt_status_free(st);
 }
 
+/* SPMD and replicated programs: use_spmd_partitioning (6) and a
+ * device_assignment (9) with one ComputationDevice per partition. */
+static void test_compile_options_spmd(void) {
+  tt_pjrt_compile_config_t config = tt_pjrt_compile_config_default();
+  const int64_t two[2] = {0, 1};
+  config.num_partitions = 2;
+  config.use_spmd_partitioning = 1;
+  config.device_assignment = two;
+  uint8_t *bytes = NULL;
+  size_t size = 0;
+  CHECK_OK(tt_pjrt_compile_options_encode(&config, &bytes, &size));
+  const uint8_t spmd[] = {0x1a, 0x1f, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                          0xff, 0x01, 0x20, 0x01, 0x28, 0x02, 0x30, 0x01,
+                          0x4a, 0x0c, 0x08, 0x01, 0x10, 0x02,        /* 1 replica, 2 parts */
+                          0x1a, 0x02, 0x08, 0x00, 0x1a, 0x02, 0x08, 0x01};
+  CHECK(size == sizeof(spmd) && bytes && memcmp(bytes, spmd, size) == 0);
+  free(bytes);
+
+  /* Two replicas of one partition on devices 3 and 5: one ComputationDevice
+   * listing both. */
+  config = tt_pjrt_compile_config_default();
+  const int64_t repl[2] = {3, 5};
+  config.num_replicas = 2;
+  config.device_assignment = repl;
+  CHECK_OK(tt_pjrt_compile_options_encode(&config, &bytes, &size));
+  const uint8_t replicated[] = {0x1a, 0x1b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                0xff, 0xff, 0x01, 0x20, 0x02, 0x28, 0x01,
+                                0x4a, 0x0a, 0x08, 0x02, 0x10, 0x01,
+                                0x1a, 0x04, 0x08, 0x03, 0x08, 0x05};
+  CHECK(size == sizeof(replicated) && bytes && memcmp(bytes, replicated, size) == 0);
+  free(bytes);
+
+  const int64_t dup[2] = {1, 1};
+  config.device_assignment = dup;
+  tt_status_t st = tt_pjrt_compile_options_encode(&config, &bytes, &size);
+  CHECK(st && tt_status_code(st) == TT_INVALID_ARGUMENT);
+  CHECK(st && strstr(tt_status_message(st), "entry 1 is device 1"));
+  CHECK(bytes == NULL);
+  tt_status_free(st);
+}
+
 static void test_loader_errors(void) {
   tt_pjrt_client_t *client = (tt_pjrt_client_t *)1;
   tt_status_t st = tt_pjrt_client_create("/nonexistent/libplugin.so", NULL, 0, &client);
@@ -133,6 +174,7 @@ int main(void) {
   test_varints();
   test_fields();
   test_compile_options();
+  test_compile_options_spmd();
   test_loader_errors();
   return tt_test_finish_();
 }

@@ -12,6 +12,12 @@ from torchtpu.lowering import misc_ops as _rng
 
 XLA_LIB = None
 
+# Collectives (torchtpu/collectives.py): recorded as IR ops, lowered to the
+# StableHLO collectives; the engine runs one participant per group.
+from torchtpu.collectives import (  # noqa: E402,F401
+    REDUCE_AND, REDUCE_MAX, REDUCE_MIN, REDUCE_MUL, REDUCE_OR, REDUCE_SUM, all_gather,
+    all_reduce, all_to_all, collective_permute, reduce_scatter)
+
 
 def xla_device(n=None, devkind=None):
     """The xla device n (the current one when None). devkind is accepted for
@@ -221,6 +227,8 @@ def _stablehlo_handles(tensors):
     """Engine handles of tensors, or of every live tensor with pending IR
     on the current device when tensors is None or empty (the whole graph a
     sync would cut)."""
+    import torch_xla.distributed.spmd as xs
+    xs.reapply_shardings()  # annotations survive in-place updates
     if tensors:
         return [bridge.handle_of(t) for t in tensors]
     import gc

@@ -24,5 +24,11 @@ int tt_py_tensor_array(PyObject *seq, tt_tensor_t ***out, Py_ssize_t *n);
 /* Extra method tables, each defined by one binding file. */
 extern PyMethodDef tt_py_extra_methods_stablehlo[];
 extern PyMethodDef tt_py_extra_methods_pjrt[];
+extern PyMethodDef tt_py_extra_methods_spmd[];
+
+/* A sharding as Python data: None, or (kind, tile_dims, devices,
+ * last_tile_dim_replicate, num_devices) with kind "replicated", "tiled" or
+ * "manual" (spmd.c). New reference, NULL with an exception on error. */
+PyObject *tt_py_sharding_to_python(const tt_sharding_t *s);
 
 #endif

@@ -1101,7 +1101,8 @@ PyMODINIT_FUNC PyInit__C(void) {
   Py_INCREF(&CaptureType);
   PyModule_AddObject(mod, "Capture", (PyObject *)&CaptureType);
   if (PyModule_AddFunctions(mod, tt_py_extra_methods_stablehlo) < 0 ||
-      PyModule_AddFunctions(mod, tt_py_extra_methods_pjrt) < 0) {
+      PyModule_AddFunctions(mod, tt_py_extra_methods_pjrt) < 0 ||
+      PyModule_AddFunctions(mod, tt_py_extra_methods_spmd) < 0) {
     Py_DECREF(mod);
     return NULL;
   }

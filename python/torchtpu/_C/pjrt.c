@@ -143,16 +143,37 @@ static PyObject *py_pjrt_devices(PyObject *m, PyObject *arg) {
 static PyObject *py_pjrt_compile(PyObject *m, PyObject *args, PyObject *kwargs) {
   (void)m;
   static char *kwlist[] = {"client", "program", "format", "num_replicas", "num_partitions",
-                           "device_ordinal", "portable", NULL};
-  PyObject *client_obj, *program;
+                           "device_ordinal", "portable", "use_spmd_partitioning",
+                           "device_assignment", NULL};
+  PyObject *client_obj, *program, *assignment = Py_None;
   const char *format = "mlir";
   tt_pjrt_compile_config_t config = tt_pjrt_compile_config_default();
   long long replicas = config.num_replicas, partitions = config.num_partitions,
             ordinal = config.device_ordinal;
-  int portable = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|sLLLp", kwlist, &client_obj, &program,
-                                   &format, &replicas, &partitions, &ordinal, &portable))
+  int portable = 0, spmd = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|sLLLppO", kwlist, &client_obj, &program,
+                                   &format, &replicas, &partitions, &ordinal, &portable, &spmd,
+                                   &assignment))
     return NULL;
+  int64_t ids[TT_SHARDING_MAX_DEVICES];
+  if (assignment != Py_None) {
+    PyObject *fa = PySequence_Fast(assignment, "pjrt_compile: device_assignment must be a "
+                                   "sequence of device ids");
+    if (!fa) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fa);
+    if (replicas < 1 || partitions < 1 || n != replicas * partitions ||
+        n > TT_SHARDING_MAX_DEVICES) {
+      Py_DECREF(fa);
+      PyErr_Format(PyExc_ValueError, "pjrt_compile: device_assignment has %zd ids for %lld "
+                   "replicas x %lld partitions", n, replicas, partitions);
+      return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) ids[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fa, i));
+    Py_DECREF(fa);
+    if (PyErr_Occurred()) return NULL;
+    config.device_assignment = ids;
+  }
+  config.use_spmd_partitioning = spmd;
   tt_pjrt_client_t *c = as_client(client_obj);
   if (!c) return NULL;
   const char *text;
@@ -319,6 +340,154 @@ done:
   return result;
 }
 
+/* (bytearray, shape, dtype) of a buffer's contents; NULL with an exception. */
+static PyObject *buffer_to_python(tt_pjrt_buffer_t *b) {
+  size_t nbytes = tt_pjrt_buffer_nbytes(b);
+  PyObject *data = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)nbytes);
+  if (!data) return NULL;
+  tt_status_t st;
+  Py_BEGIN_ALLOW_THREADS
+  st = tt_pjrt_buffer_to_host(b, PyByteArray_AS_STRING(data), nbytes);
+  Py_END_ALLOW_THREADS
+  if (st) {
+    Py_DECREF(data);
+    return tt_py_raise_status(st);
+  }
+  const tt_shape_t *s = tt_pjrt_buffer_shape(b);
+  PyObject *dims = PyTuple_New(s->rank);
+  if (!dims) {
+    Py_DECREF(data);
+    return NULL;
+  }
+  for (int32_t d = 0; d < s->rank; d++) PyTuple_SET_ITEM(dims, d, PyLong_FromLongLong(s->dims[d]));
+  return Py_BuildValue("(NNi)", data, dims, (int)tt_pjrt_buffer_dtype(b));
+}
+
+/* pjrt_executable_devices(exe) -> [device index] */
+static PyObject *py_pjrt_executable_devices(PyObject *m, PyObject *arg) {
+  (void)m;
+  tt_pjrt_executable_t *e = as_executable(arg);
+  if (!e) return NULL;
+  size_t idx[TT_SHARDING_MAX_DEVICES], n = 0;
+  tt_status_t st = tt_pjrt_executable_devices(e, idx, TT_SHARDING_MAX_DEVICES, &n);
+  if (st) return tt_py_raise_status(st);
+  if (n > TT_SHARDING_MAX_DEVICES) n = TT_SHARDING_MAX_DEVICES;
+  PyObject *list = PyList_New((Py_ssize_t)n);
+  if (!list) return NULL;
+  for (size_t i = 0; i < n; i++) PyList_SET_ITEM(list, (Py_ssize_t)i, PyLong_FromSize_t(idx[i]));
+  return list;
+}
+
+/* pjrt_execute_devices(exe, per_device_inputs): every device's inputs are
+ * copied to it (the order of pjrt_executable_devices), one execute runs
+ * them all, every output comes back. */
+static PyObject *py_pjrt_execute_devices(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *exe_obj, *lists;
+  if (!PyArg_ParseTuple(args, "OO", &exe_obj, &lists)) return NULL;
+  tt_pjrt_executable_t *e = as_executable(exe_obj);
+  if (!e) return NULL;
+  size_t order[TT_SHARDING_MAX_DEVICES], n_dev = 0;
+  tt_status_t st = tt_pjrt_executable_devices(e, order, TT_SHARDING_MAX_DEVICES, &n_dev);
+  if (st) return tt_py_raise_status(st);
+  PyObject *outer = PySequence_Fast(lists, "pjrt_execute_devices: a sequence of input lists");
+  if (!outer) return NULL;
+  if ((size_t)PySequence_Fast_GET_SIZE(outer) != n_dev || n_dev > TT_SHARDING_MAX_DEVICES) {
+    PyErr_Format(PyExc_ValueError, "pjrt_execute_devices: %zd input lists for an executable "
+                 "on %zu devices", PySequence_Fast_GET_SIZE(outer), n_dev);
+    Py_DECREF(outer);
+    return NULL;
+  }
+  size_t n_out = tt_pjrt_executable_num_outputs(e);
+  Py_ssize_t n_in = -1;
+  PyObject *result = NULL;
+  Py_buffer *views = NULL;
+  tt_shape_t *shapes = NULL;
+  int *dtypes = NULL;
+  tt_pjrt_buffer_t **in_bufs = NULL, **out_bufs = NULL;
+  size_t n_views = 0;
+  for (size_t d = 0; d < n_dev; d++) {
+    PyObject *inner = PySequence_Fast(PySequence_Fast_GET_ITEM(outer, d),
+                                      "pjrt_execute_devices: each device's inputs must be a "
+                                      "sequence");
+    if (!inner) goto done;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(inner);
+    if (n_in < 0) {
+      n_in = k;
+      size_t total = n_dev * (size_t)(n_in ? n_in : 1);
+      views = PyMem_Calloc(total, sizeof(*views));
+      shapes = PyMem_Calloc(total, sizeof(*shapes));
+      dtypes = PyMem_Calloc(total, sizeof(*dtypes));
+      in_bufs = PyMem_Calloc(total, sizeof(*in_bufs));
+      out_bufs = PyMem_Calloc(n_dev * (n_out ? n_out : 1), sizeof(*out_bufs));
+      if (!views || !shapes || !dtypes || !in_bufs || !out_bufs) {
+        Py_DECREF(inner);
+        PyErr_NoMemory();
+        goto done;
+      }
+    }
+    if (k != n_in) {
+      Py_DECREF(inner);
+      PyErr_Format(PyExc_ValueError, "pjrt_execute_devices: device %zu has %zd inputs, "
+                   "device 0 has %zd", d, k, n_in);
+      goto done;
+    }
+    for (Py_ssize_t i = 0; i < n_in; i++) {
+      size_t j = d * (size_t)n_in + (size_t)i;
+      if (!parse_input(PySequence_Fast_GET_ITEM(inner, i), i, &views[j], &shapes[j],
+                       &dtypes[j])) {
+        Py_DECREF(inner);
+        goto done;
+      }
+      n_views = j + 1;
+    }
+    Py_DECREF(inner);
+  }
+  tt_pjrt_client_t *c = tt_pjrt_executable_client(e);
+  Py_BEGIN_ALLOW_THREADS
+  for (size_t d = 0; d < n_dev && !st; d++)
+    for (Py_ssize_t i = 0; i < n_in && !st; i++) {
+      size_t j = d * (size_t)n_in + (size_t)i;
+      st = tt_pjrt_buffer_from_host(c, order[d], (tt_dtype_t)dtypes[j], &shapes[j],
+                                    views[j].buf, (size_t)views[j].len, &in_bufs[j]);
+    }
+  if (!st) st = tt_pjrt_execute_devices(e, n_dev, in_bufs, (size_t)n_in, out_bufs);
+  Py_END_ALLOW_THREADS
+  if (st) {
+    tt_py_raise_status(st);
+    goto done;
+  }
+  result = PyList_New((Py_ssize_t)n_dev);
+  for (size_t d = 0; result && d < n_dev; d++) {
+    PyObject *row = PyList_New((Py_ssize_t)n_out);
+    if (!row) {
+      Py_CLEAR(result);
+      break;
+    }
+    PyList_SET_ITEM(result, (Py_ssize_t)d, row);
+    for (size_t k = 0; k < n_out; k++) {
+      PyObject *entry = buffer_to_python(out_bufs[d * n_out + k]);
+      if (!entry) {
+        Py_CLEAR(result);
+        break;
+      }
+      PyList_SET_ITEM(row, (Py_ssize_t)k, entry);
+    }
+  }
+done:
+  for (size_t i = 0; i < n_views; i++) PyBuffer_Release(&views[i]);
+  for (size_t i = 0; in_bufs && i < n_dev * (size_t)(n_in > 0 ? n_in : 0); i++)
+    tt_pjrt_buffer_destroy(in_bufs[i]);
+  for (size_t i = 0; out_bufs && i < n_dev * n_out; i++) tt_pjrt_buffer_destroy(out_bufs[i]);
+  PyMem_Free(views);
+  PyMem_Free(shapes);
+  PyMem_Free(dtypes);
+  PyMem_Free(in_bufs);
+  PyMem_Free(out_bufs);
+  Py_DECREF(outer);
+  return result;
+}
+
 /* pjrt_engine_enable(client, fallback=False): route the engine's executions
  * through client (docs/pjrt.md); before the runtime starts. */
 static PyObject *py_pjrt_engine_enable(PyObject *m, PyObject *args) {
@@ -427,14 +596,16 @@ static PyObject *py_pjrt_topology_info(PyObject *m, PyObject *arg) {
 static PyObject *py_pjrt_topology_compile(PyObject *m, PyObject *args, PyObject *kwargs) {
   (void)m;
   static char *kwlist[] = {"topology", "program", "format", "num_replicas", "num_partitions",
-                           NULL};
+                           "use_spmd_partitioning", NULL};
   PyObject *topology_obj, *program;
   const char *format = "mlir";
   tt_pjrt_compile_config_t config = tt_pjrt_compile_config_default();
   long long replicas = config.num_replicas, partitions = config.num_partitions;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|sLL", kwlist, &topology_obj, &program,
-                                   &format, &replicas, &partitions))
+  int spmd = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|sLLp", kwlist, &topology_obj, &program,
+                                   &format, &replicas, &partitions, &spmd))
     return NULL;
+  config.use_spmd_partitioning = spmd;
   tt_pjrt_topology_t *t = as_topology(topology_obj);
   if (!t) return NULL;
   const char *text;
@@ -480,7 +651,13 @@ PyMethodDef tt_py_extra_methods_pjrt[] = {
      "pjrt_devices(client) -> list of dict(index, id, kind), addressable devices"},
     {"pjrt_compile", (PyCFunction)(void (*)(void))py_pjrt_compile, METH_VARARGS | METH_KEYWORDS,
      "pjrt_compile(client, program, format='mlir', num_replicas=1, num_partitions=1, "
-     "device_ordinal=-1, portable=False) -> executable"},
+     "device_ordinal=-1, portable=False, use_spmd_partitioning=False, device_assignment=None) "
+     "-> executable"},
+    {"pjrt_executable_devices", py_pjrt_executable_devices, METH_O,
+     "pjrt_executable_devices(executable) -> [client device index], in execution order"},
+    {"pjrt_execute_devices", py_pjrt_execute_devices, METH_VARARGS,
+     "pjrt_execute_devices(executable, [[(buffer, shape, dtype)] per device]) -> "
+     "[[(bytearray, shape, dtype)] per device]"},
     {"pjrt_num_outputs", py_pjrt_num_outputs, METH_O, "pjrt_num_outputs(executable) -> int"},
     {"pjrt_execute", (PyCFunction)(void (*)(void))py_pjrt_execute, METH_VARARGS | METH_KEYWORDS,
      "pjrt_execute(executable, [(buffer, shape, dtype)], device=0) -> [(bytearray, shape, "
@@ -493,7 +670,8 @@ PyMethodDef tt_py_extra_methods_pjrt[] = {
      "api_version, device_kinds)"},
     {"pjrt_topology_compile", (PyCFunction)(void (*)(void))py_pjrt_topology_compile,
      METH_VARARGS | METH_KEYWORDS,
-     "pjrt_topology_compile(topology, program, format='mlir', num_replicas=1, num_partitions=1) "
-     "-> bytes: PJRT_Compile for the topology, then PJRT_Executable_Serialize"},
+     "pjrt_topology_compile(topology, program, format='mlir', num_replicas=1, num_partitions=1, "
+     "use_spmd_partitioning=False) -> bytes: PJRT_Compile for the topology, then "
+     "PJRT_Executable_Serialize"},
     {NULL, NULL, 0, NULL},
 };

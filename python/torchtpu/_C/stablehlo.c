@@ -6,6 +6,9 @@
  *       (key, kind, dtype, shape, value) with kind "param" (device data) or
  *       "scalar" (runtime scalar); value is the scalar's number, a param's
  *       bytes when with_values, else None. key matches stablehlo_tensor_key.
+ *   stablehlo_emit_spmd(tensors, with_values=False) -> (text, inputs,
+ *       (in_shardings, out_shardings)): as stablehlo_emit, plus the sharding
+ *       of every argument and result (None where unannotated).
  *   stablehlo_tensor_key(tensor) -> int or None: the key of the device data
  *       a tensor holds (materialized, or pending as plain device data).
  *   stablehlo_lowering_table() -> list: per opcode, how it is lowered (None
@@ -112,7 +115,31 @@ static PyObject *tt_py_shlo_input(const tt_node_t *n, int with_values) {
                        n->op == TT_OP_SCALAR ? "scalar" : "param", (int)n->dtype, shape, value);
 }
 
-static PyObject *tt_py_shlo_emit_common(PyObject *seq, int with_values, int want_inputs) {
+/* (in_shardings, out_shardings): the sharding (tt_py_sharding_to_python)
+ * of every @main argument and result. */
+static PyObject *tt_py_shlo_shardings(tt_node_t **inputs, int32_t ni, tt_node_t **roots,
+                                      Py_ssize_t nr) {
+  PyObject *ins = PyList_New(ni), *outs = PyList_New(nr);
+  if (!ins || !outs) goto fail;
+  for (int32_t i = 0; i < ni; ++i) {
+    PyObject *v = tt_py_sharding_to_python(inputs[i]->sharding);
+    if (!v) goto fail;
+    PyList_SET_ITEM(ins, i, v);
+  }
+  for (Py_ssize_t r = 0; r < nr; ++r) {
+    PyObject *v = tt_py_sharding_to_python(roots[r]->sharding);
+    if (!v) goto fail;
+    PyList_SET_ITEM(outs, r, v);
+  }
+  return Py_BuildValue("(NN)", ins, outs);
+fail:
+  Py_XDECREF(ins);
+  Py_XDECREF(outs);
+  return NULL;
+}
+
+static PyObject *tt_py_shlo_emit_common(PyObject *seq, int with_values, int want_inputs,
+                                        int want_shardings) {
   tt_node_t **nodes = NULL;
   Py_ssize_t n = 0;
   if (!tt_py_shlo_nodes(seq, &nodes, &n)) return NULL;
@@ -137,14 +164,18 @@ static PyObject *tt_py_shlo_emit_common(PyObject *seq, int with_values, int want
       PyList_SET_ITEM(list, i, item);
     }
   }
+  PyObject *shardings = NULL;
+  if (want_shardings && py_text && list) shardings = tt_py_shlo_shardings(inputs, ni, nodes, n);
   free(inputs);
   tt_py_shlo_release(nodes, n);
-  if (!py_text || (want_inputs && !list)) {
+  if (!py_text || (want_inputs && !list) || (want_shardings && !shardings)) {
     Py_XDECREF(py_text);
     Py_XDECREF(list);
+    Py_XDECREF(shardings);
     return NULL;
   }
   if (!want_inputs) return py_text;
+  if (want_shardings) return Py_BuildValue("(NNN)", py_text, list, shardings);
   return Py_BuildValue("(NN)", py_text, list);
 }
 
@@ -152,7 +183,7 @@ static PyObject *py_stablehlo_text(PyObject *m, PyObject *args) {
   (void)m;
   PyObject *seq;
   if (!PyArg_ParseTuple(args, "O", &seq)) return NULL;
-  return tt_py_shlo_emit_common(seq, 0, 0);
+  return tt_py_shlo_emit_common(seq, 0, 0, 0);
 }
 
 static PyObject *py_stablehlo_emit(PyObject *m, PyObject *args) {
@@ -160,7 +191,15 @@ static PyObject *py_stablehlo_emit(PyObject *m, PyObject *args) {
   PyObject *seq;
   int with_values = 0;
   if (!PyArg_ParseTuple(args, "O|p", &seq, &with_values)) return NULL;
-  return tt_py_shlo_emit_common(seq, with_values, 1);
+  return tt_py_shlo_emit_common(seq, with_values, 1, 0);
+}
+
+static PyObject *py_stablehlo_emit_spmd(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *seq;
+  int with_values = 0;
+  if (!PyArg_ParseTuple(args, "O|p", &seq, &with_values)) return NULL;
+  return tt_py_shlo_emit_common(seq, with_values, 1, 1);
 }
 
 static PyObject *py_stablehlo_tensor_key(PyObject *m, PyObject *arg) {
@@ -199,6 +238,9 @@ PyMethodDef tt_py_extra_methods_stablehlo[] = {
      "stablehlo_text(tensors) -> StableHLO text of the graph computing tensors"},
     {"stablehlo_emit", py_stablehlo_emit, METH_VARARGS,
      "stablehlo_emit(tensors, with_values=False) -> (text, [(key, kind, dtype, shape, value)])"},
+    {"stablehlo_emit_spmd", py_stablehlo_emit_spmd, METH_VARARGS,
+     "stablehlo_emit_spmd(tensors, with_values=False) -> (text, inputs, (in_shardings, "
+     "out_shardings))"},
     {"stablehlo_tensor_key", py_stablehlo_tensor_key, METH_O,
      "stablehlo_tensor_key(tensor) -> key of its device data, or None"},
     {"stablehlo_lowering_table", py_stablehlo_lowering_table, METH_NOARGS,

@@ -223,7 +223,7 @@ tt_status_t tt_pjrt_client_device_info(const tt_pjrt_client_t *c, size_t index,
 /* ---- compile ---- */
 
 tt_pjrt_compile_config_t tt_pjrt_compile_config_default(void) {
-  tt_pjrt_compile_config_t config = {1, 1, -1, 0};
+  tt_pjrt_compile_config_t config = {1, 1, -1, 0, 0, NULL};
   return config;
 }
 
@@ -504,5 +504,115 @@ tt_status_t tt_pjrt_execute(tt_pjrt_executable_t *e, size_t device_index,
     }
   }
   free(outv);
+  return st;
+}
+
+/* ---- multi-device execution ---- */
+
+tt_status_t tt_pjrt_executable_devices(const tt_pjrt_executable_t *e, size_t *out_indices,
+                                       size_t capacity, size_t *out_count) {
+  *out_count = 0;
+  const tt_pjrt_client_t *client = e->client;
+  const tt_pjrt_abi_api_t *api = client->api;
+  if (!api->loaded_executable_addressable_devices)
+    return tt_status_make(TT_UNIMPLEMENTED, "the plugin %s has no "
+                          "PJRT_LoadedExecutable_AddressableDevices", client->library_path);
+  tt_pjrt_abi_loaded_exe_addressable_devices_args_t args = {0};
+  args.struct_size = sizeof(args);
+  args.executable = e->exe;
+  TT_RETURN_IF_ERROR(tt_pjrt_plugin_status(api, api->loaded_executable_addressable_devices(&args),
+                                           "PJRT_LoadedExecutable_AddressableDevices"));
+  for (size_t k = 0; k < args.num_addressable_devices; k++) {
+    size_t found = client->num_devices;
+    for (size_t i = 0; i < client->num_devices; i++)
+      if (client->devices[i].device == args.addressable_devices[k]) found = i;
+    if (found == client->num_devices)
+      return tt_status_make(TT_INTERNAL, "PJRT executable: addressable device %zu is not one "
+                            "of the client's %zu devices", k, client->num_devices);
+    if (k < capacity) out_indices[k] = found;
+  }
+  *out_count = args.num_addressable_devices;
+  return NULL;
+}
+
+tt_status_t tt_pjrt_execute_devices(tt_pjrt_executable_t *e, size_t num_devices,
+                                    tt_pjrt_buffer_t *const *args, size_t num_args,
+                                    tt_pjrt_buffer_t **out_outputs) {
+  tt_pjrt_client_t *client = e->client;
+  const tt_pjrt_abi_api_t *api = client->api;
+  size_t have = 0;
+  TT_RETURN_IF_ERROR(tt_pjrt_executable_devices(e, NULL, 0, &have));
+  if (num_devices == 0 || num_devices != have)
+    return tt_status_make(TT_INVALID_ARGUMENT, "PJRT execute: %zu argument lists for an "
+                          "executable on %zu devices", num_devices, have);
+  for (size_t i = 0; i < num_devices * num_args; i++)
+    if (args[i]->client != client)
+      return tt_status_make(TT_INVALID_ARGUMENT, "PJRT execute: argument %zu of device %zu "
+                            "belongs to another PJRT client", i % num_args, i / num_args);
+  size_t n_out = e->num_outputs;
+  size_t n_all = num_devices * n_out;
+  tt_pjrt_abi_buffer_t **argv = calloc(num_devices * num_args + 1, sizeof(*argv));
+  tt_pjrt_abi_buffer_t **outv = calloc(n_all + 1, sizeof(*outv));
+  tt_pjrt_abi_buffer_t **arg_lists_m = calloc(num_devices, sizeof(*arg_lists_m));
+  tt_pjrt_abi_buffer_t **out_lists_m = calloc(num_devices, sizeof(*out_lists_m));
+  tt_pjrt_abi_event_t **done = calloc(num_devices, sizeof(*done));
+  const tt_pjrt_abi_buffer_t ***arg_lists = (const tt_pjrt_abi_buffer_t ***)arg_lists_m;
+  tt_pjrt_abi_buffer_t ***out_lists = (tt_pjrt_abi_buffer_t ***)out_lists_m;
+  tt_status_t st = NULL;
+  if (!argv || !outv || !arg_lists_m || !out_lists_m || !done) {
+    st = tt_status_make(TT_RESOURCE_EXHAUSTED, "PJRT execute: out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < num_devices * num_args; i++) argv[i] = args[i]->buffer;
+  for (size_t d = 0; d < num_devices; d++) {
+    arg_lists[d] = (const tt_pjrt_abi_buffer_t **)(argv + d * num_args);
+    out_lists[d] = outv + d * n_out;
+  }
+  tt_pjrt_abi_execute_options_t options = {0};
+  options.struct_size = sizeof(options);
+  tt_pjrt_abi_execute_args_t ex = {0};
+  ex.struct_size = sizeof(ex);
+  ex.executable = e->exe;
+  ex.options = &options;
+  ex.argument_lists = (tt_pjrt_abi_buffer_t *const *const *)arg_lists;
+  ex.num_devices = num_devices;
+  ex.num_args = num_args;
+  ex.output_lists = (tt_pjrt_abi_buffer_t **const *)out_lists;
+  ex.device_complete_events = done;
+  st = tt_pjrt_plugin_status(api, api->loaded_executable_execute(&ex),
+                             "PJRT_LoadedExecutable_Execute");
+  /* Every device's event is awaited (and destroyed), even after a failure. */
+  for (size_t d = 0; d < num_devices; d++) {
+    if (!done[d]) continue;
+    tt_status_t est = tt_pjrt_plugin_await(api, done[d], "PJRT_LoadedExecutable_Execute "
+                                           "(completion)");
+    if (!st) st = est;
+    else tt_status_free(est);
+  }
+  for (size_t i = 0; i < n_all; i++) {
+    out_outputs[i] = NULL;
+    if (!outv[i]) {
+      if (!st) st = tt_status_make(TT_INTERNAL, "PJRT execute: the plugin returned no output "
+                                   "%zu for device %zu", i % (n_out ? n_out : 1),
+                                   i / (n_out ? n_out : 1));
+      continue;
+    }
+    if (st) {
+      abi_buffer_destroy(api, outv[i]);
+      continue;
+    }
+    st = wrap_buffer(client, outv[i], &out_outputs[i]);
+  }
+  if (st)
+    for (size_t i = 0; i < n_all; i++) {
+      tt_pjrt_buffer_destroy(out_outputs[i]);
+      out_outputs[i] = NULL;
+    }
+done:
+  free(argv);
+  free(outv);
+  free(arg_lists_m);
+  free(out_lists_m);
+  free(done);
   return st;
 }

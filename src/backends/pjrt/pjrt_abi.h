@@ -261,6 +261,16 @@ typedef struct {
   tt_pjrt_abi_executable_t *executable; /* out; caller destroys */
 } tt_pjrt_abi_loaded_exe_get_executable_args_t;
 
+/* PJRT_LoadedExecutable_AddressableDevices: the devices an execution with
+ * num_devices lists runs on, in argument-list order. */
+typedef struct {
+  size_t struct_size;
+  void *extension_start;
+  tt_pjrt_abi_loaded_exe_t *executable;
+  tt_pjrt_abi_device_t *const *addressable_devices; /* out; owned by the executable */
+  size_t num_addressable_devices;                   /* out */
+} tt_pjrt_abi_loaded_exe_addressable_devices_args_t;
+
 typedef struct {
   size_t struct_size;
   void *extension_start;
@@ -405,6 +415,8 @@ TT_PJRT_ABI_FN(tt_pjrt_abi_executable_num_outputs_fn, tt_pjrt_abi_executable_num
 TT_PJRT_ABI_FN(tt_pjrt_abi_loaded_exe_destroy_fn, tt_pjrt_abi_loaded_exe_destroy_args_t);
 TT_PJRT_ABI_FN(tt_pjrt_abi_loaded_exe_get_executable_fn,
                tt_pjrt_abi_loaded_exe_get_executable_args_t);
+TT_PJRT_ABI_FN(tt_pjrt_abi_loaded_exe_addressable_devices_fn,
+               tt_pjrt_abi_loaded_exe_addressable_devices_args_t);
 TT_PJRT_ABI_FN(tt_pjrt_abi_execute_fn, tt_pjrt_abi_execute_args_t);
 TT_PJRT_ABI_FN(tt_pjrt_abi_buffer_destroy_fn, tt_pjrt_abi_buffer_destroy_args_t);
 TT_PJRT_ABI_FN(tt_pjrt_abi_buffer_element_type_fn, tt_pjrt_abi_buffer_element_type_args_t);
@@ -471,7 +483,8 @@ typedef struct tt_pjrt_abi_api_s {
   tt_pjrt_abi_executable_serialize_fn *executable_serialize; /* 49 */
   tt_pjrt_abi_loaded_exe_destroy_fn *loaded_executable_destroy; /* 50 */
   tt_pjrt_abi_loaded_exe_get_executable_fn *loaded_executable_get_executable; /* 51 */
-  tt_pjrt_abi_unused_fn loaded_executable_slots_52_to_54[3]; /* 52..54 */
+  tt_pjrt_abi_loaded_exe_addressable_devices_fn *loaded_executable_addressable_devices; /* 52 */
+  tt_pjrt_abi_unused_fn loaded_executable_slots_53_to_54[2]; /* 53..54 */
   tt_pjrt_abi_execute_fn *loaded_executable_execute;      /* 55 */
   tt_pjrt_abi_unused_fn loaded_executable_slots_56_to_57[2]; /* 56..57 */
   tt_pjrt_abi_buffer_destroy_fn *buffer_destroy;          /* 58 */
@@ -499,6 +512,7 @@ _Static_assert(offsetof(tt_pjrt_abi_api_t, client_compile) == TT_PJRT_ABI_SLOT_O
 _Static_assert(offsetof(tt_pjrt_abi_api_t, device_get_description) == TT_PJRT_ABI_SLOT_OFFSET(29), "slot 29");
 _Static_assert(offsetof(tt_pjrt_abi_api_t, executable_destroy) == TT_PJRT_ABI_SLOT_OFFSET(40), "slot 40");
 _Static_assert(offsetof(tt_pjrt_abi_api_t, loaded_executable_destroy) == TT_PJRT_ABI_SLOT_OFFSET(50), "slot 50");
+_Static_assert(offsetof(tt_pjrt_abi_api_t, loaded_executable_addressable_devices) == TT_PJRT_ABI_SLOT_OFFSET(52), "slot 52");
 _Static_assert(offsetof(tt_pjrt_abi_api_t, loaded_executable_execute) == TT_PJRT_ABI_SLOT_OFFSET(55), "slot 55");
 _Static_assert(offsetof(tt_pjrt_abi_api_t, buffer_destroy) == TT_PJRT_ABI_SLOT_OFFSET(58), "slot 58");
 _Static_assert(offsetof(tt_pjrt_abi_api_t, buffer_to_host_buffer) == TT_PJRT_ABI_SLOT_OFFSET(70), "slot 70");

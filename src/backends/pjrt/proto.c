@@ -81,7 +81,35 @@ enum {
   TT_BUILD_OPTIONS_DEVICE_ORDINAL = 1,
   TT_BUILD_OPTIONS_NUM_REPLICAS = 4,
   TT_BUILD_OPTIONS_NUM_PARTITIONS = 5,
+  TT_BUILD_OPTIONS_USE_SPMD_PARTITIONING = 6,
+  TT_BUILD_OPTIONS_DEVICE_ASSIGNMENT = 9,
+  /* xla.DeviceAssignmentProto (xla/xla_data.proto) */
+  TT_DEVICE_ASSIGNMENT_REPLICA_COUNT = 1,
+  TT_DEVICE_ASSIGNMENT_COMPUTATION_COUNT = 2,
+  TT_DEVICE_ASSIGNMENT_COMPUTATION_DEVICES = 3,
+  TT_COMPUTATION_DEVICE_REPLICA_DEVICE_IDS = 1,
 };
+
+/* DeviceAssignmentProto: one ComputationDevice per partition, listing the
+ * device of each replica (ids unpacked: parsers read packed and unpacked
+ * repeated fields alike). */
+static void write_device_assignment(tt_proto_writer_t *w, const tt_pjrt_compile_config_t *c) {
+  tt_proto_writer_t da;
+  tt_proto_writer_init(&da);
+  tt_proto_write_int64_field(&da, TT_DEVICE_ASSIGNMENT_REPLICA_COUNT, c->num_replicas);
+  tt_proto_write_int64_field(&da, TT_DEVICE_ASSIGNMENT_COMPUTATION_COUNT, c->num_partitions);
+  for (int64_t p = 0; p < c->num_partitions; p++) {
+    tt_proto_writer_t cd;
+    tt_proto_writer_init(&cd);
+    for (int64_t r = 0; r < c->num_replicas; r++)
+      tt_proto_write_int64_field(&cd, TT_COMPUTATION_DEVICE_REPLICA_DEVICE_IDS,
+                                 c->device_assignment[r * c->num_partitions + p]);
+    tt_proto_write_message_field(&da, TT_DEVICE_ASSIGNMENT_COMPUTATION_DEVICES, &cd);
+    tt_proto_writer_release(&cd);
+  }
+  tt_proto_write_message_field(w, TT_BUILD_OPTIONS_DEVICE_ASSIGNMENT, &da);
+  tt_proto_writer_release(&da);
+}
 
 tt_status_t tt_pjrt_compile_options_encode(const tt_pjrt_compile_config_t *config,
                                            uint8_t **out_bytes, size_t *out_size) {
@@ -97,6 +125,17 @@ tt_status_t tt_pjrt_compile_options_encode(const tt_pjrt_compile_config_t *confi
                           "PJRT compile options: device_ordinal must be -1 (any) or a device "
                           "index, got %lld",
                           (long long)config->device_ordinal);
+  if (config->device_assignment) {
+    int64_t n = config->num_replicas * config->num_partitions;
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t k = 0; k <= i; k++)
+        if (config->device_assignment[i] < 0 ||
+            (k < i && config->device_assignment[k] == config->device_assignment[i]))
+          return tt_status_make(TT_INVALID_ARGUMENT,
+                                "PJRT compile options: device assignment entry %lld is device "
+                                "%lld (ids must be distinct and >= 0)",
+                                (long long)i, (long long)config->device_assignment[i]);
+  }
   tt_proto_writer_t build, options;
   tt_proto_writer_init(&build);
   tt_proto_writer_init(&options);
@@ -105,6 +144,9 @@ tt_status_t tt_pjrt_compile_options_encode(const tt_pjrt_compile_config_t *confi
   tt_proto_write_int64_field(&build, TT_BUILD_OPTIONS_DEVICE_ORDINAL, config->device_ordinal);
   tt_proto_write_int64_field(&build, TT_BUILD_OPTIONS_NUM_REPLICAS, config->num_replicas);
   tt_proto_write_int64_field(&build, TT_BUILD_OPTIONS_NUM_PARTITIONS, config->num_partitions);
+  if (config->use_spmd_partitioning)
+    tt_proto_write_bool_field(&build, TT_BUILD_OPTIONS_USE_SPMD_PARTITIONING, 1);
+  if (config->device_assignment) write_device_assignment(&build, config);
   tt_proto_write_message_field(&options, TT_COMPILE_OPTIONS_EXECUTABLE_BUILD_OPTIONS, &build);
   if (config->portable)
     tt_proto_write_bool_field(&options, TT_COMPILE_OPTIONS_COMPILE_PORTABLE_EXECUTABLE, 1);

@@ -49,11 +49,17 @@ void tt_proto_write_message_field(tt_proto_writer_t *w, uint32_t field,
 
 /* Serialises `config` as an xla.CompileOptionsProto:
  *   executable_build_options (3) { device_ordinal (1), num_replicas (4),
- *                                  num_partitions (5) }
+ *                                  num_partitions (5),
+ *                                  use_spmd_partitioning (6), only when set,
+ *                                  device_assignment (9), only when given:
+ *                                    { replica_count (1), computation_count (2),
+ *                                      computation_devices (3) per partition
+ *                                        { replica_device_ids (1) per replica } } }
  *   compile_portable_executable (4), only when set.
  * Every field is written explicitly, so the result is never empty. On
  * success *out_bytes is malloc'ed (caller frees) and *out_size > 0. Fails
- * with TT_INVALID_ARGUMENT for counts below 1, TT_RESOURCE_EXHAUSTED when out
+ * with TT_INVALID_ARGUMENT for counts below 1 or a device assignment with a
+ * negative or repeated id, TT_RESOURCE_EXHAUSTED when out
  * of memory. */
 tt_status_t tt_pjrt_compile_options_encode(const tt_pjrt_compile_config_t *config,
                                            uint8_t **out_bytes, size_t *out_size);

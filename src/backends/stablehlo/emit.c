@@ -677,6 +677,13 @@ static const char *const tt_shlo_lowering_[] = {
     [TT_OP_BITCAST] = "bitcast_convert + reshape",
     [TT_OP_SPECIAL] = "chlo.zeta, or custom_call @torchtpu.special.<op>",
     [TT_OP_FFT] = "fft (FFT/IFFT/RFFT/IRFFT on the last dim) scaled through real/imag",
+    [TT_OP_ALL_REDUCE] = "all_reduce with an add/multiply/maximum/minimum/or/and region",
+    [TT_OP_ALL_GATHER] = "all_gather",
+    [TT_OP_REDUCE_SCATTER] = "reduce_scatter with a reduction region",
+    [TT_OP_ALL_TO_ALL] = "all_to_all",
+    [TT_OP_COLLECTIVE_PERMUTE] = "collective_permute (source_target_pairs)",
+    [TT_OP_SPMD_FULL_TO_SHARD] = "custom_call @Sharding + @SPMDFullToShardShape ({manual})",
+    [TT_OP_SPMD_SHARD_TO_FULL] = "custom_call @Sharding ({manual}) + @SPMDShardToFullShape",
 };
 _Static_assert(sizeof(tt_shlo_lowering_) / sizeof(tt_shlo_lowering_[0]) == TT_OP_COUNT,
                "every IR op needs a StableHLO lowering entry");
@@ -823,6 +830,15 @@ static tt_shv_t tt_shlo_lower_instr(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
     case TT_OP_LINALG:
     case TT_OP_SPECIAL:
       return tt_shlo_lower_custom(c, ins);
+    case TT_OP_ALL_REDUCE:
+    case TT_OP_ALL_GATHER:
+    case TT_OP_REDUCE_SCATTER:
+    case TT_OP_ALL_TO_ALL:
+    case TT_OP_COLLECTIVE_PERMUTE:
+      return tt_shlo_lower_collective(c, ins);
+    case TT_OP_SPMD_FULL_TO_SHARD:
+    case TT_OP_SPMD_SHARD_TO_FULL:
+      return tt_shlo_lower_spmd_manual(c, ins);
     case TT_OP_COUNT:
       break;
   }
@@ -855,24 +871,37 @@ tt_status_t tt_stablehlo_emit_graph(const tt_graph_t *g, const char *module_name
   if (!vals) return tt_status_make(TT_RESOURCE_EXHAUSTED, "stablehlo: out of memory");
   for (int32_t i = 0; i < g->num_instrs; ++i) vals[i] = -1;
   const char *name = module_name ? module_name : "torchtpu";
+  tt_shlo_spmd_t spmd;
+  tt_status_t sst = tt_shlo_spmd_scan(g, &spmd);
+  if (sst) {
+    free(vals);
+    return sst;
+  }
   tt_shlo_printf(&c, "module @\"");
   for (const char *p = name; *p; ++p)
     tt_shlo_printf(&c, (*p == '"' || *p == '\\' || (unsigned char)*p < 32) ? "_" : "%c", *p);
-  tt_shlo_printf(&c, "\" {\n  func.func @main(");
+  tt_shlo_printf(&c, "\"");
+  if (spmd.num_partitions > 1 || spmd.num_replicas > 1)
+    tt_shlo_printf(&c, " attributes {mhlo.num_partitions = %d : i32, mhlo.num_replicas = %d : i32}",
+                   (int)spmd.num_partitions, (int)spmd.num_replicas);
+  tt_shlo_printf(&c, " {\n  func.func @main(");
   for (int32_t k = 0; k < g->num_inputs; ++k) {
     const tt_instr_t *in = &g->instrs[g->input_instr[k]];
     tt_shlo_printf(&c, "%s%%arg%d: ", k ? ", " : "", k);
     tt_shlo_type(&c, in->dtype, &in->shape);
+    if (spmd.sharded) tt_shlo_sharding_attr(&c, in->sharding);
     vals[g->input_instr[k]] = tt_shlo_new_value(&c, -k - 1, -1, in->dtype, &in->shape);
   }
   tt_shlo_printf(&c, ") -> ");
-  if (g->num_outputs != 1) tt_shlo_printf(&c, "(");
+  int paren = g->num_outputs != 1 || spmd.sharded;
+  if (paren) tt_shlo_printf(&c, "(");
   for (int32_t r = 0; r < g->num_outputs; ++r) {
     const tt_instr_t *in = &g->instrs[g->output_instr[r]];
     if (r) tt_shlo_printf(&c, ", ");
     tt_shlo_type(&c, in->dtype, &in->shape);
+    if (spmd.sharded) tt_shlo_sharding_attr(&c, in->sharding);
   }
-  if (g->num_outputs != 1) tt_shlo_printf(&c, ")");
+  if (paren) tt_shlo_printf(&c, ")");
   tt_shlo_printf(&c, " {\n");
   c.indent = 2;
   for (int32_t i = 0; i < g->num_instrs && !c.err; ++i) {
@@ -906,6 +935,10 @@ tt_status_t tt_stablehlo_emit_graph(const tt_graph_t *g, const char *module_name
                              tt_op_name(in->op), i, have, want);
       break;
     }
+    /* An annotated intermediate: the annotation is an identity custom call
+     * the partitioner reads (as XLA's own frontends write it). */
+    if (in->sharding) v = tt_shlo_sharding_call(&c, v, in->sharding);
+    if (v < 0) break;
     vals[i] = v;
   }
   if (!c.err) {
@@ -1066,6 +1099,7 @@ tt_status_t tt_stablehlo_emit(tt_node_t *const *roots, int32_t num_roots, char *
     in->num_iattrs = n->num_iattrs;
     memcpy(in->iattrs, n->iattrs, sizeof(in->iattrs));
     memcpy(in->fattrs, n->fattrs, sizeof(in->fattrs));
+    in->sharding = n->sharding;
     in->input_index = -1;
     if (n->op == TT_OP_PARAM || n->op == TT_OP_SCALAR) {
       in->input_index = g->num_inputs;

@@ -39,6 +39,7 @@ typedef struct tt_shlo_s {
   tt_shv_info_t *vals;
   int32_t num_vals, cap_vals;
   tt_status_t err; /* first failure, owned */
+  int64_t channels; /* channel handles given out so far (emit_spmd.c) */
 } tt_shlo_t;
 
 /* ---- text and errors (emit.c) ---- */
@@ -185,5 +186,27 @@ tt_shv_t tt_shlo_lower_custom(tt_shlo_t *c, const tt_shlo_instr_t *ins);
  * combiner body name (NULL = replace). src is sliced to idx's extent. */
 tt_shv_t tt_shlo_scatter_dim(tt_shlo_t *c, tt_shv_t base, int64_t dim, tt_shv_t idx,
                              tt_shv_t src, const char *body);
+
+/* ---- SPMD: shardings and collectives (emit_spmd.c) ---- */
+typedef struct tt_shlo_spmd_s {
+  int sharded;            /* some instruction carries a sharding */
+  int32_t num_partitions; /* the shardings' device count (1 when none) */
+  int32_t num_replicas;   /* 1 + the largest replica id of any collective's groups */
+} tt_shlo_spmd_t;
+/* Scans g's shardings and collectives; TT_INVALID_ARGUMENT when shardings
+ * disagree on the device count. */
+tt_status_t tt_shlo_spmd_scan(const tt_graph_t *g, tt_shlo_spmd_t *out);
+/* Writes ` {mhlo.sharding = "..."}` for an argument or result: sh's text,
+ * or {replicated} when sh is NULL. */
+void tt_shlo_sharding_attr(tt_shlo_t *c, const tt_sharding_t *sh);
+/* v annotated: custom_call @Sharding with mhlo.sharding = sh's text. */
+tt_shv_t tt_shlo_sharding_call(tt_shlo_t *c, tt_shv_t v, const tt_sharding_t *sh);
+/* 1 + the largest device id named by a collective's replica groups in g (1
+ * when g has none). */
+int32_t tt_shlo_collective_replicas(const tt_graph_t *g);
+tt_shv_t tt_shlo_lower_collective(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+/* SPMD_FULL_TO_SHARD / SHARD_TO_FULL: the @Sharding + @SPMDFullToShardShape
+ * (@SPMDShardToFullShape) custom-call pairs of XLA's manual regions. */
+tt_shv_t tt_shlo_lower_spmd_manual(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 
 #endif /* TORCHTPU_BACKENDS_STABLEHLO_EMIT_INTERNAL_H_ */

@@ -1,0 +1,4 @@
+"""torch_xla.distributed.spmd.xla_sharding: the module PyTorch/XLA defines
+the sharding API in; the same names as torch_xla.distributed.spmd."""
+from torch_xla.distributed.spmd import *  # noqa: F401,F403
+from torch_xla.distributed.spmd import reapply_shardings  # noqa: F401

@@ -1,0 +1,151 @@
+"""Collective ops recorded in the lazy graph (xm.all_reduce, all_gather,
+reduce_scatter, all_to_all, collective_permute).
+
+Each becomes one IR op (tt_op_t ALL_REDUCE, ..., include/torchtpu/ir.h)
+with its replica groups as attributes, and lowers to the StableHLO
+collective of the same name (docs/stablehlo.md). The engine's own CPU
+backend runs them with one participant per group (this single-process
+runtime, xr.world_size() == 1), where each is an identity copy; bigger
+groups fail when executed there with NotImplementedError and run through a
+PJRT plugin (torchtpu.spmd.run_replicated).
+"""
+import torch
+
+from torchtpu import _C, bridge
+from torchtpu.lowering import core
+
+REDUCE_SUM = "sum"
+REDUCE_MUL = "mul"
+REDUCE_AND = "and"
+REDUCE_OR = "or"
+REDUCE_MIN = "min"
+REDUCE_MAX = "max"
+
+_REDUCE_CODES = {
+    REDUCE_SUM: core.RED_SUM, REDUCE_MUL: core.RED_PROD, REDUCE_MAX: core.RED_MAX,
+    REDUCE_MIN: core.RED_MIN, REDUCE_OR: core.RED_ANY, REDUCE_AND: core.RED_ALL,
+}
+_MAX_IDS = 32 - core.COLLECTIVE_HEADER  # TT_MAX_IATTRS
+
+
+def _world_size():
+    import torch_xla.runtime as xr
+    return xr.world_size()
+
+
+def _reduce_code(reduce_type):
+    code = _REDUCE_CODES.get(reduce_type)
+    if code is None:
+        raise ValueError(f"Invalid reduce type {reduce_type!r}; expected one of "
+                         f"{sorted(_REDUCE_CODES)} (xm.REDUCE_SUM, ...)")
+    return code
+
+
+def _groups(groups, what):
+    """(group_size, flat ids) of PyTorch/XLA's groups (a list of lists of
+    replica ids, or None for one group of every replica)."""
+    if groups is None or len(groups) == 0:
+        return 1, []
+    groups = [[int(r) for r in g] for g in groups]
+    size = len(groups[0])
+    if size == 0 or any(len(g) != size for g in groups):
+        raise ValueError(f"{what}: replica groups must all have the same, nonzero size, got "
+                         f"{groups}")
+    ids = [r for g in groups for r in g]
+    if len(ids) > _MAX_IDS:
+        raise ValueError(f"{what}: at most {_MAX_IDS} replica ids in groups, got {len(ids)}")
+    return size, ids
+
+
+def _channel():
+    """In SPMD mode (xr.use_spmd()) collectives are SPMD collectives: a
+    channel (numbered by the emitter) and groups of global device ids, as
+    inside manual regions (xs.enable_manual_sharding); else cross-replica."""
+    import torch_xla.runtime as xr
+    return 1 if xr.is_spmd() else 0
+
+
+def _record(opcode, t, a, b, c, groups, what, channel_id=None):
+    if not isinstance(t, torch.Tensor) or t.device.type != "xla":
+        raise TypeError(f"{what} expects tensors on an xla device, got "
+                        f"{getattr(t, 'device', type(t).__name__)}")
+    size, ids = groups
+    if channel_id is None:
+        channel_id = _channel()
+    h = bridge.handle_of(t)
+    out = _C.op(opcode, [h], (int(a), int(b), int(c), int(channel_id), size, *ids), (),
+                h.device)
+    return bridge.wrap_user(out)
+
+
+def _scaled(t, scale):
+    return t if scale == 1.0 else t * scale
+
+
+def all_reduce(reduce_type, inputs, scale=1.0, groups=None, pin_layout=True):
+    """Reduces inputs over the replicas of each group, then multiplies by
+    scale. A tensor gives a new tensor; a list of tensors is updated in place
+    and returned. pin_layout is accepted and ignored (layouts are the
+    compiler's)."""
+    code = _reduce_code(reduce_type)
+    g = _groups(groups, "all_reduce")
+    if isinstance(inputs, torch.Tensor):
+        return _scaled(_record(core.ALL_REDUCE, inputs, code, 0, 0, g, "all_reduce"), scale)
+    for t in inputs:
+        t.copy_(_scaled(_record(core.ALL_REDUCE, t, code, 0, 0, g, "all_reduce"), scale))
+    return inputs
+
+
+def all_gather(value, dim=0, groups=None, output=None, pin_layout=True):
+    """Concatenates value of every replica of the group along dim."""
+    g = _groups(groups, "all_gather")
+    shard_count = g[0] if g[1] else _world_size()
+    dim = dim % max(value.dim(), 1)
+    r = _record(core.ALL_GATHER, value, dim, shard_count, 0, g, "all_gather")
+    if output is not None:
+        output.copy_(r)
+        return output
+    return r
+
+
+def reduce_scatter(reduce_type, input, scale, scatter_dim, shard_count, groups=None,
+                   output=None, pin_layout=True):
+    """Reduces input over the group and leaves each replica its
+    1/shard_count slice along scatter_dim, times scale."""
+    code = _reduce_code(reduce_type)
+    g = _groups(groups, "reduce_scatter")
+    if isinstance(input, (list, tuple)):
+        raise NotImplementedError("reduce_scatter of a list of tensors is not supported")
+    dim = scatter_dim % max(input.dim(), 1)
+    r = _scaled(_record(core.REDUCE_SCATTER, input, code, dim, shard_count, g,
+                        "reduce_scatter"), scale)
+    if output is not None:
+        output.copy_(r)
+        return output
+    return r
+
+
+def all_to_all(value, split_dimension, concat_dimension, split_count, groups=None,
+               pin_layout=True):
+    """Splits value into split_count pieces along split_dimension, sends
+    piece i to replica i of the group, concatenates what arrives along
+    concat_dimension."""
+    g = _groups(groups, "all_to_all")
+    rank = max(value.dim(), 1)
+    return _record(core.ALL_TO_ALL, value, split_dimension % rank, concat_dimension % rank,
+                   split_count, g, "all_to_all")
+
+
+def collective_permute(value, pairs):
+    """Sends value from each pair's source replica to its target; a replica
+    that no pair targets receives zeros."""
+    flat = []
+    for p in pairs:
+        if len(p) != 2:
+            raise ValueError(f"collective_permute: pairs must be (source, target), got {p!r}")
+        flat += [int(p[0]), int(p[1])]
+    if len(flat) > _MAX_IDS:
+        raise ValueError(f"collective_permute: at most {_MAX_IDS // 2} pairs, got "
+                         f"{len(flat) // 2}")
+    return _record(core.COLLECTIVE_PERMUTE, value, len(flat) // 2, 0, 0, (2, flat),
+                   "collective_permute")
