@@ -14,6 +14,10 @@
  * sums over images into min(N, 4) partial buffers (image n goes to n % 4)
  * that are added in order, so it does not depend on the thread count.
  *
+ * Several images with small output planes (at most 256 positions) take
+ * conv_batched.c instead: one GEMM per chunk of images, so a 1x1 output
+ * plane is not a one-column GEMM that repacks the whole weight.
+ *
  * Convolutions with one input channel per group (depthwise, and plain
  * convolutions of single-channel inputs) use direct loops instead: their
  * GEMMs would be one row tall; F64 uses plain direct loops throughout.
@@ -283,13 +287,12 @@ static void tt_conv_pack_bwd_w_padded(const void *arg, int64_t p0, int64_t pc,
   }
 }
 
-/* gx[c][ih][iw] += col[...] for Cg channels of an f32 image gradient. */
-static void tt_col2im_add(const tt_conv_geom_t *g, const float *col, float *gx) {
-  int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
+void tt_conv_col2im_add(const tt_conv_geom_t *g, const float *col, int64_t ld, float *gx) {
+  int64_t HW = g->H * g->W;
   for (int64_t c = 0; c < g->Cg; ++c) {
     for (int64_t i = 0; i < g->KH; ++i) {
       for (int64_t j = 0; j < g->KW; ++j) {
-        const float *src = col + ((c * g->KH + i) * g->KW + j) * OHW;
+        const float *src = col + ((c * g->KH + i) * g->KW + j) * ld;
         int64_t ohlo, ohhi, owlo, owhi;
         tt_conv_range(g->OH, g->sh, i * g->dh - g->ph, g->H, &ohlo, &ohhi);
         tt_conv_range(g->OW, g->sw, j * g->dw - g->pw, g->W, &owlo, &owhi);
@@ -352,7 +355,7 @@ static void tt_conv_images_range(void *arg, int64_t begin, int64_t end) {
         break;
       }
       if (c->kind == TT_CONV_BWD_IN && !pointwise) {
-        tt_col2im_add(g, col, dst + gi * g->Cg * HW);
+        tt_conv_col2im_add(g, col, OHW, dst + gi * g->Cg * HW);
       }
     }
     if (!out_f32) tt_store_f32(tmp, img, c->out->data, c->out->dtype, n * img);
@@ -467,26 +470,35 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
     tt_parallel_for(items, 1, tt_conv_f64_range, c);
     return NULL;
   }
+  int batched = g->Cg > 1 && tt_conv_use_batched(g);
+  int64_t units = g->N; /* images, or chunks of images (batched) */
+  if (batched) {
+    c->chunk_imgs = tt_conv_batch_images(g);
+    units = (g->N + c->chunk_imgs - 1) / c->chunk_imgs;
+  }
   if (g->Cg == 1) {
     tt_parallel_for(items, 1, tt_conv_direct_range_fn(g, c->kind), c);
   } else if (c->kind != TT_CONV_BWD_W) {
-    int batch_parallel = g->N >= 4 * nt || (g->N >= nt && g->N % nt == 0);
-    c->inner_parallel = !batch_parallel;
-    tt_parallel_for(g->N, 1,
-                    c->kind == TT_CONV_FWD ? tt_conv_forward_range : tt_conv_images_range, c);
+    int outer = units >= 4 * nt || (units >= nt && units % nt == 0);
+    c->inner_parallel = !outer;
+    tt_range_fn_t fn = batched ? tt_conv_batched_range
+                       : c->kind == TT_CONV_FWD ? tt_conv_forward_range
+                                                : tt_conv_images_range;
+    tt_parallel_for(units, 1, fn, c);
   } else {
-    c->nparts = tt_min64(g->N, 4);
+    c->nparts = tt_min64(units, 4);
     int64_t per = g->O * g->K;
     c->partials = (float *)tt_scratch_alloc((size_t)(c->nparts * per) * sizeof(float));
     if (!c->partials) {
       return tt_status_make(TT_RESOURCE_EXHAUSTED,
                             "conv2d_backward_weight: out of memory");
     }
+    tt_range_fn_t fn = batched ? tt_conv_batched_w_range : tt_conv_bwd_w_range;
     c->inner_parallel = c->nparts == 1;
     if (c->nparts == 1) {
-      tt_conv_bwd_w_range(c, 0, 1);
+      fn(c, 0, 1);
     } else {
-      tt_parallel_for(c->nparts, 1, tt_conv_bwd_w_range, c);
+      tt_parallel_for(c->nparts, 1, fn, c);
     }
     for (int64_t p = 1; p < c->nparts; ++p) {
       const float *src = c->partials + p * per;

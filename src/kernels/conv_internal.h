@@ -1,7 +1,8 @@
 /* Internal to the conv2d kernels (conv.c: geometry, backward GEMM paths,
  * entry points; conv_fwd.c: forward GEMM path on phase planes;
- * conv_direct.c: direct loops for one input channel per group and for
- * F64). Not part of the public API. */
+ * conv_batched.c: all three passes with several images per GEMM, for small
+ * output planes; conv_direct.c: direct loops for one input channel per
+ * group and for F64). Not part of the public API. */
 #ifndef TORCHTPU_KERNELS_CONV_INTERNAL_H_
 #define TORCHTPU_KERNELS_CONV_INTERNAL_H_
 
@@ -25,6 +26,7 @@ typedef struct tt_conv_ctx_s {
   tt_view_t *out;       /* out / grad_x / grad_w */
   int inner_parallel;   /* GEMMs may use the pool */
   int64_t nparts;       /* BWD_W: partial buffers */
+  int64_t chunk_imgs;   /* batched path: images per GEMM */
   float *partials;      /* BWD_W: [nparts, O*K] */
   _Atomic int failed;   /* set by a range that could not allocate */
 } tt_conv_ctx_t;
@@ -84,5 +86,27 @@ void tt_conv_force_portable_for_test(int on);
  * GEMM (conv_fwd.c); sets ctx->failed if it cannot allocate. */
 void tt_conv_forward_range(void *arg, int64_t begin, int64_t end);
 void tt_conv_f64_range(void *arg, int64_t begin, int64_t end);
+
+/* gx[c][ih][iw] += col[k][p] over the taps k = (c, i, j) of Cg channels of
+ * one f32 image gradient; col rows are ld floats apart, p = oh*OW + ow
+ * (conv.c). */
+void tt_conv_col2im_add(const tt_conv_geom_t *g, const float *col, int64_t ld, float *gx);
+
+/* Batched path (conv_batched.c), for the f32 class with Cg > 1.
+ * tt_conv_use_batched says whether g takes it (several images and an
+ * output plane of at most 256 positions, unless a test forced it);
+ * tt_conv_batch_images is the chunk size to store in ctx->chunk_imgs
+ * (images per GEMM, >= 1, fixed by g alone so results do not depend on
+ * the thread count). tt_conv_batched_range runs FWD or BWD_IN over image
+ * chunks [begin, end); tt_conv_batched_w_range runs BWD_W into
+ * ctx->partials [begin, end) (partial q sums chunks q, q + nparts, ...).
+ * Both set ctx->failed if they cannot allocate. */
+int tt_conv_use_batched(const tt_conv_geom_t *g);
+int64_t tt_conv_batch_images(const tt_conv_geom_t *g);
+void tt_conv_batched_range(void *arg, int64_t begin, int64_t end);
+void tt_conv_batched_w_range(void *arg, int64_t begin, int64_t end);
+/* Tests: mode 1 sends every f32-class Cg > 1 convolution down the batched
+ * path, 0 none, -1 restores the size rule. */
+void tt_conv_force_batched_for_test(int mode);
 
 #endif /* TORCHTPU_KERNELS_CONV_INTERNAL_H_ */
