@@ -287,7 +287,10 @@ static void tt_conv_pack_bwd_w_padded(const void *arg, int64_t p0, int64_t pc,
   }
 }
 
-void tt_conv_col2im_add(const tt_conv_geom_t *g, const float *col, int64_t ld, float *gx) {
+/* gx[c][ih][iw] += col[k][p] over the taps k = (c, i, j) of Cg channels of
+ * one f32 image gradient; col rows are ld floats apart, p = oh*OW + ow. */
+static void tt_conv_col2im_add(const tt_conv_geom_t *g, const float *col, int64_t ld,
+                               float *gx) {
   int64_t HW = g->H * g->W;
   for (int64_t c = 0; c < g->Cg; ++c) {
     for (int64_t i = 0; i < g->KH; ++i) {

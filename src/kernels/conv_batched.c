@@ -16,20 +16,26 @@
  *   bwd input:     gcol (K x P)  = W[g]^T (K x Og) * go (Og x P), then col2im
  *   bwd weight:    gW[g] (Og x K) += go (Og x P) * col^T
  *
- * with grad_out gathered into an f32 (Og x P) staging matrix. Materialising
+ * with grad_out gathered into an f32 (Og x P) staging matrix. Taps that
+ * read only padding at every output position (all but the centre of a
+ * 3x3 kernel on a 1x1 plane) are left out of K. Materialising
  * costs K*P stores against Og*K*P multiply-adds, and the planes are small
  * by construction, so it stays in cache. F16/BF16 operands are widened to
  * f32 while gathering (the weight inside the GEMM's packs); results are
  * rounded once when stored.
  */
 #include <stdlib.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TT_CONV_BATCHED_X86 1
+#endif
 
 #include "kernels/conv_internal.h"
 
 /* Columns per GEMM the chunking aims for, and the largest im2col buffer
  * (floats) it allows unless one image alone needs more. */
-#define TT_CONV_BATCH_COLS 2048
-#define TT_CONV_BATCH_MAX_COL (1 << 22)
+#define TT_CONV_BATCH_COLS 512
+#define TT_CONV_BATCH_MAX_COL (1 << 18) /* 1 MiB: col stays in L2 */
 /* Output planes up to this many positions take the batched path. */
 #define TT_CONV_BATCH_MAX_OHW 256
 
@@ -46,44 +52,203 @@ int tt_conv_use_batched(const tt_conv_geom_t *g) {
 int64_t tt_conv_batch_images(const tt_conv_geom_t *g) {
   int64_t OHW = tt_max64(1, g->OH * g->OW);
   int64_t n = (TT_CONV_BATCH_COLS + OHW - 1) / OHW;
-  n = tt_min64(n, TT_CONV_BATCH_MAX_COL / tt_max64(1, g->K * OHW));
-  return tt_max64(1, tt_min64(n, g->N));
+  n = tt_max64(1, tt_min64(n, TT_CONV_BATCH_MAX_COL / tt_max64(1, g->K * OHW)));
+  if (n >= g->N) return tt_max64(1, g->N);
+  /* Equal chunks: a short last chunk would repack the weight for a few
+   * columns. */
+  int64_t chunks = (g->N + n - 1) / n;
+  return (g->N + chunks - 1) / chunks;
 }
 
-/* col (K x nimg*OHW) for images [n0, n0 + nimg), group gi. */
-static void tt_conv_im2col_images(const tt_conv_geom_t *g, const tt_view_t *x,
-                                  int64_t n0, int64_t nimg, int64_t gi, float *col) {
-  int64_t OHW = g->OH * g->OW, P = nimg * OHW, HW = g->H * g->W;
+/* ---- padded planes and window copies ---------------------------------------
+ * The chunk's input planes (and, for the input gradient, its gradient
+ * planes) sit in zero borders: plane (n, c) is Hp x Wp floats with
+ * Hp = H + 2*ph, Wp = W + 2*pw. Tap (i, j) of output row oh then reads
+ * padded row oh*sh + i*dh from column j*dw in steps of sw, always inside
+ * the plane, so an im2col row of one image is OH runs of OW floats with no
+ * bounds checks (one masked vector copy per run when OW <= 16). */
+
+typedef struct tt_conv_pads_s {
+  int64_t Hp, Wp, plane;
+  /* Taps i*KW + j that read inside the image at some output position
+   * (on a 1x1 plane with padding 1 only the centre of a 3x3 kernel):
+   * the others contribute nothing and are left out of the GEMMs, which
+   * then have Kv = Cg*ntap rows of col. */
+  int64_t ntap, Kv;
+  int64_t *tap;
+} tt_conv_pads_t;
+
+/* Returns 0 if it cannot allocate; release with tt_conv_pads_free. */
+static int tt_conv_pads_init(const tt_conv_geom_t *g, tt_conv_pads_t *p) {
+  p->Hp = g->H + 2 * g->ph;
+  p->Wp = g->W + 2 * g->pw;
+  p->plane = p->Hp * p->Wp;
+  p->ntap = 0;
+  p->tap = (int64_t *)malloc((size_t)(g->KH * g->KW) * sizeof(int64_t));
+  if (!p->tap) return 0;
+  for (int64_t i = 0; i < g->KH; ++i) {
+    int64_t hlo, hhi;
+    tt_conv_range(g->OH, g->sh, i * g->dh - g->ph, g->H, &hlo, &hhi);
+    for (int64_t j = 0; j < g->KW; ++j) {
+      int64_t wlo, whi;
+      tt_conv_range(g->OW, g->sw, j * g->dw - g->pw, g->W, &wlo, &whi);
+      if (hlo < hhi && wlo < whi) p->tap[p->ntap++] = i * g->KW + j;
+    }
+  }
+  p->Kv = g->Cg * p->ntap;
+  return 1;
+}
+
+static void tt_conv_pads_free(tt_conv_pads_t *p) {
+  free(p->tap);
+  p->tap = NULL;
+}
+
+/* wc (Og x Kv, f32) = the columns of group gi's weight for the kept taps;
+ * row holds one widened weight row (K floats). */
+static void tt_conv_compact_weight(const tt_conv_geom_t *g, const tt_conv_pads_t *pd,
+                                   const tt_view_t *w, int64_t gi, float *row, float *wc) {
+  int64_t KK = g->KH * g->KW;
+  for (int64_t o = 0; o < g->Og; ++o) {
+    tt_load_f32(w->data, w->dtype, (gi * g->Og + o) * g->K, 1, g->K, row);
+    float *d = wc + o * pd->Kv;
+    for (int64_t c = 0; c < g->Cg; ++c) {
+      for (int64_t t = 0; t < pd->ntap; ++t) d[c * pd->ntap + t] = row[c * KK + pd->tap[t]];
+    }
+  }
+}
+
+/* xpad[(n*Cg + c)*plane + ...] = channels gi*Cg.. of images [n0, n0 + nimg). */
+static void tt_conv_pad_images(const tt_conv_geom_t *g, const tt_conv_pads_t *pd,
+                               const tt_view_t *x, int64_t n0, int64_t nimg, int64_t gi,
+                               float *xpad) {
+  int64_t HW = g->H * g->W;
+  for (int64_t n = 0; n < nimg; ++n) {
+    for (int64_t c = 0; c < g->Cg; ++c) {
+      float *pl = xpad + (n * g->Cg + c) * pd->plane;
+      int64_t xoff = ((n0 + n) * g->C + gi * g->Cg + c) * HW;
+      memset(pl, 0, (size_t)(g->ph * pd->Wp) * sizeof(float));
+      for (int64_t ih = 0; ih < g->H; ++ih) {
+        float *d = pl + (ih + g->ph) * pd->Wp;
+        for (int64_t t = 0; t < g->pw; ++t) d[t] = d[g->pw + g->W + t] = 0.0f;
+        tt_load_f32(x->data, x->dtype, xoff + ih * g->W, 1, g->W, d + g->pw);
+      }
+      memset(pl + (g->ph + g->H) * pd->Wp, 0, (size_t)(g->ph * pd->Wp) * sizeof(float));
+    }
+  }
+}
+
+/* d[r*w + t] = s[r*ss + t*sw] for r < rows, t < w (d contiguous). */
+static void tt_conv_rows_copy_c(const float *s, int64_t ss, int64_t sw, int64_t w,
+                                int64_t rows, float *d) {
+  for (int64_t r = 0; r < rows; ++r, s += ss, d += w) {
+    for (int64_t t = 0; t < w; ++t) d[t] = s[t * sw];
+  }
+}
+
+/* d[r*ds + t*sw] += s[r*w + t] (s contiguous). */
+static void tt_conv_rows_add_c(const float *s, int64_t w, int64_t rows, float *d,
+                               int64_t ds, int64_t sw) {
+  for (int64_t r = 0; r < rows; ++r, s += w, d += ds) {
+    for (int64_t t = 0; t < w; ++t) d[t * sw] += s[t];
+  }
+}
+
+#ifdef TT_CONV_BATCHED_X86
+__attribute__((target("avx512f"))) static void tt_conv_rows_copy_avx512(
+    const float *s, int64_t ss, int64_t w, int64_t rows, float *d) {
+  __mmask16 m = (__mmask16)((1u << (w % 16)) - 1u);
+  for (int64_t r = 0; r < rows; ++r, s += ss, d += w) {
+    int64_t t = 0;
+    for (; t + 16 <= w; t += 16) _mm512_storeu_ps(d + t, _mm512_loadu_ps(s + t));
+    if (m) _mm512_mask_storeu_ps(d + t, m, _mm512_maskz_loadu_ps(m, s + t));
+  }
+}
+
+__attribute__((target("avx512f"))) static void tt_conv_rows_add_avx512(
+    const float *s, int64_t w, int64_t rows, float *d, int64_t ds) {
+  __mmask16 m = (__mmask16)((1u << (w % 16)) - 1u);
+  for (int64_t r = 0; r < rows; ++r, s += w, d += ds) {
+    int64_t t = 0;
+    for (; t + 16 <= w; t += 16) {
+      _mm512_storeu_ps(d + t, _mm512_add_ps(_mm512_loadu_ps(d + t), _mm512_loadu_ps(s + t)));
+    }
+    if (m) {
+      __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, d + t), _mm512_maskz_loadu_ps(m, s + t));
+      _mm512_mask_storeu_ps(d + t, m, v);
+    }
+  }
+}
+#endif
+
+/* col (Kv x nimg*OHW) from the padded planes of a chunk (kept taps only). */
+static void tt_conv_im2col_images(const tt_conv_geom_t *g, const tt_conv_pads_t *pd,
+                                  const float *xpad, int64_t nimg, int avx512, float *col) {
+  int64_t OHW = g->OH * g->OW, P = nimg * OHW, ss = g->sh * pd->Wp;
+  (void)avx512;
   int64_t k = 0;
   for (int64_t c = 0; c < g->Cg; ++c) {
-    for (int64_t i = 0; i < g->KH; ++i) {
-      for (int64_t j = 0; j < g->KW; ++j, ++k) {
-        int64_t ih0 = i * g->dh - g->ph, iw0 = j * g->dw - g->pw;
-        int64_t ohlo, ohhi, owlo, owhi;
-        tt_conv_range(g->OH, g->sh, ih0, g->H, &ohlo, &ohhi);
-        tt_conv_range(g->OW, g->sw, iw0, g->W, &owlo, &owhi);
-        if (owlo >= owhi) ohhi = ohlo; /* no column of this tap is inside */
+    for (int64_t t = 0; t < pd->ntap; ++t, ++k) {
+      int64_t i = pd->tap[t] / g->KW, j = pd->tap[t] % g->KW;
+      {
         for (int64_t n = 0; n < nimg; ++n) {
-          float *row = col + k * P + n * OHW;
-          int64_t xoff = ((n0 + n) * g->C + gi * g->Cg + c) * HW;
-          memset(row, 0, (size_t)(ohlo * g->OW) * sizeof(float));
-          for (int64_t oh = ohlo; oh < ohhi; ++oh) {
-            float *d = row + oh * g->OW;
-            int64_t src = xoff + (oh * g->sh + ih0) * g->W + owlo * g->sw + iw0;
-            int64_t len = owhi - owlo;
-            for (int64_t t = 0; t < owlo; ++t) d[t] = 0.0f;
-            if (g->sw == 1 && x->dtype == TT_F32) {
-              memcpy(d + owlo, (const float *)x->data + src, (size_t)len * sizeof(float));
-            } else if (x->dtype == TT_F32) {
-              const float *s = (const float *)x->data + src;
-              for (int64_t t = 0; t < len; ++t) d[owlo + t] = s[t * g->sw];
-            } else {
-              tt_load_f32(x->data, x->dtype, src, g->sw, len, d + owlo);
-            }
-            for (int64_t t = owhi; t < g->OW; ++t) d[t] = 0.0f;
+          const float *s = xpad + (n * g->Cg + c) * pd->plane + i * g->dh * pd->Wp + j * g->dw;
+          float *d = col + k * P + n * OHW;
+#ifdef TT_CONV_BATCHED_X86
+          if (avx512 && g->sw == 1) {
+            tt_conv_rows_copy_avx512(s, ss, g->OW, g->OH, d);
+            continue;
           }
-          memset(row + ohhi * g->OW, 0, (size_t)((g->OH - ohhi) * g->OW) * sizeof(float));
+#endif
+          tt_conv_rows_copy_c(s, ss, g->sw, g->OW, g->OH, d);
         }
+      }
+    }
+  }
+}
+
+/* gxpad += col2im(gcol) for a chunk: the transpose of tt_conv_im2col_images. */
+static void tt_conv_col2im_images(const tt_conv_geom_t *g, const tt_conv_pads_t *pd,
+                                  const float *gcol, int64_t nimg, int avx512, float *gxpad) {
+  int64_t OHW = g->OH * g->OW, P = nimg * OHW, ds = g->sh * pd->Wp;
+  (void)avx512;
+  int64_t k = 0;
+  for (int64_t c = 0; c < g->Cg; ++c) {
+    for (int64_t t = 0; t < pd->ntap; ++t, ++k) {
+      int64_t i = pd->tap[t] / g->KW, j = pd->tap[t] % g->KW;
+      {
+        for (int64_t n = 0; n < nimg; ++n) {
+          float *d = gxpad + (n * g->Cg + c) * pd->plane + i * g->dh * pd->Wp + j * g->dw;
+          const float *s = gcol + k * P + n * OHW;
+#ifdef TT_CONV_BATCHED_X86
+          if (avx512 && g->sw == 1) {
+            tt_conv_rows_add_avx512(s, g->OW, g->OH, d, ds);
+            continue;
+          }
+#endif
+          tt_conv_rows_add_c(s, g->OW, g->OH, d, ds, g->sw);
+        }
+      }
+    }
+  }
+}
+
+/* Stores the interior of the chunk's gradient planes into channels gi*Cg..
+ * of grad_x (rounded once to its dtype). */
+static void tt_conv_unpad_images(const tt_conv_geom_t *g, const tt_conv_pads_t *pd,
+                                 const float *gxpad, int64_t n0, int64_t nimg, int64_t gi,
+                                 tt_view_t *gx) {
+  int64_t HW = g->H * g->W;
+  for (int64_t n = 0; n < nimg; ++n) {
+    for (int64_t c = 0; c < g->Cg; ++c) {
+      const float *pl = gxpad + (n * g->Cg + c) * pd->plane + g->ph * pd->Wp + g->pw;
+      int64_t off = ((n0 + n) * g->C + gi * g->Cg + c) * HW;
+      if (g->pw == 0) {
+        tt_store_f32(pl, HW, gx->data, gx->dtype, off);
+        continue;
+      }
+      for (int64_t ih = 0; ih < g->H; ++ih) {
+        tt_store_f32(pl + ih * pd->Wp, g->W, gx->data, gx->dtype, off + ih * g->W);
       }
     }
   }
@@ -105,38 +270,41 @@ static void tt_conv_gather_go(const tt_conv_geom_t *g, const tt_view_t *go,
 void tt_conv_batched_range(void *arg, int64_t begin, int64_t end) {
   tt_conv_ctx_t *c = (tt_conv_ctx_t *)arg;
   const tt_conv_geom_t *g = &c->g;
-  int64_t OHW = g->OH * g->OW, HW = g->H * g->W, img = g->C * HW;
-  int64_t per = c->chunk_imgs, Pmax = per * OHW;
-  int fwd = c->kind == TT_CONV_FWD;
-  int out_f32 = c->out->dtype == TT_F32;
-  float *col = (float *)tt_scratch_alloc((size_t)(g->K * Pmax) * sizeof(float));
+  tt_conv_pads_t pd;
+  if (!tt_conv_pads_init(g, &pd)) {
+    c->failed = 1;
+    return;
+  }
+  int64_t OHW = g->OH * g->OW, per = c->chunk_imgs, Pmax = per * OHW;
+  int fwd = c->kind == TT_CONV_FWD, avx512 = tt_conv_cpu_avx512();
+  int compact = pd.ntap < g->KH * g->KW;
+  float *col = (float *)tt_scratch_alloc((size_t)(pd.Kv * Pmax + 1) * sizeof(float));
   float *stage = (float *)tt_scratch_alloc((size_t)(g->Og * Pmax) * sizeof(float));
-  float *tmp = fwd || out_f32 ? NULL
-                              : (float *)tt_scratch_alloc((size_t)(per * img) * sizeof(float));
-  if (!col || !stage || (!fwd && !out_f32 && !tmp)) {
+  /* input planes (forward) or input-gradient planes (backward) */
+  float *pad = (float *)tt_scratch_alloc((size_t)(per * g->Cg * pd.plane) * sizeof(float));
+  float *wc = compact ? (float *)tt_scratch_alloc((size_t)(g->Og * pd.Kv + g->K) * sizeof(float))
+                      : NULL;
+  if (!col || !stage || !pad || (compact && !wc)) {
     c->failed = 1;
     goto done;
   }
   const tt_view_t *w = c->w;
   size_t es = tt_dtype_size(w->dtype);
-  for (int64_t chunk = begin; chunk < end; ++chunk) {
-    int64_t n0 = chunk * per, nimg = tt_min64(per, g->N - n0), P = nimg * OHW;
-    float *gx = NULL;
-    if (!fwd) {
-      gx = out_f32 ? (float *)c->out->data + n0 * img : tmp;
-      memset(gx, 0, (size_t)(nimg * img) * sizeof(float));
-    }
-    for (int64_t gi = 0; gi < g->G; ++gi) {
+  for (int64_t gi = 0; gi < g->G; ++gi) {
+    if (compact) tt_conv_compact_weight(g, &pd, w, gi, wc + g->Og * pd.Kv, wc);
+    for (int64_t chunk = begin; chunk < end; ++chunk) {
+      int64_t n0 = chunk * per, nimg = tt_min64(per, g->N - n0), P = nimg * OHW;
       tt_sgemm_args_t a = {0};
-      a.a = (const char *)w->data + (size_t)(gi * g->Og * g->K) * es;
-      a.a_dtype = w->dtype;
+      a.a = compact ? (const void *)wc : (const char *)w->data + (size_t)(gi * g->Og * g->K) * es;
+      a.a_dtype = compact ? TT_F32 : w->dtype;
       a.b_dtype = TT_F32;
       if (fwd) {
-        tt_conv_im2col_images(g, c->x, n0, nimg, gi, col);
+        tt_conv_pad_images(g, &pd, c->x, n0, nimg, gi, pad);
+        tt_conv_im2col_images(g, &pd, pad, nimg, avx512, col);
         a.m = g->Og;
         a.n = P;
-        a.k = g->K;
-        a.rsa = g->K;
+        a.k = pd.Kv;
+        a.rsa = pd.Kv;
         a.csa = 1;
         a.b = col;
         a.rsb = P;
@@ -145,66 +313,89 @@ void tt_conv_batched_range(void *arg, int64_t begin, int64_t end) {
         a.ldc = P;
       } else {
         tt_conv_gather_go(g, c->go, n0, nimg, gi, stage);
-        a.m = g->K;
+        a.m = pd.Kv;
         a.n = P;
         a.k = g->Og;
         a.rsa = 1;
-        a.csa = g->K;
+        a.csa = pd.Kv;
         a.b = stage;
         a.rsb = P;
         a.csb = 1;
         a.c = col;
         a.ldc = P;
       }
-      tt_status_t st = tt_sgemm(&a, c->inner_parallel);
-      if (st) {
-        tt_status_free(st);
-        c->failed = 1;
-        goto done;
+      if (fwd && pd.Kv == 0) {
+        memset(stage, 0, (size_t)(g->Og * P) * sizeof(float)); /* every tap reads padding */
+      } else if (pd.Kv > 0) {
+        tt_status_t st = tt_sgemm(&a, c->inner_parallel);
+        if (st) {
+          tt_status_free(st);
+          c->failed = 1;
+          goto done;
+        }
       }
-      for (int64_t n = 0; n < nimg; ++n) {
-        if (fwd) {
+      if (fwd) {
+        for (int64_t n = 0; n < nimg; ++n) {
           for (int64_t o = 0; o < g->Og; ++o) {
             tt_store_f32(stage + o * P + n * OHW, OHW, c->out->data, c->out->dtype,
                          ((n0 + n) * g->O + gi * g->Og + o) * OHW);
           }
-        } else {
-          tt_conv_col2im_add(g, col + n * OHW, P, gx + n * img + gi * g->Cg * HW);
         }
+      } else {
+        memset(pad, 0, (size_t)(nimg * g->Cg * pd.plane) * sizeof(float));
+        tt_conv_col2im_images(g, &pd, col, nimg, avx512, pad);
+        tt_conv_unpad_images(g, &pd, pad, n0, nimg, gi, c->out);
       }
     }
-    if (!fwd && !out_f32) tt_store_f32(tmp, nimg * img, c->out->data, c->out->dtype, n0 * img);
   }
 done:
   tt_scratch_free(col);
   tt_scratch_free(stage);
-  tt_scratch_free(tmp);
+  tt_scratch_free(pad);
+  tt_scratch_free(wc);
+  tt_conv_pads_free(&pd);
 }
 
 /* Backward-weight into partial buffers [begin, end): partial q sums the
- * chunks q, q + nparts, ... */
+ * chunks q, q + nparts, ... With taps left out, the GEMM fills a compact
+ * (Og x Kv) gradient that is scattered into the full one (zero at the
+ * other taps). */
 void tt_conv_batched_w_range(void *arg, int64_t begin, int64_t end) {
   tt_conv_ctx_t *c = (tt_conv_ctx_t *)arg;
   const tt_conv_geom_t *g = &c->g;
-  int64_t OHW = g->OH * g->OW, per = c->chunk_imgs, Pmax = per * OHW;
+  tt_conv_pads_t pd;
+  if (!tt_conv_pads_init(g, &pd)) {
+    c->failed = 1;
+    return;
+  }
+  int64_t OHW = g->OH * g->OW, per = c->chunk_imgs, Pmax = per * OHW, KK = g->KH * g->KW;
   int64_t nchunks = (g->N + per - 1) / per;
-  float *col = (float *)tt_scratch_alloc((size_t)(g->K * Pmax) * sizeof(float));
+  int avx512 = tt_conv_cpu_avx512();
+  int compact = pd.ntap < KK;
+  float *col = (float *)tt_scratch_alloc((size_t)(pd.Kv * Pmax + 1) * sizeof(float));
   float *stage = (float *)tt_scratch_alloc((size_t)(g->Og * Pmax) * sizeof(float));
-  if (!col || !stage) {
+  float *xpad = (float *)tt_scratch_alloc((size_t)(per * g->Cg * pd.plane) * sizeof(float));
+  float *gwc = compact ? (float *)tt_scratch_alloc((size_t)(g->O * pd.Kv + 1) * sizeof(float))
+                       : NULL;
+  if (!col || !stage || !xpad || (compact && !gwc)) {
     c->failed = 1;
     goto done;
   }
+  int64_t ldc = compact ? pd.Kv : g->K;
   for (int64_t part = begin; part < end; ++part) {
     float *gw = c->partials + part * g->O * g->K;
+    float *acc = compact ? gwc : gw;
     memset(gw, 0, (size_t)(g->O * g->K) * sizeof(float));
-    for (int64_t chunk = part; chunk < nchunks; chunk += c->nparts) {
+    memset(acc, 0, (size_t)(g->O * ldc) * sizeof(float));
+    for (int64_t chunk = part; chunk < nchunks && pd.Kv > 0; chunk += c->nparts) {
       int64_t n0 = chunk * per, nimg = tt_min64(per, g->N - n0), P = nimg * OHW;
       for (int64_t gi = 0; gi < g->G; ++gi) {
-        tt_conv_im2col_images(g, c->x, n0, nimg, gi, col);
+        tt_conv_pad_images(g, &pd, c->x, n0, nimg, gi, xpad);
+        tt_conv_im2col_images(g, &pd, xpad, nimg, avx512, col);
         tt_conv_gather_go(g, c->go, n0, nimg, gi, stage);
         tt_sgemm_args_t a = {0};
         a.m = g->Og;
-        a.n = g->K;
+        a.n = pd.Kv;
         a.k = P;
         a.a = stage;
         a.a_dtype = TT_F32;
@@ -214,8 +405,8 @@ void tt_conv_batched_w_range(void *arg, int64_t begin, int64_t end) {
         a.b_dtype = TT_F32;
         a.rsb = 1;
         a.csb = P;
-        a.c = gw + gi * g->Og * g->K;
-        a.ldc = g->K;
+        a.c = acc + gi * g->Og * ldc;
+        a.ldc = ldc;
         a.accumulate = 1;
         tt_status_t st = tt_sgemm(&a, c->inner_parallel);
         if (st) {
@@ -225,8 +416,20 @@ void tt_conv_batched_w_range(void *arg, int64_t begin, int64_t end) {
         }
       }
     }
+    if (compact) {
+      for (int64_t o = 0; o < g->O; ++o) {
+        for (int64_t ch = 0; ch < g->Cg; ++ch) {
+          for (int64_t t = 0; t < pd.ntap; ++t) {
+            gw[(o * g->Cg + ch) * KK + pd.tap[t]] = gwc[o * pd.Kv + ch * pd.ntap + t];
+          }
+        }
+      }
+    }
   }
 done:
   tt_scratch_free(col);
   tt_scratch_free(stage);
+  tt_scratch_free(xpad);
+  tt_scratch_free(gwc);
+  tt_conv_pads_free(&pd);
 }

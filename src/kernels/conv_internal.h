@@ -81,16 +81,13 @@ void tt_conv_build_phases(const tt_conv_plan_t *p, const tt_view_t *x,
 /* Tests: on = 1 makes the forward paths take their portable (non-AVX-512)
  * packing, gather and depthwise loops; 0 restores CPU detection. */
 void tt_conv_force_portable_for_test(int on);
+/* 1 if the CPU runs AVX-512F and no test forced the portable loops. */
+int tt_conv_cpu_avx512(void);
 
 /* Forward of images [begin, end) for the f32 class with Cg > 1 through the
  * GEMM (conv_fwd.c); sets ctx->failed if it cannot allocate. */
 void tt_conv_forward_range(void *arg, int64_t begin, int64_t end);
 void tt_conv_f64_range(void *arg, int64_t begin, int64_t end);
-
-/* gx[c][ih][iw] += col[k][p] over the taps k = (c, i, j) of Cg channels of
- * one f32 image gradient; col rows are ld floats apart, p = oh*OW + ow
- * (conv.c). */
-void tt_conv_col2im_add(const tt_conv_geom_t *g, const float *col, int64_t ld, float *gx);
 
 /* Batched path (conv_batched.c), for the f32 class with Cg > 1.
  * tt_conv_use_batched says whether g takes it (several images and an

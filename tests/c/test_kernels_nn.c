@@ -681,7 +681,7 @@ static void test_conv_forward_paths(void) {
  * ResNet's last stages on 32x32 images), strides 1/2/(2,1), padding,
  * dilation, groups, odd sizes, batches that split into several chunks
  * (and several weight-gradient partials), f32/bf16/f16, every GEMM
- * micro-kernel. */
+ * micro-kernel, and the portable window copies. */
 
 /* |got - want| within the fwd test's tolerance at every index; returns the
  * number of mismatches (the first 3 printed). */
@@ -767,6 +767,9 @@ static void test_conv_batched_paths(void) {
       {9, 64, 1, 1, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, "K 576 > one GEMM block, 1x1"},
       {2, 3, 12, 12, 8, 7, 7, 2, 2, 3, 3, 1, 1, 1, "7x7/2 stem"},
       {1, 8, 5, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, "batch 1"},
+      {4, 16, 2, 2, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, "3x3/2 on 2x2 (4 of 9 taps read the image)"},
+      {3, 12, 1, 1, 18, 3, 3, 1, 1, 1, 1, 1, 1, 3, "grouped 3x3 on 1x1 (centre tap only)"},
+      {2, 4, 1, 1, 6, 1, 1, 4, 4, 2, 2, 1, 1, 1, "every tap reads padding"},
   };
   const tt_dtype_t dts[] = {TT_F32, TT_BF16, TT_F16};
   const int modes[] = {-1, 1, 0};
@@ -793,6 +796,13 @@ static void test_conv_batched_paths(void) {
     }
   }
   tt_sgemm_force_isa(TT_SGEMM_ISA_AUTO);
+  /* The portable window copies (no AVX-512). */
+  tt_conv_force_portable_for_test(1);
+  for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
+    run_conv_fwd(TT_F32, &cases[ci], "batched, portable");
+    run_conv_bwd(TT_F32, &cases[ci], "batched, portable");
+  }
+  tt_conv_force_portable_for_test(0);
   tt_conv_force_batched_for_test(-1);
 }
 
