@@ -461,6 +461,81 @@ static void tt_conv_bwd_w_range(void *arg, int64_t begin, int64_t end) {
 
 /* ---- entry points ---------------------------------------------------------- */
 
+static tt_status_t tt_conv_run(tt_conv_ctx_t *c);
+
+/* Backward-input of a stride-1 convolution is the forward convolution of
+ * grad_out with the flipped, transposed kernel
+ *   W'[gi*Cg + c][o][i][j] = W[gi*Og + o][c][KH-1-i][KW-1-j]
+ * at padding dh*(KH-1) - ph (same groups and dilation; its output plane
+ * is H x W). Running it through the forward paths (phase planes, or
+ * batched im2col) replaces the col2im scatter, whose overlapping
+ * read-modify-write rows stall on small planes, with plain copies. Needs
+ * ph <= dh*(KH-1) (and the same along W), and is not used when some tap
+ * of W' would read only padding (a 3x3 kernel on a 1x1 plane): flipping
+ * the whole weight would then cost more than the products that remain,
+ * and col2im's GEMM already leaves those taps out. */
+static int tt_conv_bwd_in_as_fwd_ok(const tt_conv_geom_t *g) {
+  if (g->sh != 1 || g->sw != 1 || g->ph > g->dh * (g->KH - 1) ||
+      g->pw > g->dw * (g->KW - 1)) {
+    return 0;
+  }
+  tt_conv_geom_t t = *g;
+  t.H = g->OH;
+  t.W = g->OW;
+  t.OH = g->H;
+  t.OW = g->W;
+  t.ph = g->dh * (g->KH - 1) - g->ph;
+  t.pw = g->dw * (g->KW - 1) - g->pw;
+  return tt_conv_all_taps_read_input(&t);
+}
+
+static tt_status_t tt_conv_bwd_in_as_fwd(tt_conv_ctx_t *c) {
+  const tt_conv_geom_t *g = &c->g;
+  tt_conv_geom_t t = *g;
+  t.C = g->O;
+  t.H = g->OH;
+  t.W = g->OW;
+  t.O = g->C;
+  t.Cg = g->Og;
+  t.Og = g->Cg;
+  t.ph = g->dh * (g->KH - 1) - g->ph;
+  t.pw = g->dw * (g->KW - 1) - g->pw;
+  t.OH = g->H;
+  t.OW = g->W;
+  t.K = t.Cg * g->KH * g->KW;
+  int64_t KK = g->KH * g->KW;
+  float *wt = (float *)tt_scratch_alloc((size_t)(g->O * g->K + g->K) * sizeof(float));
+  if (!wt) {
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "conv2d_backward_input: out of memory");
+  }
+  float *row = wt + g->O * g->K;
+  for (int64_t gi = 0; gi < g->G; ++gi) {
+    for (int64_t o = 0; o < g->Og; ++o) {
+      tt_load_f32(c->w->data, c->w->dtype, (gi * g->Og + o) * g->K, 1, g->K, row);
+      for (int64_t ch = 0; ch < g->Cg; ++ch) {
+        float *d = wt + ((gi * g->Cg + ch) * g->Og + o) * KK + KK - 1;
+        const float *s = row + ch * KK;
+        for (int64_t q = 0; q < KK; ++q) d[-q] = s[q]; /* (i, j) -> (KH-1-i, KW-1-j) */
+      }
+    }
+  }
+  tt_view_t wv = {.data = wt, .dtype = TT_F32};
+  wv.shape.rank = 4;
+  wv.shape.dims[0] = t.O;
+  wv.shape.dims[1] = t.Cg;
+  wv.shape.dims[2] = g->KH;
+  wv.shape.dims[3] = g->KW;
+  tt_conv_ctx_t f = {.kind = TT_CONV_FWD, .g = t, .x = c->go, .w = &wv, .out = c->out};
+  tt_status_t st = tt_conv_run(&f);
+  tt_scratch_free(wt);
+  return st;
+}
+
+
+static _Atomic int tt_conv_bwd_in_col2im_ = 0;
+
+void tt_conv_force_col2im_for_test(int on) { tt_conv_bwd_in_col2im_ = on; }
+
 static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
   const tt_conv_geom_t *g = &c->g;
   int64_t nt = tt_num_threads();
@@ -472,6 +547,10 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
   if (c->out->dtype == TT_F64) {
     tt_parallel_for(items, 1, tt_conv_f64_range, c);
     return NULL;
+  }
+  if (c->kind == TT_CONV_BWD_IN && g->Cg > 1 && tt_conv_bwd_in_as_fwd_ok(g) &&
+      !tt_conv_bwd_in_col2im_) {
+    return tt_conv_bwd_in_as_fwd(c);
   }
   int batched = g->Cg > 1 && tt_conv_use_batched(g);
   int64_t units = g->N; /* images, or chunks of images (batched) */

@@ -104,16 +104,37 @@ static void tt_conv_pads_free(tt_conv_pads_t *p) {
   p->tap = NULL;
 }
 
-/* wc (Og x Kv, f32) = the columns of group gi's weight for the kept taps;
- * row holds one widened weight row (K floats). */
+int tt_conv_all_taps_read_input(const tt_conv_geom_t *g) {
+  int64_t hlo, hhi, wlo, whi;
+  for (int64_t i = 0; i < g->KH; ++i) {
+    tt_conv_range(g->OH, g->sh, i * g->dh - g->ph, g->H, &hlo, &hhi);
+    if (hlo >= hhi) return 0;
+  }
+  for (int64_t j = 0; j < g->KW; ++j) {
+    tt_conv_range(g->OW, g->sw, j * g->dw - g->pw, g->W, &wlo, &whi);
+    if (wlo >= whi) return 0;
+  }
+  return 1;
+}
+
+/* wc (Og x Kv, f32) = the columns of group gi's weight for the kept taps
+ * (read in place: the weight of a 1x1-plane layer is megabytes, of which
+ * a ninth is kept). */
 static void tt_conv_compact_weight(const tt_conv_geom_t *g, const tt_conv_pads_t *pd,
-                                   const tt_view_t *w, int64_t gi, float *row, float *wc) {
+                                   const tt_view_t *w, int64_t gi, float *wc) {
   int64_t KK = g->KH * g->KW;
   for (int64_t o = 0; o < g->Og; ++o) {
-    tt_load_f32(w->data, w->dtype, (gi * g->Og + o) * g->K, 1, g->K, row);
     float *d = wc + o * pd->Kv;
-    for (int64_t c = 0; c < g->Cg; ++c) {
-      for (int64_t t = 0; t < pd->ntap; ++t) d[c * pd->ntap + t] = row[c * KK + pd->tap[t]];
+    int64_t base = (gi * g->Og + o) * g->K;
+    for (int64_t c = 0; c < g->Cg; ++c, d += pd->ntap, base += KK) {
+      if (w->dtype == TT_F32) {
+        const float *s = (const float *)w->data + base;
+        for (int64_t t = 0; t < pd->ntap; ++t) d[t] = s[pd->tap[t]];
+      } else {
+        for (int64_t t = 0; t < pd->ntap; ++t) {
+          tt_load_f32(w->data, w->dtype, base + pd->tap[t], 1, 1, d + t);
+        }
+      }
     }
   }
 }
@@ -282,7 +303,7 @@ void tt_conv_batched_range(void *arg, int64_t begin, int64_t end) {
   float *stage = (float *)tt_scratch_alloc((size_t)(g->Og * Pmax) * sizeof(float));
   /* input planes (forward) or input-gradient planes (backward) */
   float *pad = (float *)tt_scratch_alloc((size_t)(per * g->Cg * pd.plane) * sizeof(float));
-  float *wc = compact ? (float *)tt_scratch_alloc((size_t)(g->Og * pd.Kv + g->K) * sizeof(float))
+  float *wc = compact ? (float *)tt_scratch_alloc((size_t)(g->Og * pd.Kv + 1) * sizeof(float))
                       : NULL;
   if (!col || !stage || !pad || (compact && !wc)) {
     c->failed = 1;
@@ -291,7 +312,7 @@ void tt_conv_batched_range(void *arg, int64_t begin, int64_t end) {
   const tt_view_t *w = c->w;
   size_t es = tt_dtype_size(w->dtype);
   for (int64_t gi = 0; gi < g->G; ++gi) {
-    if (compact) tt_conv_compact_weight(g, &pd, w, gi, wc + g->Og * pd.Kv, wc);
+    if (compact) tt_conv_compact_weight(g, &pd, w, gi, wc);
     for (int64_t chunk = begin; chunk < end; ++chunk) {
       int64_t n0 = chunk * per, nimg = tt_min64(per, g->N - n0), P = nimg * OHW;
       tt_sgemm_args_t a = {0};

@@ -99,11 +99,18 @@ void tt_conv_f64_range(void *arg, int64_t begin, int64_t end);
  * ctx->partials [begin, end) (partial q sums chunks q, q + nparts, ...).
  * Both set ctx->failed if they cannot allocate. */
 int tt_conv_use_batched(const tt_conv_geom_t *g);
+/* 1 if every kernel tap reads inside the input at some output position
+ * (else the batched path leaves the others out of its GEMMs). */
+int tt_conv_all_taps_read_input(const tt_conv_geom_t *g);
 int64_t tt_conv_batch_images(const tt_conv_geom_t *g);
 void tt_conv_batched_range(void *arg, int64_t begin, int64_t end);
 void tt_conv_batched_w_range(void *arg, int64_t begin, int64_t end);
 /* Tests: mode 1 sends every f32-class Cg > 1 convolution down the batched
  * path, 0 none, -1 restores the size rule. */
 void tt_conv_force_batched_for_test(int mode);
+/* Tests: on = 1 makes stride-1 backward-input take the col2im path
+ * (W^T * grad_out, then scatter) instead of the forward convolution with
+ * the flipped kernel; 0 restores the default. */
+void tt_conv_force_col2im_for_test(int on);
 
 #endif /* TORCHTPU_KERNELS_CONV_INTERNAL_H_ */

@@ -629,6 +629,8 @@ static void run_conv_fwd(tt_dtype_t dt, const conv_fwd_case_t *c, const char *va
   tensor_free(&x); tensor_free(&w); tensor_free(&o);
 }
 
+static void run_conv_bwd(tt_dtype_t dt, const conv_fwd_case_t *c, const char *variant);
+
 static void test_conv_forward_paths(void) {
   const conv_fwd_case_t cases[] = {
       {1, 8, 13, 11, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, "3x3/2, odd sizes"},
@@ -672,6 +674,16 @@ static void test_conv_forward_paths(void) {
   tt_conv_force_portable_for_test(1);
   for (int ci = 0; ci < COUNT_OF(cases); ++ci) run_conv_fwd(TT_F32, &cases[ci], "portable");
   tt_conv_force_portable_for_test(0);
+  /* Backward passes on the same shapes: stride-1 backward-input as a
+   * forward convolution with the flipped kernel (default) and through
+   * col2im. */
+  for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
+    run_conv_bwd(TT_F32, &cases[ci], "auto");
+    if (ci % 2 == 0) run_conv_bwd(TT_BF16, &cases[ci], "auto");
+    tt_conv_force_col2im_for_test(1);
+    run_conv_bwd(TT_F32, &cases[ci], "col2im");
+    tt_conv_force_col2im_for_test(0);
+  }
 }
 
 /* ---- conv2d: several images per GEMM (conv_batched.c) ----------------------
@@ -784,6 +796,18 @@ static void test_conv_batched_paths(void) {
       }
     }
   }
+  /* Stride-1 backward-input through col2im instead of the flipped-kernel
+   * forward, batched and per image. */
+  tt_conv_force_col2im_for_test(1);
+  for (int mi = 1; mi < COUNT_OF(modes); ++mi) {
+    tt_conv_force_batched_for_test(modes[mi]);
+    for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
+      char v[64];
+      snprintf(v, sizeof v, "%s, col2im", mode_names[mi]);
+      run_conv_bwd(ci % 4 == 1 ? TT_BF16 : TT_F32, &cases[ci], v);
+    }
+  }
+  tt_conv_force_col2im_for_test(0);
   /* The batched path with every micro-kernel width (nr 8, 16, 32). */
   tt_conv_force_batched_for_test(1);
   const tt_sgemm_isa_t isas[] = {TT_SGEMM_ISA_GENERIC, TT_SGEMM_ISA_AVX2};
