@@ -473,10 +473,13 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c);
  * ph <= dh*(KH-1) (and the same along W), and is not used when some tap
  * of W' would read only padding (a 3x3 kernel on a 1x1 plane): flipping
  * the whole weight would then cost more than the products that remain,
- * and col2im's GEMM already leaves those taps out. */
+ * and col2im's GEMM already leaves those taps out. Nor below 128 input
+ * positions in all (N*H*W: ResNet's 7x7 plane at batch 1), where the
+ * flip, O*K element moves, costs about as much as the GEMM's
+ * 2*O*K*N*H*W flops. */
 static int tt_conv_bwd_in_as_fwd_ok(const tt_conv_geom_t *g) {
   if (g->sh != 1 || g->sw != 1 || g->ph > g->dh * (g->KH - 1) ||
-      g->pw > g->dw * (g->KW - 1)) {
+      g->pw > g->dw * (g->KW - 1) || g->N * g->H * g->W < 128) {
     return 0;
   }
   tt_conv_geom_t t = *g;
@@ -504,18 +507,25 @@ static tt_status_t tt_conv_bwd_in_as_fwd(tt_conv_ctx_t *c) {
   t.OW = g->W;
   t.K = t.Cg * g->KH * g->KW;
   int64_t KK = g->KH * g->KW;
-  float *wt = (float *)tt_scratch_alloc((size_t)(g->O * g->K + g->K) * sizeof(float));
+  /* Blocks of 16 weight rows are widened into rows (L2-resident), then
+   * written out channel by channel, so both sides stream. */
+  enum { TT_FLIP_ROWS = 16 };
+  float *wt = (float *)tt_scratch_alloc((size_t)(g->O * g->K + TT_FLIP_ROWS * g->K) *
+                                        sizeof(float));
   if (!wt) {
     return tt_status_make(TT_RESOURCE_EXHAUSTED, "conv2d_backward_input: out of memory");
   }
-  float *row = wt + g->O * g->K;
+  float *rows = wt + g->O * g->K;
   for (int64_t gi = 0; gi < g->G; ++gi) {
-    for (int64_t o = 0; o < g->Og; ++o) {
-      tt_load_f32(c->w->data, c->w->dtype, (gi * g->Og + o) * g->K, 1, g->K, row);
+    for (int64_t o0 = 0; o0 < g->Og; o0 += TT_FLIP_ROWS) {
+      int64_t no = tt_min64(TT_FLIP_ROWS, g->Og - o0);
+      tt_load_f32(c->w->data, c->w->dtype, (gi * g->Og + o0) * g->K, 1, no * g->K, rows);
       for (int64_t ch = 0; ch < g->Cg; ++ch) {
-        float *d = wt + ((gi * g->Cg + ch) * g->Og + o) * KK + KK - 1;
-        const float *s = row + ch * KK;
-        for (int64_t q = 0; q < KK; ++q) d[-q] = s[q]; /* (i, j) -> (KH-1-i, KW-1-j) */
+        float *d = wt + ((gi * g->Cg + ch) * g->Og + o0) * KK;
+        for (int64_t o = 0; o < no; ++o, d += KK) {
+          const float *s = rows + o * g->K + ch * KK;
+          for (int64_t q = 0; q < KK; ++q) d[KK - 1 - q] = s[q]; /* (i,j) -> (KH-1-i, KW-1-j) */
+        }
       }
     }
   }

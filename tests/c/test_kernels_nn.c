@@ -768,6 +768,7 @@ static void test_conv_batched_paths(void) {
   const conv_fwd_case_t cases[] = {
       {5, 24, 1, 1, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1 on a 1x1 plane"},
       {6, 16, 2, 2, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1 on 2x2"},
+      {40, 8, 2, 2, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1 on 2x2, 40 images (bwd-input as forward)"},
       {4, 12, 3, 3, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, "3x3/2 on 3x3 (2x2 out)"},
       {3, 10, 5, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, "3x3/2 odd sizes"},
       {7, 16, 4, 4, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1, "1x1/2 downsample"},
