@@ -14,7 +14,7 @@
  * sums over images into min(N, 4) partial buffers (image n goes to n % 4)
  * that are added in order, so it does not depend on the thread count.
  *
- * Several images with small output planes (at most 256 positions) take
+ * Several images with small output planes (at most 128 positions) take
  * conv_batched.c instead: one GEMM per chunk of images, so a 1x1 output
  * plane is not a one-column GEMM that repacks the whole weight.
  *

@@ -91,7 +91,7 @@ void tt_conv_f64_range(void *arg, int64_t begin, int64_t end);
 
 /* Batched path (conv_batched.c), for the f32 class with Cg > 1.
  * tt_conv_use_batched says whether g takes it (several images and an
- * output plane of at most 256 positions, unless a test forced it);
+ * output plane of at most 128 positions, unless a test forced it);
  * tt_conv_batch_images is the chunk size to store in ctx->chunk_imgs
  * (images per GEMM, >= 1, fixed by g alone so results do not depend on
  * the thread count). tt_conv_batched_range runs FWD or BWD_IN over image
