@@ -776,6 +776,7 @@ static void test_conv_batched_paths(void) {
       {2, 6, 9, 8, 10, 3, 3, 1, 1, 2, 2, 2, 2, 1, "dilation 2"},
       {3, 8, 9, 13, 6, 3, 5, 2, 1, 1, 2, 1, 3, 1, "stride (2,1), dilation (1,3)"},
       {4, 12, 6, 6, 18, 3, 3, 1, 1, 1, 1, 1, 1, 3, "grouped 3x3/1"},
+      {2, 8, 9, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, "one output channel per group (flipped: depthwise x2)"},
       {11, 6, 11, 11, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, "11x11 plane, 11 images (2 chunks)"},
       {9, 64, 1, 1, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, "K 576 > one GEMM block, 1x1"},
       {2, 3, 12, 12, 8, 7, 7, 2, 2, 3, 3, 1, 1, 1, "7x7/2 stem"},
