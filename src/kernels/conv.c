@@ -18,6 +18,11 @@
  * conv_batched.c instead: one GEMM per chunk of images, so a 1x1 output
  * plane is not a one-column GEMM that repacks the whole weight.
  *
+ * Stride-1 backward-input (padding <= dilation*(kernel-1), at least 128
+ * input positions, every flipped tap reading the input) runs as the
+ * forward convolution of grad_out with the flipped, transposed kernel
+ * (tt_conv_bwd_in_as_fwd below), through the forward or batched paths.
+ *
  * Convolutions with one input channel per group (depthwise, and plain
  * convolutions of single-channel inputs) use direct loops instead: their
  * GEMMs would be one row tall; F64 uses plain direct loops throughout.

@@ -18,9 +18,11 @@
  *
  * with grad_out gathered into an f32 (Og x P) staging matrix. Taps that
  * read only padding at every output position (all but the centre of a
- * 3x3 kernel on a 1x1 plane) are left out of K. Materialising
- * costs K*P stores against Og*K*P multiply-adds, and the planes are small
- * by construction, so it stays in cache. F16/BF16 operands are widened to
+ * 3x3 kernel on a 1x1 plane) are left out of K. col is built from
+ * zero-bordered copies of the chunk's planes (col2im adds into such
+ * planes); materialising costs K*P stores against Og*K*P multiply-adds,
+ * and chunks are sized so col stays in L2. (Stride-1 backward-input
+ * usually arrives here as a forward convolution: see conv.c.) F16/BF16 operands are widened to
  * f32 while gathering (the weight inside the GEMM's packs); results are
  * rounded once when stored.
  */
