@@ -14,6 +14,7 @@ add, pooling or classifier).
 
     .venv/bin/python bench/bench_conv_layers.py                 # batch 1
     .venv/bin/python bench/bench_conv_layers.py --batch 8 --rounds 5
+    .venv/bin/python bench/bench_conv_layers.py --models resnet18 --size 32 --batch 32
     .venv/bin/python bench/bench_conv_layers.py --lib build/libtt.so  # another build
     .venv/bin/python bench/bench_conv_layers.py --json /tmp/before.json
     .venv/bin/python bench/bench_conv_layers.py --compare /tmp/before.json
@@ -87,8 +88,8 @@ def load_lib(path):
     return lib, path
 
 
-def model_layers(names):
-    """{key: {model: count}} for every Conv2d the models run on 224x224.
+def model_layers(names, size=224):
+    """{key: {model: count}} for every Conv2d the models run on size x size.
     key = (C, H, W, O, kh, kw, stride, pad, dilation, groups)."""
     layers = {}
     for name in names:
@@ -103,7 +104,7 @@ def model_layers(names):
 
         hs = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, nn.Conv2d)]
         with torch.no_grad():
-            model(torch.randn(1, 3, 224, 224))
+            model(torch.randn(1, 3, size, size))
         for h in hs:
             h.remove()
         for key in seen:
@@ -163,6 +164,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--size", type=int, default=224, help="input height and width")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--min-ms", type=float, default=20.0, help="CPU time per round and backend")
     ap.add_argument("--filter", default="", help="only layers whose label contains this")
@@ -175,12 +177,12 @@ def main():
     dtype = getattr(torch, args.dtype)
     lib, path = load_lib(args.lib)
     names = [m for m in args.models.split(",") if m]
-    layers = model_layers(names)
+    layers = model_layers(names, args.size)
     before = {}
     if args.compare:
         with open(args.compare) as f:
             before = {tuple(r["key"]): r["ours_ms"] for r in json.load(f)["layers"]}
-    print(f"# conv2d forward, batch {args.batch}, {args.dtype}, 1 thread, CPU-time medians of "
+    print(f"# conv2d forward, {args.size}x{args.size}, batch {args.batch}, {args.dtype}, 1 thread, CPU-time medians of "
           f"{args.rounds} rounds; engine kernel from {os.path.relpath(path)}")
     print(f"# torch {torch.__version__}, mkldnn {torch.backends.mkldnn.is_available()}")
     hdr = f"{'layer':44s} {'uses':>14s} {'GFLOP':>6s} {'torch ms':>9s} {'ours ms':>8s} {'ours/torch':>10s} {'GF/s':>6s}"

@@ -14,6 +14,15 @@
  * sums over images into min(N, 4) partial buffers (image n goes to n % 4)
  * that are added in order, so it does not depend on the thread count.
  *
+ * Several images with small output planes (at most 128 positions) take
+ * conv_batched.c instead: one GEMM per chunk of images, so a 1x1 output
+ * plane is not a one-column GEMM that repacks the whole weight.
+ *
+ * Stride-1 backward-input (padding <= dilation*(kernel-1), at least 128
+ * input positions, every flipped tap reading the input) runs as the
+ * forward convolution of grad_out with the flipped, transposed kernel
+ * (tt_conv_bwd_in_as_fwd below), through the forward or batched paths.
+ *
  * Convolutions with one input channel per group (depthwise, and plain
  * convolutions of single-channel inputs) use direct loops instead: their
  * GEMMs would be one row tall; F64 uses plain direct loops throughout.
@@ -283,13 +292,15 @@ static void tt_conv_pack_bwd_w_padded(const void *arg, int64_t p0, int64_t pc,
   }
 }
 
-/* gx[c][ih][iw] += col[...] for Cg channels of an f32 image gradient. */
-static void tt_col2im_add(const tt_conv_geom_t *g, const float *col, float *gx) {
-  int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
+/* gx[c][ih][iw] += col[k][p] over the taps k = (c, i, j) of Cg channels of
+ * one f32 image gradient; col rows are ld floats apart, p = oh*OW + ow. */
+static void tt_conv_col2im_add(const tt_conv_geom_t *g, const float *col, int64_t ld,
+                               float *gx) {
+  int64_t HW = g->H * g->W;
   for (int64_t c = 0; c < g->Cg; ++c) {
     for (int64_t i = 0; i < g->KH; ++i) {
       for (int64_t j = 0; j < g->KW; ++j) {
-        const float *src = col + ((c * g->KH + i) * g->KW + j) * OHW;
+        const float *src = col + ((c * g->KH + i) * g->KW + j) * ld;
         int64_t ohlo, ohhi, owlo, owhi;
         tt_conv_range(g->OH, g->sh, i * g->dh - g->ph, g->H, &ohlo, &ohhi);
         tt_conv_range(g->OW, g->sw, j * g->dw - g->pw, g->W, &owlo, &owhi);
@@ -352,7 +363,7 @@ static void tt_conv_images_range(void *arg, int64_t begin, int64_t end) {
         break;
       }
       if (c->kind == TT_CONV_BWD_IN && !pointwise) {
-        tt_col2im_add(g, col, dst + gi * g->Cg * HW);
+        tt_conv_col2im_add(g, col, OHW, dst + gi * g->Cg * HW);
       }
     }
     if (!out_f32) tt_store_f32(tmp, img, c->out->data, c->out->dtype, n * img);
@@ -455,6 +466,91 @@ static void tt_conv_bwd_w_range(void *arg, int64_t begin, int64_t end) {
 
 /* ---- entry points ---------------------------------------------------------- */
 
+static tt_status_t tt_conv_run(tt_conv_ctx_t *c);
+
+/* Backward-input of a stride-1 convolution is the forward convolution of
+ * grad_out with the flipped, transposed kernel
+ *   W'[gi*Cg + c][o][i][j] = W[gi*Og + o][c][KH-1-i][KW-1-j]
+ * at padding dh*(KH-1) - ph (same groups and dilation; its output plane
+ * is H x W). Running it through the forward paths (phase planes, or
+ * batched im2col) replaces the col2im scatter, whose overlapping
+ * read-modify-write rows stall on small planes, with plain copies. Needs
+ * ph <= dh*(KH-1) (and the same along W), and is not used when some tap
+ * of W' would read only padding (a 3x3 kernel on a 1x1 plane): flipping
+ * the whole weight would then cost more than the products that remain,
+ * and col2im's GEMM already leaves those taps out. Nor below 128 input
+ * positions in all (N*H*W: ResNet's 7x7 plane at batch 1), where the
+ * flip, O*K element moves, costs about as much as the GEMM's
+ * 2*O*K*N*H*W flops. */
+static int tt_conv_bwd_in_as_fwd_ok(const tt_conv_geom_t *g) {
+  if (g->sh != 1 || g->sw != 1 || g->ph > g->dh * (g->KH - 1) ||
+      g->pw > g->dw * (g->KW - 1) || g->N * g->H * g->W < 128) {
+    return 0;
+  }
+  tt_conv_geom_t t = *g;
+  t.H = g->OH;
+  t.W = g->OW;
+  t.OH = g->H;
+  t.OW = g->W;
+  t.ph = g->dh * (g->KH - 1) - g->ph;
+  t.pw = g->dw * (g->KW - 1) - g->pw;
+  return tt_conv_all_taps_read_input(&t);
+}
+
+static tt_status_t tt_conv_bwd_in_as_fwd(tt_conv_ctx_t *c) {
+  const tt_conv_geom_t *g = &c->g;
+  tt_conv_geom_t t = *g;
+  t.C = g->O;
+  t.H = g->OH;
+  t.W = g->OW;
+  t.O = g->C;
+  t.Cg = g->Og;
+  t.Og = g->Cg;
+  t.ph = g->dh * (g->KH - 1) - g->ph;
+  t.pw = g->dw * (g->KW - 1) - g->pw;
+  t.OH = g->H;
+  t.OW = g->W;
+  t.K = t.Cg * g->KH * g->KW;
+  int64_t KK = g->KH * g->KW;
+  /* Blocks of 16 weight rows are widened into rows (L2-resident), then
+   * written out channel by channel, so both sides stream. */
+  enum { TT_FLIP_ROWS = 16 };
+  float *wt = (float *)tt_scratch_alloc((size_t)(g->O * g->K + TT_FLIP_ROWS * g->K) *
+                                        sizeof(float));
+  if (!wt) {
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "conv2d_backward_input: out of memory");
+  }
+  float *rows = wt + g->O * g->K;
+  for (int64_t gi = 0; gi < g->G; ++gi) {
+    for (int64_t o0 = 0; o0 < g->Og; o0 += TT_FLIP_ROWS) {
+      int64_t no = tt_min64(TT_FLIP_ROWS, g->Og - o0);
+      tt_load_f32(c->w->data, c->w->dtype, (gi * g->Og + o0) * g->K, 1, no * g->K, rows);
+      for (int64_t ch = 0; ch < g->Cg; ++ch) {
+        float *d = wt + ((gi * g->Cg + ch) * g->Og + o0) * KK;
+        for (int64_t o = 0; o < no; ++o, d += KK) {
+          const float *s = rows + o * g->K + ch * KK;
+          for (int64_t q = 0; q < KK; ++q) d[KK - 1 - q] = s[q]; /* (i,j) -> (KH-1-i, KW-1-j) */
+        }
+      }
+    }
+  }
+  tt_view_t wv = {.data = wt, .dtype = TT_F32};
+  wv.shape.rank = 4;
+  wv.shape.dims[0] = t.O;
+  wv.shape.dims[1] = t.Cg;
+  wv.shape.dims[2] = g->KH;
+  wv.shape.dims[3] = g->KW;
+  tt_conv_ctx_t f = {.kind = TT_CONV_FWD, .g = t, .x = c->go, .w = &wv, .out = c->out};
+  tt_status_t st = tt_conv_run(&f);
+  tt_scratch_free(wt);
+  return st;
+}
+
+
+static _Atomic int tt_conv_bwd_in_col2im_ = 0;
+
+void tt_conv_force_col2im_for_test(int on) { tt_conv_bwd_in_col2im_ = on; }
+
 static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
   const tt_conv_geom_t *g = &c->g;
   int64_t nt = tt_num_threads();
@@ -467,26 +563,39 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
     tt_parallel_for(items, 1, tt_conv_f64_range, c);
     return NULL;
   }
+  if (c->kind == TT_CONV_BWD_IN && g->Cg > 1 && tt_conv_bwd_in_as_fwd_ok(g) &&
+      !tt_conv_bwd_in_col2im_) {
+    return tt_conv_bwd_in_as_fwd(c);
+  }
+  int batched = g->Cg > 1 && tt_conv_use_batched(g);
+  int64_t units = g->N; /* images, or chunks of images (batched) */
+  if (batched) {
+    c->chunk_imgs = tt_conv_batch_images(g);
+    units = (g->N + c->chunk_imgs - 1) / c->chunk_imgs;
+  }
   if (g->Cg == 1) {
     tt_parallel_for(items, 1, tt_conv_direct_range_fn(g, c->kind), c);
   } else if (c->kind != TT_CONV_BWD_W) {
-    int batch_parallel = g->N >= 4 * nt || (g->N >= nt && g->N % nt == 0);
-    c->inner_parallel = !batch_parallel;
-    tt_parallel_for(g->N, 1,
-                    c->kind == TT_CONV_FWD ? tt_conv_forward_range : tt_conv_images_range, c);
+    int outer = units >= 4 * nt || (units >= nt && units % nt == 0);
+    c->inner_parallel = !outer;
+    tt_range_fn_t fn = batched ? tt_conv_batched_range
+                       : c->kind == TT_CONV_FWD ? tt_conv_forward_range
+                                                : tt_conv_images_range;
+    tt_parallel_for(units, 1, fn, c);
   } else {
-    c->nparts = tt_min64(g->N, 4);
+    c->nparts = tt_min64(units, 4);
     int64_t per = g->O * g->K;
     c->partials = (float *)tt_scratch_alloc((size_t)(c->nparts * per) * sizeof(float));
     if (!c->partials) {
       return tt_status_make(TT_RESOURCE_EXHAUSTED,
                             "conv2d_backward_weight: out of memory");
     }
+    tt_range_fn_t fn = batched ? tt_conv_batched_w_range : tt_conv_bwd_w_range;
     c->inner_parallel = c->nparts == 1;
     if (c->nparts == 1) {
-      tt_conv_bwd_w_range(c, 0, 1);
+      fn(c, 0, 1);
     } else {
-      tt_parallel_for(c->nparts, 1, tt_conv_bwd_w_range, c);
+      tt_parallel_for(c->nparts, 1, fn, c);
     }
     for (int64_t p = 1; p < c->nparts; ++p) {
       const float *src = c->partials + p * per;

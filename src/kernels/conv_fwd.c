@@ -40,7 +40,7 @@ static _Atomic int tt_conv_portable_ = 0;
 
 void tt_conv_force_portable_for_test(int on) { tt_conv_portable_ = on; }
 
-static int tt_conv_cpu_avx512(void) {
+int tt_conv_cpu_avx512(void) {
   if (tt_conv_portable_) return 0;
 #ifdef TT_CONV_X86
   __builtin_cpu_init();

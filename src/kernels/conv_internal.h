@@ -1,7 +1,8 @@
 /* Internal to the conv2d kernels (conv.c: geometry, backward GEMM paths,
  * entry points; conv_fwd.c: forward GEMM path on phase planes;
- * conv_direct.c: direct loops for one input channel per group and for
- * F64). Not part of the public API. */
+ * conv_batched.c: all three passes with several images per GEMM, for small
+ * output planes; conv_direct.c: direct loops for one input channel per
+ * group and for F64). Not part of the public API. */
 #ifndef TORCHTPU_KERNELS_CONV_INTERNAL_H_
 #define TORCHTPU_KERNELS_CONV_INTERNAL_H_
 
@@ -25,6 +26,7 @@ typedef struct tt_conv_ctx_s {
   tt_view_t *out;       /* out / grad_x / grad_w */
   int inner_parallel;   /* GEMMs may use the pool */
   int64_t nparts;       /* BWD_W: partial buffers */
+  int64_t chunk_imgs;   /* batched path: images per GEMM */
   float *partials;      /* BWD_W: [nparts, O*K] */
   _Atomic int failed;   /* set by a range that could not allocate */
 } tt_conv_ctx_t;
@@ -79,10 +81,36 @@ void tt_conv_build_phases(const tt_conv_plan_t *p, const tt_view_t *x,
 /* Tests: on = 1 makes the forward paths take their portable (non-AVX-512)
  * packing, gather and depthwise loops; 0 restores CPU detection. */
 void tt_conv_force_portable_for_test(int on);
+/* 1 if the CPU runs AVX-512F and no test forced the portable loops. */
+int tt_conv_cpu_avx512(void);
 
 /* Forward of images [begin, end) for the f32 class with Cg > 1 through the
  * GEMM (conv_fwd.c); sets ctx->failed if it cannot allocate. */
 void tt_conv_forward_range(void *arg, int64_t begin, int64_t end);
 void tt_conv_f64_range(void *arg, int64_t begin, int64_t end);
+
+/* Batched path (conv_batched.c), for the f32 class with Cg > 1.
+ * tt_conv_use_batched says whether g takes it (several images and an
+ * output plane of at most 128 positions, unless a test forced it);
+ * tt_conv_batch_images is the chunk size to store in ctx->chunk_imgs
+ * (images per GEMM, >= 1, fixed by g alone so results do not depend on
+ * the thread count). tt_conv_batched_range runs FWD or BWD_IN over image
+ * chunks [begin, end); tt_conv_batched_w_range runs BWD_W into
+ * ctx->partials [begin, end) (partial q sums chunks q, q + nparts, ...).
+ * Both set ctx->failed if they cannot allocate. */
+int tt_conv_use_batched(const tt_conv_geom_t *g);
+/* 1 if every kernel tap reads inside the input at some output position
+ * (else the batched path leaves the others out of its GEMMs). */
+int tt_conv_all_taps_read_input(const tt_conv_geom_t *g);
+int64_t tt_conv_batch_images(const tt_conv_geom_t *g);
+void tt_conv_batched_range(void *arg, int64_t begin, int64_t end);
+void tt_conv_batched_w_range(void *arg, int64_t begin, int64_t end);
+/* Tests: mode 1 sends every f32-class Cg > 1 convolution down the batched
+ * path, 0 none, -1 restores the size rule. */
+void tt_conv_force_batched_for_test(int mode);
+/* Tests: on = 1 makes stride-1 backward-input take the col2im path
+ * (W^T * grad_out, then scatter) instead of the forward convolution with
+ * the flipped kernel; 0 restores the default. */
+void tt_conv_force_col2im_for_test(int on);
 
 #endif /* TORCHTPU_KERNELS_CONV_INTERNAL_H_ */

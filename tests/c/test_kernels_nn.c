@@ -1,5 +1,6 @@
-/* Tests for reductions, scans, pooling, softmax and the conv2d forward
- * paths against naive double-precision references written here. */
+/* Tests for reductions, scans, pooling, softmax and the conv2d paths
+ * (forward on phase planes, and all three passes with several images per
+ * GEMM) against naive double-precision references written here. */
 #include "kernel_test_util.h"
 #include "kernels/conv_internal.h"
 
@@ -628,6 +629,8 @@ static void run_conv_fwd(tt_dtype_t dt, const conv_fwd_case_t *c, const char *va
   tensor_free(&x); tensor_free(&w); tensor_free(&o);
 }
 
+static void run_conv_bwd(tt_dtype_t dt, const conv_fwd_case_t *c, const char *variant);
+
 static void test_conv_forward_paths(void) {
   const conv_fwd_case_t cases[] = {
       {1, 8, 13, 11, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, "3x3/2, odd sizes"},
@@ -671,6 +674,162 @@ static void test_conv_forward_paths(void) {
   tt_conv_force_portable_for_test(1);
   for (int ci = 0; ci < COUNT_OF(cases); ++ci) run_conv_fwd(TT_F32, &cases[ci], "portable");
   tt_conv_force_portable_for_test(0);
+  /* Backward passes on the same shapes: stride-1 backward-input as a
+   * forward convolution with the flipped kernel (default) and through
+   * col2im. */
+  for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
+    run_conv_bwd(TT_F32, &cases[ci], "auto");
+    if (ci % 2 == 0) run_conv_bwd(TT_BF16, &cases[ci], "auto");
+    tt_conv_force_col2im_for_test(1);
+    run_conv_bwd(TT_F32, &cases[ci], "col2im");
+    tt_conv_force_col2im_for_test(0);
+  }
+}
+
+/* ---- conv2d: several images per GEMM (conv_batched.c) ----------------------
+ * Forward, backward-input and backward-weight with the batched path forced
+ * on, forced off (per-image GEMMs of conv.c / conv_fwd.c) and chosen by
+ * size, against double references: small planes (1x1, 2x2 outputs, as in
+ * ResNet's last stages on 32x32 images), strides 1/2/(2,1), padding,
+ * dilation, groups, odd sizes, batches that split into several chunks
+ * (and several weight-gradient partials), f32/bf16/f16, every GEMM
+ * micro-kernel, and the portable window copies. */
+
+/* |got - want| within the fwd test's tolerance at every index; returns the
+ * number of mismatches (the first 3 printed). */
+static int conv_compare(const char *what, const char *which, tt_dtype_t dt,
+                        const tensor_t *t, const double *ref, const double *mag) {
+  int bad = 0;
+  for (int64_t i = 0; i < t->n; ++i) {
+    double want = round_to(dt, ref[i]), got = tget(t, i);
+    double tol = 1e-5 * mag[i] + dtype_rtol(dt) * fabs(want) + 1e-6;
+    if (!(fabs(got - want) <= tol)) {
+      if (bad < 3) printf("  %s %s [%s] at %lld: got %.9g want %.9g\n", what, which,
+                          tt_dtype_name(dt), (long long)i, got, want);
+      ++bad;
+    }
+  }
+  CHECK(bad == 0, "%s %s [%s]: %d of %lld values differ", what, which, tt_dtype_name(dt), bad,
+        (long long)t->n);
+  return bad;
+}
+
+static void run_conv_bwd(tt_dtype_t dt, const conv_fwd_case_t *c, const char *variant) {
+  int64_t OH = (c->H + 2 * c->ph - c->dh * (c->KH - 1) - 1) / c->sh + 1;
+  int64_t OW = (c->W + 2 * c->pw - c->dw * (c->KW - 1) - 1) / c->sw + 1;
+  int64_t Cg = c->C / c->G, Og = c->O / c->G;
+  int64_t xd[4] = {c->N, c->C, c->H, c->W}, wd[4] = {c->O, Cg, c->KH, c->KW};
+  int64_t od[4] = {c->N, c->O, OH, OW};
+  tensor_t x = tensor_new(dt, 4, xd), w = tensor_new(dt, 4, wd), go = tensor_new(dt, 4, od);
+  tensor_t gx = tensor_new(dt, 4, xd), gw = tensor_new(dt, 4, wd);
+  tensor_fill_random(&x, -1, 1);
+  tensor_fill_random(&w, -1, 1);
+  tensor_fill_random(&go, -1, 1);
+  tensor_fill_random(&gx, 1e3, 2e3); /* every gradient must be overwritten */
+  tensor_fill_random(&gw, 1e3, 2e3);
+  tt_conv2d_params_t p = {{c->sh, c->sw}, {c->ph, c->pw}, {c->dh, c->dw}, c->G};
+  char what[200];
+  snprintf(what, sizeof what, "conv bwd %s (%s) N%lld C%lld %lldx%lld O%lld k%lldx%lld s%lld,%lld "
+           "p%lld,%lld d%lld,%lld g%lld", c->what, variant, (long long)c->N, (long long)c->C,
+           (long long)c->H, (long long)c->W, (long long)c->O, (long long)c->KH,
+           (long long)c->KW, (long long)c->sh, (long long)c->sw, (long long)c->ph,
+           (long long)c->pw, (long long)c->dh, (long long)c->dw, (long long)c->G);
+  int ok_in = CHECK_OK(tt_kernel_conv2d_backward_input(&go.v, &w.v, &p, &gx.v), what);
+  int ok_w = CHECK_OK(tt_kernel_conv2d_backward_weight(&go.v, &x.v, &p, &gw.v), what);
+  double *rx = calloc((size_t)x.n, sizeof(double)), *mx = calloc((size_t)x.n, sizeof(double));
+  double *rw = calloc((size_t)w.n, sizeof(double)), *mw = calloc((size_t)w.n, sizeof(double));
+  for (int64_t n = 0; n < c->N; ++n)
+    for (int64_t oc = 0; oc < c->O; ++oc)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double gv = tget(&go, ((n * c->O + oc) * OH + oh) * OW + ow);
+          for (int64_t cc = 0; cc < Cg; ++cc)
+            for (int64_t i = 0; i < c->KH; ++i)
+              for (int64_t j = 0; j < c->KW; ++j) {
+                int64_t ih = oh * c->sh - c->ph + i * c->dh;
+                int64_t iw = ow * c->sw - c->pw + j * c->dw;
+                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+                int64_t wi = ((oc * Cg + cc) * c->KH + i) * c->KW + j;
+                int64_t xi = ((n * c->C + (oc / Og) * Cg + cc) * c->H + ih) * c->W + iw;
+                double vx = gv * tget(&w, wi), vw = gv * tget(&x, xi);
+                rx[xi] += vx;
+                mx[xi] += fabs(vx);
+                rw[wi] += vw;
+                mw[wi] += fabs(vw);
+              }
+        }
+  if (ok_in) conv_compare(what, "grad_input", dt, &gx, rx, mx);
+  if (ok_w) conv_compare(what, "grad_weight", dt, &gw, rw, mw);
+  free(rx); free(mx); free(rw); free(mw);
+  tensor_free(&x); tensor_free(&w); tensor_free(&go); tensor_free(&gx); tensor_free(&gw);
+}
+
+static void test_conv_batched_paths(void) {
+  const conv_fwd_case_t cases[] = {
+      {5, 24, 1, 1, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1 on a 1x1 plane"},
+      {6, 16, 2, 2, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1 on 2x2"},
+      {40, 8, 2, 2, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1 on 2x2, 40 images (bwd-input as forward)"},
+      {4, 12, 3, 3, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, "3x3/2 on 3x3 (2x2 out)"},
+      {3, 10, 5, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, "3x3/2 odd sizes"},
+      {7, 16, 4, 4, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1, "1x1/2 downsample"},
+      {3, 20, 5, 5, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, "1x1/1 pointwise"},
+      {2, 6, 9, 8, 10, 3, 3, 1, 1, 2, 2, 2, 2, 1, "dilation 2"},
+      {3, 8, 9, 13, 6, 3, 5, 2, 1, 1, 2, 1, 3, 1, "stride (2,1), dilation (1,3)"},
+      {4, 12, 6, 6, 18, 3, 3, 1, 1, 1, 1, 1, 1, 3, "grouped 3x3/1"},
+      {2, 8, 9, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, "one output channel per group (flipped: depthwise x2)"},
+      {11, 6, 11, 11, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, "11x11 plane, 11 images (2 chunks)"},
+      {9, 64, 1, 1, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, "K 576 > one GEMM block, 1x1"},
+      {2, 3, 12, 12, 8, 7, 7, 2, 2, 3, 3, 1, 1, 1, "7x7/2 stem"},
+      {1, 8, 5, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, "batch 1"},
+      {4, 16, 2, 2, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, "3x3/2 on 2x2 (4 of 9 taps read the image)"},
+      {3, 12, 1, 1, 18, 3, 3, 1, 1, 1, 1, 1, 1, 3, "grouped 3x3 on 1x1 (centre tap only)"},
+      {2, 4, 1, 1, 6, 1, 1, 4, 4, 2, 2, 1, 1, 1, "every tap reads padding"},
+  };
+  const tt_dtype_t dts[] = {TT_F32, TT_BF16, TT_F16};
+  const int modes[] = {-1, 1, 0};
+  const char *mode_names[] = {"auto", "batched", "per image"};
+  for (int mi = 0; mi < COUNT_OF(modes); ++mi) {
+    tt_conv_force_batched_for_test(modes[mi]);
+    for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
+      for (int di = 0; di < COUNT_OF(dts); ++di) {
+        if (di > 0 && (ci + di) % 3 != 0) continue;
+        run_conv_fwd(dts[di], &cases[ci], mode_names[mi]);
+        run_conv_bwd(dts[di], &cases[ci], mode_names[mi]);
+      }
+    }
+  }
+  /* Stride-1 backward-input through col2im instead of the flipped-kernel
+   * forward, batched and per image. */
+  tt_conv_force_col2im_for_test(1);
+  for (int mi = 1; mi < COUNT_OF(modes); ++mi) {
+    tt_conv_force_batched_for_test(modes[mi]);
+    for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
+      char v[64];
+      snprintf(v, sizeof v, "%s, col2im", mode_names[mi]);
+      run_conv_bwd(ci % 4 == 1 ? TT_BF16 : TT_F32, &cases[ci], v);
+    }
+  }
+  tt_conv_force_col2im_for_test(0);
+  /* The batched path with every micro-kernel width (nr 8, 16, 32). */
+  tt_conv_force_batched_for_test(1);
+  const tt_sgemm_isa_t isas[] = {TT_SGEMM_ISA_GENERIC, TT_SGEMM_ISA_AVX2};
+  for (int ii = 0; ii < COUNT_OF(isas); ++ii) {
+    if (!tt_sgemm_force_isa(isas[ii])) continue;
+    for (int ci = 0; ci < COUNT_OF(cases); ci += 2) {
+      const char *v = isas[ii] == TT_SGEMM_ISA_AVX2 ? "batched, avx2 gemm" : "batched, generic gemm";
+      run_conv_fwd(TT_F32, &cases[ci], v);
+      run_conv_bwd(TT_F32, &cases[ci], v);
+    }
+  }
+  tt_sgemm_force_isa(TT_SGEMM_ISA_AUTO);
+  /* The portable window copies (no AVX-512). */
+  tt_conv_force_portable_for_test(1);
+  for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
+    run_conv_fwd(TT_F32, &cases[ci], "batched, portable");
+    run_conv_bwd(TT_F32, &cases[ci], "batched, portable");
+  }
+  tt_conv_force_portable_for_test(0);
+  tt_conv_force_batched_for_test(-1);
 }
 
 int main(void) {
@@ -679,5 +838,6 @@ int main(void) {
   test_pool();
   test_softmax();
   test_conv_forward_paths();
+  test_conv_batched_paths();
   return test_summary();
 }
