@@ -7,6 +7,7 @@
  * intermediate. With TORCHTPU_BUFFER_PLAN=0 each intermediate is allocated
  * on its own and freed right after its last use. */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,7 +110,8 @@ tt_status_t tt_executable_bind_outputs(tt_executable_t *e, int32_t device,
 }
 
 static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
-                               const tt_instr_t *in, const uint8_t *owned);
+                               const tt_instr_t *in, const uint8_t *owned,
+                               const int32_t *group_last);
 
 /* Which reshapes alias their operand (decided from the graph alone: the
  * executor's ownership walk without running anything), then the arena
@@ -128,11 +130,20 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
   size_t *offs = malloc(sizeof(size_t) * ((size_t)n + 1));
   int32_t *start = malloc(sizeof(int32_t) * ((size_t)n + 1));
   int32_t *end = malloc(sizeof(int32_t) * ((size_t)n + 1));
+  int32_t *group_last = malloc(sizeof(int32_t) * ((size_t)n + 1));
   tt_status_t st = NULL;
   if (!e->alias || !e->offset || !owned || !holder || !owner || !bufs || !sizes || !offs ||
-      !start || !end) {
+      !start || !end || !group_last) {
     st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
     goto done;
+  }
+  /* group_last[i]: the last instruction reading i or any reshape chain
+   * hanging off it (all of which may end up sharing i's bytes). */
+  for (int32_t i = 0; i < n; ++i) group_last[i] = g->instrs[i].last_use;
+  for (int32_t i = n - 1; i >= 0; --i) {
+    const tt_instr_t *in = &g->instrs[i];
+    int32_t o = in->op == TT_OP_RESHAPE ? in->operands[0] : -1;
+    if (o >= 0 && group_last[i] > group_last[o]) group_last[o] = group_last[i];
   }
   int32_t nb = 0;
   for (int32_t i = 0; i < n; ++i) {
@@ -140,7 +151,7 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
     e->offset[i] = -1;
     owner[i] = -1;
     if (in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR || e->direct_output[i] >= 0) continue;
-    if (in->op == TT_OP_RESHAPE && tt_reshape_aliases_(e, g, in, owned)) {
+    if (in->op == TT_OP_RESHAPE && tt_reshape_aliases_(e, g, in, owned, group_last)) {
       int32_t o = in->operands[0];
       e->alias[i] = 1;
       owned[i] = owned[o];
@@ -177,6 +188,7 @@ done:
   free(offs);
   free(start);
   free(end);
+  free(group_last);
   return st;
 }
 
@@ -491,21 +503,47 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
 }
 
 /* Whether reshape instruction `in` may alias its operand's buffer instead
- * of copying it: the operand is a graph input no output update writes in
- * place (donation), a buffer only written once (an output or a scalar),
- * or an owned intermediate whose last reader is this reshape (ownership
- * moves to the reshape). */
+ * of copying it: the operand is a graph input that no output update writes
+ * in place (donation) before every reader of the reshape (and of reshapes
+ * of it) has run, a buffer only written once (an output or a scalar), or an
+ * owned intermediate whose last reader is this reshape (ownership moves to
+ * the reshape). A donated parameter read through a reshape (a weight viewed
+ * as [1, m, k] for a GEMM) is the common case: copying it cost a weight's
+ * bytes per use and step. */
 static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
-                               const tt_instr_t *in, const uint8_t *owned) {
+                               const tt_instr_t *in, const uint8_t *owned,
+                               const int32_t *group_last) {
   int32_t o = in->operands[0];
   const tt_instr_t *src = &g->instrs[o];
+  int32_t self = (int32_t)(in - g->instrs);
   if (src->op == TT_OP_PARAM) {
     for (int32_t r = 0; r < g->num_outputs; ++r)
-      if (e->donor[r] == src->input_index) return 0;
+      if (e->donor[r] == src->input_index && group_last[self] >= g->output_instr[r]) return 0;
     return 1;
   }
   if (!owned[o]) return 1;
   return src->last_use == (int32_t)(in - g->instrs);
+}
+
+/* TORCHTPU_EXEC_PROFILE=1: every instruction's time goes into the metric
+ * "ExecuteOp.<op>" (fused reductions as "fused_reduce", tier-1 fused
+ * kernels as "fused"), and the copies of outputs that were not written in
+ * place into "ExecuteOp.output_copy", so met.metrics_report() says where a
+ * graph's execution time goes. Off: one branch per instruction. */
+static int tt_exec_profile_on_(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *env = getenv("TORCHTPU_EXEC_PROFILE");
+    on = env && env[0] && strcmp(env, "0") != 0;
+  }
+  return on;
+}
+
+static void tt_exec_profile_add_(const tt_instr_t *in, int64_t ns) {
+  char name[64];
+  const char *op = tt_fused_is_reduce(in) ? "fused_reduce" : tt_op_name(in->op);
+  snprintf(name, sizeof name, "ExecuteOp.%s", op);
+  tt_metric_add(name, TT_UNIT_NANOSECONDS, (double)ns);
 }
 
 tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
@@ -516,6 +554,7 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
   if (tt_pjrt_engine_execute(e, device, inputs, output_data, &pjrt_status)) return pjrt_status;
   const tt_graph_t *g = e->graph;
   int32_t n = g->num_instrs;
+  const int profile = tt_exec_profile_on_();
   void **vals = calloc((size_t)n + 1, sizeof(void *));
   uint8_t *owned = calloc((size_t)n + 1, 1);
   /* Scalars are stored inline: 8 bytes each. */
@@ -568,7 +607,9 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
         owned[i] = 1;
       }
       tt_view_t out = tt_make_view(in, vals[i]);
+      int64_t t0 = profile ? tt_now_ns() : 0;
       st = tt_run_instr(e, g, i, vals, &out);
+      if (profile) tt_exec_profile_add_(in, tt_now_ns() - t0);
       if (st) {
         tt_status_t wrapped = tt_status_make(tt_status_code(st), "%s", tt_status_message(st));
         tt_status_free(st);
@@ -587,12 +628,15 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
   }
   if (!st) {
     /* Outputs not written in place: parameters, scalars, repeated roots. */
+    int64_t t0 = profile ? tt_now_ns() : 0;
     for (int32_t r = 0; r < g->num_outputs; ++r) {
       int32_t i = g->output_instr[r];
       if (e->direct_output[i] == r) continue;
       size_t bytes = tt_instr_bytes(&g->instrs[i]);
       if (bytes) memcpy(output_data[r], vals[i], bytes);
     }
+    if (profile)
+      tt_metric_add("ExecuteOp.output_copy", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
   }
 done:
   if (vals && owned)

@@ -69,3 +69,26 @@ def test_clear(dev):
     met.clear_all()
     assert met.metric_names() == [] and met.counter_names() == []
     assert met.metrics_report() == ""
+
+
+def test_exec_profile_metrics_per_op():
+    """TORCHTPU_EXEC_PROFILE=1 times every executed instruction into
+    ExecuteOp.<op> metrics (checked in a fresh process: the switch is read
+    once)."""
+    import subprocess
+    import sys
+    code = ("import torch, torch_xla, torch_xla.debug.metrics as met\n"
+            "a = torch.randn(64, 64).to('xla'); b = torch.randn(64, 64).to('xla')\n"
+            "((a @ b).t().reshape(-1) * 2).sum().item()\n"
+            "names = [n for n in met.metric_names() if n.startswith('ExecuteOp.')]\n"
+            "print(sorted(names)); print(all(met.metric_data(n)[1] > 0 for n in names))\n")
+    env = dict(__import__("os").environ, TORCHTPU_EXEC_PROFILE="1", TORCHTPU_TIER="0")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    names_line, positive = r.stdout.strip().splitlines()[-2:]
+    assert "'ExecuteOp.dot'" in names_line and positive == "True", r.stdout
+    env["TORCHTPU_EXEC_PROFILE"] = "0"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.stdout.strip().splitlines()[-2] == "[]", r.stdout
