@@ -5,8 +5,6 @@ resolution: an explicit lowering; else PyTorch's decomposition table (its
 pieces come back through dispatch); else the counted CPU fallback, which
 increments the aten::<op> counter exactly as PyTorch/XLA does.
 """
-from torch._decomp import decomposition_table
-
 from torchtpu.bridge import complex_in_use
 
 from torchtpu.lowering.core import LOWERINGS
@@ -14,7 +12,7 @@ from torchtpu.lowering import (  # noqa: F401  (register lowerings)
     elementwise, shape_ops, reductions, nn_ops, misc_ops, sort_ops, index_ops,
     dynamic_ops, pool_ops, linalg_ops, extra_ops, complex_ops)
 from torchtpu.lowering.complex_ops import dispatch_complex, involves_complex
-from torchtpu.lowering.fallback import decomposed, fallback
+from torchtpu.lowering.fallback import decompose_or_fallback
 
 # Decompositions we never take: their results are handled natively or would
 # recurse into themselves.
@@ -48,13 +46,4 @@ def _dispatch(func, args, kwargs):
     fn = LOWERINGS.get(func)
     if fn is not None:
         return fn(*args, **kwargs)
-    decomp = decomposition_table.get(func)
-    if decomp is not None and func not in _SKIP_DECOMP:
-        out = decomposed(decomp, args, kwargs)
-        if out is not NotImplemented:
-            return out
-    if func._can_decompose():
-        out = decomposed(func.decompose, args, kwargs)
-        if out is not NotImplemented:
-            return out
-    return fallback(func, args, kwargs)
+    return decompose_or_fallback(func, args, kwargs, _SKIP_DECOMP)

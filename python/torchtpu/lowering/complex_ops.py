@@ -18,11 +18,11 @@ import math
 import warnings
 
 import torch
-from torch._decomp import decomposition_table
 
-from torchtpu import _C, bridge
+from torchtpu import bridge
 from torchtpu.bridge import XlaTensor
-from torchtpu.lowering.fallback import decomposed, fallback
+from torchtpu.lowering import shape_ops
+from torchtpu.lowering.fallback import decompose_or_fallback
 from torchtpu.lowering.core import (
     BINARY, BIN, BITCAST, CONCAT, CONVERT, FFT, LOWERINGS, PAD, REDUCE, RED_ALL, RED_ANY,
     RED_MEAN, RED_SUM, SLICE, TRANSPOSE, TT_BOOL, TT_C64, TT_F32, UN, UNARY, WHERE, aten,
@@ -93,16 +93,7 @@ def dispatch_complex(func, args, kwargs):
     fn = COMPLEX_LOWERINGS.get(func)
     if fn is not None:
         return fn(*args, **kwargs)
-    decomp = decomposition_table.get(func)
-    if decomp is not None:
-        out = decomposed(decomp, args, kwargs)
-        if out is not NotImplemented:
-            return out
-    if func._can_decompose():
-        out = decomposed(func.decompose, args, kwargs)
-        if out is not NotImplemented:
-            return out
-    return fallback(func, args, kwargs)
+    return decompose_or_fallback(func, args, kwargs)
 
 
 def _check_dtype(dt):
@@ -298,39 +289,20 @@ def _convert_to(h, dt, dev):
     return h if h.dtype == t else op(CONVERT, [h], (t,))
 
 
-@lowers_complex(aten._to_copy.default)
-def to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
-            memory_format=None):
+def _to_copy_complex(x, dtype=None, **kwargs):
     if dtype is not None and dtype.is_complex:
         _check_dtype(dtype)
         bridge.complex_in_use[0] = True
-    h = x._h
-    if device is not None:
-        device = torch.device(device)
-        if device.type == "cpu":
-            out = bridge.download(h)
-            return out.to(dtype) if dtype is not None else out
-        if device.type != "xla":
-            raise RuntimeError(f"cannot copy an xla tensor to {device}")
-        target = bridge.device_index(device)
-        if target != h.device:
-            h = _C.to_device(h, target)
-    if dtype is not None:
-        h = _convert_to(h, dtype, h.device)
-    return wrap(h)
+    return _to_copy(x, dtype=dtype, **kwargs)
 
 
-@lowers_complex(aten.copy.default)
-def copy(dst, src, non_blocking=False):
-    dev = dst._h.device
-    if isinstance(src, XlaTensor):
-        h = src._h
-        if h.device != dev:
-            h = _C.to_device(h, dev)
-    else:
-        h = bridge.upload(src, dev)
-    h = _convert_to(h, dst.dtype, dev)
-    return wrap(broadcast(h, dst.shape))
+def _complex_convert(h, dtype):
+    return _convert_to(h, dtype, h.device)
+
+
+_to_copy = shape_ops.to_copy_with(_complex_convert)
+COMPLEX_LOWERINGS[aten._to_copy.default] = _to_copy_complex
+copy = COMPLEX_LOWERINGS[aten.copy.default] = shape_ops.copy_with(_complex_convert)
 
 
 @lowers_complex(aten.copy_.default)
@@ -352,7 +324,6 @@ def cat(tensors, dim=0):
 
 @lowers_complex(aten.slice_scatter.default)
 def slice_scatter(x, src, dim=0, start=None, end=None, step=1):
-    from torchtpu.lowering import shape_ops
     dev = x._h.device
     return shape_ops.slice_scatter(XlaTensor(as_complex_h(x, dev)),
                                    XlaTensor(as_complex_h(src, dev)), dim, start, end, step)
@@ -360,7 +331,6 @@ def slice_scatter(x, src, dim=0, start=None, end=None, step=1):
 
 @lowers_complex(aten.select_scatter.default)
 def select_scatter(x, src, dim, index):
-    from torchtpu.lowering import shape_ops
     dev = x._h.device
     return shape_ops.select_scatter(XlaTensor(as_complex_h(x, dev)),
                                     XlaTensor(as_complex_h(src, dev)), dim, index)
@@ -388,49 +358,15 @@ def factory_value(dt, value, dev, shape):
     return broadcast(scalar(dev, bridge.tt_dtype(dt), value), shape)
 
 
-def _like(value):
-    def fn(x, *args, dtype=None, layout=None, device=None, pin_memory=None,
-           memory_format=None):
-        v = args[0] if value is None else value
-        dt = dtype if dtype is not None else x.dtype
-        if device is not None and torch.device(device).type != "xla":
-            return torch.full(x.shape, v, dtype=dt, device=device)
-        index = x._h.device if device is None or torch.device(device).index is None \
-            else bridge.device_index(device)
-        return wrap(factory_value(dt, v, index, x.shape))
-    return fn
-
-
-for _o, _v in ((aten.zeros_like.default, 0), (aten.ones_like.default, 1),
-               (aten.empty_like.default, 0), (aten.full_like.default, None)):
-    COMPLEX_LOWERINGS[_o] = _like(_v)
-
-
-def _new_factory(value, has_stride=False):
-    def fn(x, size, *args, dtype=None, layout=None, device=None, pin_memory=None):
-        rest = list(args)[1:] if has_stride else list(args)
-        v = rest[0] if value is None else value
-        dt = dtype if dtype is not None else x.dtype
-        if device is not None and torch.device(device).type != "xla":
-            return torch.full(list(size), v, dtype=dt, device=device)
-        index = x._h.device if device is None or torch.device(device).index is None \
-            else bridge.device_index(device)
-        return wrap(factory_value(dt, v, index, list(size)))
-    return fn
-
-
-for _o, _fn in ((aten.new_empty.default, _new_factory(0)),
-                (aten.new_zeros.default, _new_factory(0)),
-                (aten.new_ones.default, _new_factory(1)),
-                (aten.new_full.default, _new_factory(None)),
-                (aten.new_empty_strided.default, _new_factory(0, True))):
-    COMPLEX_LOWERINGS[_o] = _fn
+for _o, _v in shape_ops.LIKE_VALUES.items():
+    COMPLEX_LOWERINGS[_o] = shape_ops.like_factory(_v, fill=factory_value)
+for _o, (_v, _strided) in shape_ops.NEW_FACTORIES.items():
+    COMPLEX_LOWERINGS[_o] = shape_ops.new_factory(_v, _strided, fill=factory_value)
 
 
 @lowers_complex(aten.constant_pad_nd.default)
 def constant_pad_nd(x, pad, value=0):
     """Pads the real and imaginary parts apart (PAD takes one real value)."""
-    from torchtpu.lowering import shape_ops
     dev = x._h.device
     v = complex(value)
     re, im = _parts(pairs(as_complex_h(x, dev)))

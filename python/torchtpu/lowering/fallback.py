@@ -1,6 +1,7 @@
 """The explicit CPU fallback for ops with no lowering: inputs move to the
 host, PyTorch computes, results move back, and aten::<op> is counted."""
 import torch
+from torch._decomp import decomposition_table
 from torch.utils._pytree import tree_map
 
 from torchtpu import _C, bridge
@@ -28,6 +29,22 @@ def decomposed(fn, args, kwargs):
         return fn(*args, **kwargs)
     finally:
         decomposition_depth[0] -= 1
+
+
+def decompose_or_fallback(func, args, kwargs, skip=()):
+    """An op without a lowering: PyTorch's decomposition table, then the
+    op's own CompositeImplicit decomposition (their pieces come back through
+    dispatch), else the counted CPU fallback."""
+    decomp = decomposition_table.get(func)
+    if decomp is not None and func not in skip:
+        out = decomposed(decomp, args, kwargs)
+        if out is not NotImplemented:
+            return out
+    if func._can_decompose():
+        out = decomposed(func.decompose, args, kwargs)
+        if out is not NotImplemented:
+            return out
+    return fallback(func, args, kwargs)
 
 
 def _written_args(func, args, kwargs):

@@ -432,37 +432,51 @@ def scatter_add(x, dim, index, src):
 
 
 # -------------------------------------------------------- copies, devices
-@lowers(aten._to_copy.default)
-def to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
-            memory_format=None):
-    dev = x._h.device
-    h = x._h
-    if device is not None:
-        device = torch.device(device)
-        if device.type == "cpu":
-            out = bridge.download(h)
-            return out.to(dtype) if dtype is not None else out
-        if device.type != "xla":
-            raise RuntimeError(f"cannot copy an xla tensor to {device}")
-        target = bridge.device_index(device)
-        if target != dev:
-            h = _C.to_device(h, target)
-    if dtype is not None:
-        h = op(CONVERT, [h], (tt(dtype),)) if h.dtype != tt(dtype) else h
-    return wrap(h)
+def _convert_real(h, dtype):
+    """h as torch dtype `dtype` (real dtypes; complex_ops passes its own)."""
+    t = tt(dtype)
+    return h if h.dtype == t else op(CONVERT, [h], (t,))
 
 
-@lowers(aten.copy.default)
-def copy(dst, src, non_blocking=False):
-    dev = dst._h.device
-    if isinstance(src, XlaTensor):
-        h = src._h
-        if h.device != dev:
-            h = _C.to_device(h, dev)
-    else:
-        h = bridge.upload(src, dev)
-    h = h if h.dtype == dst._h.dtype else op(CONVERT, [h], (dst._h.dtype,))
-    return wrap(broadcast(h, dst.shape))
+def to_copy_with(convert):
+    """The _to_copy lowering with `convert(handle, torch_dtype)` for dtype
+    changes (complex_ops reuses it with complex rules)."""
+    def to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+                memory_format=None):
+        h = x._h
+        if device is not None:
+            device = torch.device(device)
+            if device.type == "cpu":
+                out = bridge.download(h)
+                return out.to(dtype) if dtype is not None else out
+            if device.type != "xla":
+                raise RuntimeError(f"cannot copy an xla tensor to {device}")
+            target = bridge.device_index(device)
+            if target != h.device:
+                h = _C.to_device(h, target)
+        if dtype is not None:
+            h = convert(h, dtype)
+        return wrap(h)
+    return to_copy
+
+
+def copy_with(convert):
+    """The copy lowering (dst's shape and dtype, src's values) with
+    `convert(handle, torch_dtype)`."""
+    def copy(dst, src, non_blocking=False):
+        dev = dst._h.device
+        if isinstance(src, XlaTensor):
+            h = src._h
+            if h.device != dev:
+                h = _C.to_device(h, dev)
+        else:
+            h = bridge.upload(src, dev)
+        return wrap(broadcast(convert(h, dst.dtype), dst.shape))
+    return copy
+
+
+to_copy = lowers(aten._to_copy.default)(to_copy_with(_convert_real))
+copy = lowers(aten.copy.default)(copy_with(_convert_real))
 
 
 @lowers(aten.copy_.default)
@@ -500,7 +514,15 @@ def zero(x):
     return wrap(broadcast(scalar(x._h.device, x._h.dtype, 0), x.shape))
 
 
-def _like(value):
+def _fill_real(dtype, value, index, shape):
+    """A handle of `shape` filled with value, as torch dtype `dtype`."""
+    return broadcast(scalar(index, tt(dtype), value), shape)
+
+
+def like_factory(value, fill=_fill_real):
+    """The *_like lowering filling with value (None: the first argument),
+    through fill(dtype, value, device index, shape) (complex_ops passes its
+    own)."""
     def fn(x, *args, dtype=None, layout=None, device=None, pin_memory=None,
            memory_format=None):
         v = args[0] if value is None else value
@@ -510,17 +532,19 @@ def _like(value):
             return torch.full(x.shape, v, dtype=dt, device=device)
         if device is not None and torch.device(device).index is not None:
             index = bridge.device_index(device)
-        return wrap(broadcast(scalar(index, tt(dt), v), x.shape))
+        return wrap(fill(dt, v, index, x.shape))
     return fn
 
 
-LIKE = {aten.zeros_like.default: _like(0), aten.ones_like.default: _like(1),
-        aten.empty_like.default: _like(0), aten.full_like.default: _like(None)}
-for _op, _fn in LIKE.items():
-    lowers(_op)(_fn)
+LIKE_VALUES = {aten.zeros_like.default: 0, aten.ones_like.default: 1,
+               aten.empty_like.default: 0, aten.full_like.default: None}
+for _op, _v in LIKE_VALUES.items():
+    lowers(_op)(like_factory(_v))
 
 
-def _new_factory(value, has_stride=False):
+def new_factory(value, has_stride=False, fill=_fill_real):
+    """The new_* lowering (new_empty_strided when has_stride), filling
+    through fill(dtype, value, device index, shape)."""
     def fn(x, size, *args, dtype=None, layout=None, device=None, pin_memory=None):
         rest = list(args)
         if has_stride:
@@ -531,14 +555,15 @@ def _new_factory(value, has_stride=False):
             return torch.full(list(size), v, dtype=dt, device=device)
         index = x._h.device if device is None or torch.device(device).index is None \
             else bridge.device_index(device)
-        return wrap(broadcast(scalar(index, tt(dt), v), size))
+        return wrap(fill(dt, v, index, [int(s_) for s_ in size]))
     return fn
 
 
-for _op, _fn in {aten.new_empty.default: _new_factory(0), aten.new_zeros.default: _new_factory(0),
-                 aten.new_ones.default: _new_factory(1), aten.new_full.default: _new_factory(None),
-                 aten.new_empty_strided.default: _new_factory(0, True)}.items():
-    lowers(_op)(_fn)
+NEW_FACTORIES = {aten.new_empty.default: (0, False), aten.new_zeros.default: (0, False),
+                 aten.new_ones.default: (1, False), aten.new_full.default: (None, False),
+                 aten.new_empty_strided.default: (0, True)}
+for _op, (_v, _strided) in NEW_FACTORIES.items():
+    lowers(_op)(new_factory(_v, _strided))
 
 _ = (RESHAPE, SCATTER)
 
