@@ -40,20 +40,7 @@ import bench_conv_layers as bcl  # noqa: E402
 def model_layers(name, size):
     """[(key, uses, first)] for every Conv2d of the model on a size x size
     input, in order of first use; first marks the layer fed by the image."""
-    model = getattr(bcl.vision_models, name)().eval()
-    seen = []
-
-    def hook(mod, inp, _out):
-        x = inp[0]
-        seen.append((x.shape[1], x.shape[2], x.shape[3], mod.out_channels,
-                     mod.kernel_size[0], mod.kernel_size[1], mod.stride[0],
-                     mod.padding[0], mod.dilation[0], mod.groups))
-
-    hs = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, nn.Conv2d)]
-    with torch.no_grad():
-        model(torch.randn(1, 3, size, size))
-    for h in hs:
-        h.remove()
+    seen = bcl.conv_calls(name, size)
     out = {}
     for i, key in enumerate(seen):
         if key not in out:

@@ -88,26 +88,32 @@ def load_lib(path):
     return lib, path
 
 
+def conv_calls(name, size=224):
+    """The Conv2d calls of model `name` on a size x size input, in call
+    order, each as key = (C, H, W, O, kh, kw, stride, pad, dilation, groups)."""
+    model = getattr(vision_models, name)().eval()
+    seen = []
+
+    def hook(mod, inp, _out):
+        x = inp[0]
+        seen.append((x.shape[1], x.shape[2], x.shape[3], mod.out_channels,
+                     mod.kernel_size[0], mod.kernel_size[1], mod.stride[0],
+                     mod.padding[0], mod.dilation[0], mod.groups))
+
+    hs = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, nn.Conv2d)]
+    with torch.no_grad():
+        model(torch.randn(1, 3, size, size))
+    for h in hs:
+        h.remove()
+    return seen
+
+
 def model_layers(names, size=224):
-    """{key: {model: count}} for every Conv2d the models run on size x size.
-    key = (C, H, W, O, kh, kw, stride, pad, dilation, groups)."""
+    """{key: {model: count}} for every Conv2d the models run on size x size
+    (keys as conv_calls)."""
     layers = {}
     for name in names:
-        model = getattr(vision_models, name)().eval()
-        seen = []
-
-        def hook(mod, inp, _out):
-            x = inp[0]
-            seen.append((x.shape[1], x.shape[2], x.shape[3], mod.out_channels,
-                         mod.kernel_size[0], mod.kernel_size[1], mod.stride[0],
-                         mod.padding[0], mod.dilation[0], mod.groups))
-
-        hs = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, nn.Conv2d)]
-        with torch.no_grad():
-            model(torch.randn(1, 3, size, size))
-        for h in hs:
-            h.remove()
-        for key in seen:
+        for key in conv_calls(name, size):
             layers.setdefault(key, {}).setdefault(name, 0)
             layers[key][name] += 1
     return layers

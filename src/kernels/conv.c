@@ -482,23 +482,10 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c);
  * positions in all (N*H*W: ResNet's 7x7 plane at batch 1), where the
  * flip, O*K element moves, costs about as much as the GEMM's
  * 2*O*K*N*H*W flops. */
-static int tt_conv_bwd_in_as_fwd_ok(const tt_conv_geom_t *g) {
-  if (g->sh != 1 || g->sw != 1 || g->ph > g->dh * (g->KH - 1) ||
-      g->pw > g->dw * (g->KW - 1) || g->N * g->H * g->W < 128) {
-    return 0;
-  }
-  tt_conv_geom_t t = *g;
-  t.H = g->OH;
-  t.W = g->OW;
-  t.OH = g->H;
-  t.OW = g->W;
-  t.ph = g->dh * (g->KH - 1) - g->ph;
-  t.pw = g->dw * (g->KW - 1) - g->pw;
-  return tt_conv_all_taps_read_input(&t);
-}
-
-static tt_status_t tt_conv_bwd_in_as_fwd(tt_conv_ctx_t *c) {
-  const tt_conv_geom_t *g = &c->g;
+/* The forward convolution that computes g's backward-input: grad_out
+ * (O channels, OH x OW) in, the input's C x H x W out, padding
+ * d*(K-1) - p. */
+static tt_conv_geom_t tt_conv_flipped_geom(const tt_conv_geom_t *g) {
   tt_conv_geom_t t = *g;
   t.C = g->O;
   t.H = g->OH;
@@ -510,6 +497,21 @@ static tt_status_t tt_conv_bwd_in_as_fwd(tt_conv_ctx_t *c) {
   t.pw = g->dw * (g->KW - 1) - g->pw;
   t.OH = g->H;
   t.OW = g->W;
+  return t;
+}
+
+static int tt_conv_bwd_in_as_fwd_ok(const tt_conv_geom_t *g) {
+  if (g->sh != 1 || g->sw != 1 || g->ph > g->dh * (g->KH - 1) ||
+      g->pw > g->dw * (g->KW - 1) || g->N * g->H * g->W < 128) {
+    return 0;
+  }
+  tt_conv_geom_t t = tt_conv_flipped_geom(g);
+  return tt_conv_all_taps_read_input(&t);
+}
+
+static tt_status_t tt_conv_bwd_in_as_fwd(tt_conv_ctx_t *c) {
+  const tt_conv_geom_t *g = &c->g;
+  tt_conv_geom_t t = tt_conv_flipped_geom(g);
   t.K = t.Cg * g->KH * g->KW;
   int64_t KK = g->KH * g->KW;
   /* Blocks of 16 weight rows are widened into rows (L2-resident), then
