@@ -282,10 +282,8 @@ def _empty_handle(size, dtype, device):
     index = device_index(device)
     dt = tt_dtype(dtype)
     if dt == TT_C64:
-        complex_in_use[0] = True
-        zero = _C.scalar(index, TT_F32, 0.0)
-        z = _C.op(6, [zero], tuple(int(s) for s in size) + (2,))  # TT_OP_BROADCAST
-        return _C.op(41, [z], (TT_C64,) + tuple(int(s) for s in size))  # TT_OP_BITCAST
+        from torchtpu.lowering.complex_ops import factory_value
+        return factory_value(dtype, 0, index, [int(s) for s in size])
     zero = _C.scalar(index, dt, 0)
     return _C.op(6, [zero], tuple(int(s) for s in size))  # TT_OP_BROADCAST
 
