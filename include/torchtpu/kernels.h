@@ -239,6 +239,13 @@ tt_status_t tt_kernel_rng(tt_rng_op_t op, uint64_t seed, uint64_t offset,
 typedef void (*tt_range_fn_t)(void *ctx, int64_t begin, int64_t end);
 void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx);
 int tt_num_threads(void);
+/* Brackets a burst of parallel calls (a graph execution): while at least
+ * one hold is open, idle workers keep polling for the next job (yielding
+ * their core to any other runnable thread) instead of going to sleep, so
+ * the kernels of one execution do not each pay a worker wake-up. Holds
+ * nest and may be taken by several threads. */
+void tt_parallel_hold_begin(void);
+void tt_parallel_hold_end(void);
 
 /* ---- sorting, searching, extra reductions (sort.c, reduce_extra.c) ----
  * argsort: out (I64 or I32, x's shape) holds, along dim, the indices that

@@ -19,12 +19,16 @@
  * inside a chunk (nested parallelism) runs inline on the calling thread,
  * which is both deadlock-free and what the outer split already wants.
  * Workers and the caller spin briefly before sleeping on a condition
- * variable, so back-to-back kernels do not pay a wake-up each. After
+ * variable, so back-to-back kernels do not pay a wake-up each; inside a
+ * tt_parallel_hold_begin/end burst (a graph execution) workers do not sleep
+ * at all: a futex wake-up of an idle core costs 50-100 us on this machine,
+ * and a training step's graph makes hundreds of parallel calls. After
  * fork() the child starts with no pool (the workers did not survive) and
  * builds a new one on demand.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -59,6 +63,8 @@ static tt_pool_t tt_pool_ = {
     .done_cv = PTHREAD_COND_INITIALIZER,
 };
 static pthread_mutex_t tt_pool_init_mu_ = PTHREAD_MUTEX_INITIALIZER;
+/* Open tt_parallel_hold_begin calls. */
+static _Atomic int tt_pool_holds_ = 0;
 static _Thread_local int tt_in_parallel_ = 0;
 
 static int tt_pool_read_nthreads_(void) {
@@ -143,6 +149,13 @@ static void *tt_pool_worker_(void *arg) {
   for (;;) {
     for (int spins = 0; spins < TT_POOL_SPIN; ++spins) {
       if (tt_job_gen_(atomic_load_explicit(&p->job, memory_order_acquire)) != seen) break;
+      if (atomic_load_explicit(&tt_pool_holds_, memory_order_relaxed) > 0) {
+        /* Inside a held burst: keep polling, but let whatever else wants
+         * this core (the Python thread tracing the next step) run. */
+        spins = 0;
+        sched_yield();
+        continue;
+      }
       tt_cpu_relax_();
     }
     pthread_mutex_lock(&p->mu);
@@ -167,6 +180,26 @@ static void tt_pool_start_(tt_pool_t *p) {
     ++p->nworkers;
   }
   pthread_attr_destroy(&attr);
+}
+
+/* TORCHTPU_POOL_HOLD=0 turns holds off (workers sleep between kernels). */
+static int tt_pool_hold_enabled_(void) {
+  static _Atomic int on = -1;
+  int v = atomic_load_explicit(&on, memory_order_relaxed);
+  if (v < 0) {
+    const char *env = getenv("TORCHTPU_POOL_HOLD");
+    v = !(env && env[0] == '0' && env[1] == '\0');
+    atomic_store_explicit(&on, v, memory_order_relaxed);
+  }
+  return v;
+}
+
+void tt_parallel_hold_begin(void) {
+  if (tt_pool_hold_enabled_()) atomic_fetch_add(&tt_pool_holds_, 1);
+}
+
+void tt_parallel_hold_end(void) {
+  if (tt_pool_hold_enabled_()) atomic_fetch_sub(&tt_pool_holds_, 1);
 }
 
 void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx) {
@@ -210,6 +243,11 @@ void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx) {
   tt_in_parallel_ = 0;
 
   for (int spins = 0; atomic_load(&p->done) < nchunks && spins < TT_POOL_SPIN; ++spins) {
+    if (atomic_load_explicit(&tt_pool_holds_, memory_order_relaxed) > 0) {
+      spins = 0;
+      sched_yield();
+      continue;
+    }
     tt_cpu_relax_();
   }
   if (atomic_load(&p->done) < nchunks) {

@@ -529,20 +529,44 @@ static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
  * "ExecuteOp.<op>" (fused reductions as "fused_reduce", tier-1 fused
  * kernels as "fused"), and the copies of outputs that were not written in
  * place into "ExecuteOp.output_copy", so met.metrics_report() says where a
- * graph's execution time goes. Off: one branch per instruction. */
+ * graph's execution time goes. TORCHTPU_EXEC_PROFILE=shapes also names the
+ * shapes: "ExecuteOp.dot[64,384]<-[64,128],[384,128]/tb" (attributes of a
+ * dot: /ta, /tb for transposed operands). Off: one branch per instruction. */
 static int tt_exec_profile_on_(void) {
   static int on = -1;
   if (on < 0) {
     const char *env = getenv("TORCHTPU_EXEC_PROFILE");
-    on = env && env[0] && strcmp(env, "0") != 0;
+    on = !env || !env[0] || strcmp(env, "0") == 0 ? 0 : strcmp(env, "shapes") == 0 ? 2 : 1;
   }
   return on;
 }
 
-static void tt_exec_profile_add_(const tt_instr_t *in, int64_t ns) {
-  char name[64];
+static void tt_exec_profile_dims_(char *buf, size_t size, size_t *len, const tt_shape_t *s) {
+  *len += (size_t)snprintf(buf + *len, *len < size ? size - *len : 0, "[");
+  for (int32_t d = 0; d < s->rank; ++d) {
+    *len += (size_t)snprintf(buf + *len, *len < size ? size - *len : 0, "%s%lld",
+                             d ? "," : "", (long long)s->dims[d]);
+  }
+  *len += (size_t)snprintf(buf + *len, *len < size ? size - *len : 0, "]");
+}
+
+static void tt_exec_profile_add_(const tt_graph_t *g, const tt_instr_t *in, int64_t ns,
+                                 int level) {
+  char name[256];
   const char *op = tt_fused_is_reduce(in) ? "fused_reduce" : tt_op_name(in->op);
-  snprintf(name, sizeof name, "ExecuteOp.%s", op);
+  size_t len = (size_t)snprintf(name, sizeof name, "ExecuteOp.%s", op);
+  if (level == 2) {
+    tt_exec_profile_dims_(name, sizeof name, &len, &in->shape);
+    for (int32_t k = 0; k < in->num_operands; ++k) {
+      len += (size_t)snprintf(name + len, len < sizeof name ? sizeof name - len : 0, "%s",
+                              k ? "," : "<-");
+      tt_exec_profile_dims_(name, sizeof name, &len, &g->instrs[in->operands[k]].shape);
+    }
+    if (in->op == TT_OP_DOT) {
+      len += (size_t)snprintf(name + len, len < sizeof name ? sizeof name - len : 0, "%s%s",
+                              in->iattrs[0] ? "/ta" : "", in->iattrs[1] ? "/tb" : "");
+    }
+  }
   tt_metric_add(name, TT_UNIT_NANOSECONDS, (double)ns);
 }
 
@@ -574,6 +598,7 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
       goto done;
     }
   }
+  tt_parallel_hold_begin();
   for (int32_t i = 0; i < n && !st; ++i) {
     const tt_instr_t *in = &g->instrs[i];
     if (in->op == TT_OP_PARAM) {
@@ -609,7 +634,7 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
       tt_view_t out = tt_make_view(in, vals[i]);
       int64_t t0 = profile ? tt_now_ns() : 0;
       st = tt_run_instr(e, g, i, vals, &out);
-      if (profile) tt_exec_profile_add_(in, tt_now_ns() - t0);
+      if (profile) tt_exec_profile_add_(g, in, tt_now_ns() - t0, profile);
       if (st) {
         tt_status_t wrapped = tt_status_make(tt_status_code(st), "%s", tt_status_message(st));
         tt_status_free(st);
@@ -626,6 +651,7 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
       }
     }
   }
+  tt_parallel_hold_end();
   if (!st) {
     /* Outputs not written in place: parameters, scalars, repeated roots. */
     int64_t t0 = profile ? tt_now_ns() : 0;
