@@ -10,8 +10,11 @@
  * its A results: per result, the prologue is evaluated for each of the R
  * elements and folded in double in the tier-0 order (16 lanes and a tail
  * per chunk of 65536, chunks in order), then the epilogue runs on the
- * result. Reductions over outer dims stay on tier 0 (its column blocks
- * read memory in order; a per-result loop would stride through it). */
+ * result. A reduction over outer or middle dims (domain [A, R, B], B > 1
+ * kept innermost) walks blocks of up to 64 adjacent results: each row r of
+ * the block is read along memory into 64 double accumulators, rows folded
+ * in tier 0's order (row chunks of 512 merged in order when tier 0 splits
+ * them, tt_fred_cols_range), so the sum is tier 0's bit for bit. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,11 +136,42 @@ static int64_t tt_reduce_row(const tt_instr_t *in) {
   return kept_after ? 0 : R;
 }
 
+/* For a fused reduction whose reduced dims form one run with kept dims
+ * after it: the domain as [A, R, B] (B > 1) and 1; else 0. */
+static int tt_reduce_cols(const tt_instr_t *in, int64_t *A, int64_t *R, int64_t *B) {
+  if (!tt_fused_is_reduce(in)) return 0;
+  tt_shape_t dom = tt_fused_domain(in);
+  uint32_t mask = (uint32_t)in->iattrs[1];
+  int64_t a = 1, r = 1, b = 1;
+  int seen = 0, runs = 0, prev = -1;
+  for (int d = 0; d < dom.rank; ++d) {
+    if (dom.dims[d] == 1) continue;
+    int red = (mask >> d) & 1u;
+    if (red) {
+      r *= dom.dims[d];
+      runs += prev != 1;
+      seen = 1;
+    } else if (seen) {
+      b *= dom.dims[d];
+    } else {
+      a *= dom.dims[d];
+    }
+    prev = red;
+  }
+  if (runs != 1 || b <= 1) return 0;
+  *A = a;
+  *R = r;
+  *B = b;
+  return 1;
+}
+
 int tt_codegen_supported(const tt_graph_t *g, int32_t i) {
   const tt_instr_t *in = &g->instrs[i];
   if (in->op != TT_OP_FUSED || !in->fused) return 0;
   if (tt_fused_is_reduce(in)) {
-    if (tt_reduce_row(in) <= 0 || in->num_operands > 64) return 0;
+    int64_t A, R, B;
+    if ((tt_reduce_row(in) <= 0 && !tt_reduce_cols(in, &A, &R, &B)) || in->num_operands > 64)
+      return 0;
     for (int32_t s = 0; s < in->fused->num_ops; ++s) {
       const tt_fused_op_t *op = &in->fused->ops[s];
       if (op->op == TT_OP_REDUCE && op->code != TT_RED_SUM && op->code != TT_RED_MEAN &&
@@ -461,6 +495,114 @@ static void tt_emit_reduce(tt_src_t *s, const tt_graph_t *g, int32_t i) {
   put(s, "  }\n");
 }
 
+/* Which of the column form's loops input x varies with: the dims of the
+ * domain [A, R, B] it spans in full. 1: B only (x[j]), 2: R only (x[r]),
+ * 3: A and R (x[a * R + r]), 4: the whole domain (x[i]), 0: a scalar,
+ * -1: something else (the general index). */
+static int tt_col_input_kind(const tt_shape_t *xs, const tt_shape_t *dom, uint32_t mask,
+                             int64_t A, int64_t R, int64_t B) {
+  int64_t xn = tt_shape_numel(xs), dn = tt_shape_numel(dom);
+  if (xn == dn) return 4;
+  if (xn == 1) return 0;
+  int spans_a = 0, spans_r = 0, spans_b = 0, seen = 0;
+  for (int d = 0; d < xs->rank; ++d) {
+    int dd = dom->rank - xs->rank + d;
+    if (dom->dims[dd] == 1) continue;
+    int red = (mask >> dd) & 1u;
+    seen |= red;
+    if (xs->dims[d] == 1) continue;
+    if (red) spans_r = 1;
+    else if (seen) spans_b = 1;
+    else spans_a = 1;
+  }
+  if (spans_b && !spans_a && !spans_r && xn == B) return 1;
+  if (spans_r && !spans_a && !spans_b && xn == R) return 2;
+  if (spans_a && spans_r && !spans_b && xn == A * R) return 3;
+  return -1;
+}
+
+/* A fused reduction in the column form (tt_reduce_cols): see the header. */
+static void tt_emit_reduce_cols(tt_src_t *s, const tt_graph_t *g, int32_t i) {
+  const tt_instr_t *in = &g->instrs[i];
+  const tt_fused_t *f = in->fused;
+  tt_shape_t dom = tt_fused_domain(in);
+  uint32_t mask = (uint32_t)in->iattrs[1];
+  int64_t A = 1, R = 1, B = 1;
+  tt_reduce_cols(in, &A, &R, &B);
+  int32_t red = 0;
+  while (f->ops[red].op != TT_OP_REDUCE) ++red;
+  const tt_fused_op_t *rop = &f->ops[red];
+  uint8_t used_pro[64] = {0}, used_epi[64] = {0};
+  for (int32_t st = 0; st < f->num_ops; ++st)
+    for (int32_t a = 0; a < f->ops[st].num_args; ++a)
+      if (f->ops[st].args[a] < 0) {
+        int32_t k = -f->ops[st].args[a] - 1;
+        if (st > red) used_epi[k] = 1;
+        else used_pro[k] = 1;
+      }
+  int is_max = rop->code == TT_RED_MAX, is_min = rop->code == TT_RED_MIN;
+  /* tt_execute_fused_reduce's row chunks: whole columns when its column
+   * blocks (of 512) alone give enough parallel work. */
+  int64_t nblk = (B + 511) / 512, rc = A * nblk >= 8 ? R : 512;
+  char v[16];
+  snprintf(v, sizeof v, "%s%d", rop->args[0] >= 0 ? "s" : "a",
+           rop->args[0] >= 0 ? rop->args[0] : -rop->args[0] - 1);
+  put(s, "  const int64_t R = %lldLL, B = %lldLL, RC = %lldLL;\n", (long long)R, (long long)B,
+      (long long)rc);
+  put(s, "  for (int64_t o0 = begin; o0 < end;) {\n");
+  put(s, "    const int64_t a = o0 / B, j0 = o0 - a * B;\n");
+  put(s, "    int64_t w = end - o0 < B - j0 ? end - o0 : B - j0;\n    if (w > 64) w = 64;\n");
+  put(s, "    double tot[64], part[64];\n");
+  put(s, "    for (int64_t c0 = 0; c0 < R; c0 += RC) {\n");
+  put(s, "      const int64_t c1 = R - c0 < RC ? R : c0 + RC;\n");
+  put(s, "      for (int64_t jj = 0; jj < w; ++jj) part[jj] = %s;\n",
+      is_max ? "-INFINITY" : is_min ? "INFINITY" : "0.0");
+  put(s, "      for (int64_t r = c0; r < c1; ++r) {\n");
+  put(s, "        const int64_t rb = (a * R + r) * B + j0;\n");
+  put(s, "        for (int64_t jj = 0; jj < w; ++jj) {\n");
+  put(s, "          const int64_t i = rb + jj;\n");
+  for (int32_t k = 0; k < in->num_operands; ++k) {
+    if (!used_pro[k]) continue;
+    const tt_instr_t *x = &g->instrs[in->operands[k]];
+    put(s, "          float a%d = %s(x%d[", k, tt_load_fn(x->dtype), k);
+    switch (tt_col_input_kind(&x->shape, &dom, mask, A, R, B)) {
+      case 4: put(s, "i"); break;
+      case 0: put(s, "0"); break;
+      case 1: put(s, "j0 + jj"); break;
+      case 2: put(s, "r"); break;
+      case 3: put(s, "a * R + r"); break;
+      default: tt_emit_index(s, &x->shape, &dom); break;
+    }
+    put(s, "]);\n");
+  }
+  tt_emit_steps(s, f, 0, red, "          ");
+  if (is_max || is_min) {
+    put(s, "          double x = %s, m = part[jj];\n", v);
+    put(s, "          part[jj] = (x %s m || x != x) && m == m ? x : m;\n", is_max ? ">" : "<");
+  } else {
+    put(s, "          part[jj] += %s;\n", v);
+  }
+  put(s, "        }\n      }\n");
+  put(s, "      for (int64_t jj = 0; jj < w; ++jj) {\n");
+  if (is_max || is_min) {
+    put(s, "        double p = part[jj], t = tot[jj];\n");
+    put(s, "        tot[jj] = c0 == 0 ? p : ((p %s t || p != p) ? p : t);\n", is_max ? ">" : "<");
+  } else {
+    put(s, "        tot[jj] = c0 == 0 ? part[jj] : tot[jj] + part[jj];\n");
+  }
+  put(s, "      }\n    }\n");
+  put(s, "    for (int64_t jj = 0; jj < w; ++jj) {\n");
+  put(s, "      const int64_t i = o0 + jj;\n");
+  put(s, "      float s%d = %s((float)(tot[jj]%s));\n", red, tt_round_fn(rop->dtype),
+      rop->code == TT_RED_MEAN ? " / (double)R" : "");
+  tt_emit_loads(s, g, in, used_epi, &in->shape, "      ");
+  tt_emit_steps(s, f, red + 1, f->num_ops, "      ");
+  char last[16];
+  snprintf(last, sizeof(last), "s%d", f->num_ops - 1);
+  tt_emit_store(s, in->dtype, last, "      ");
+  put(s, "    }\n    o0 += w;\n  }\n");
+}
+
 char *tt_codegen_emit(const tt_graph_t *g, const char *key) {
   tt_src_t s = {0};
   int any = 0;
@@ -477,7 +619,9 @@ char *tt_codegen_emit(const tt_graph_t *g, const char *key) {
       put(&s, "  const %s *x%d = (const %s *)in[%d];\n", tt_c_type(dt), k, tt_c_type(dt), k);
     }
     put(&s, "  %s *o = (%s *)out;\n", tt_c_type(in->dtype), tt_c_type(in->dtype));
-    if (tt_fused_is_reduce(in)) {
+    if (tt_fused_is_reduce(in) && tt_reduce_row(in) <= 0) {
+      tt_emit_reduce_cols(&s, g, i);
+    } else if (tt_fused_is_reduce(in)) {
       tt_emit_reduce(&s, g, i);
     } else {
       tt_emit_elementwise(&s, g, i);

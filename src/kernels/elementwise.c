@@ -36,6 +36,31 @@ static void tt_where_range(void *arg, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end;) {
     int64_t len = tt_min64(tt_min64(tt_iter_inner_left(it, &pos), end - i),
                            TT_BLOCK);
+    if (es == 4 && c->cond->dtype == TT_BOOL) {
+      /* Bool condition, 32-bit elements (f32, i32): typed loads and a
+       * select the compiler vectorises; a condition broadcast along the
+       * run (a row mask) picks one operand for the whole run. */
+      const uint8_t *c1 = (const uint8_t *)c->cond->data + pos.off[1];
+      const uint32_t *a4 = (const uint32_t *)pa + pos.off[2];
+      const uint32_t *b4 = (const uint32_t *)pb + pos.off[3];
+      uint32_t *o4 = (uint32_t *)po + i;
+      if (sc == 0) {
+        const uint32_t *src = c1[0] ? a4 : b4;
+        int64_t ss = c1[0] ? sa : sb;
+        if (ss == 1) {
+          memcpy(o4, src, (size_t)len * 4);
+        } else {
+          for (int64_t j = 0; j < len; ++j) o4[j] = src[j * ss];
+        }
+      } else if (sc == 1 && sa == 1 && sb == 1) {
+        for (int64_t j = 0; j < len; ++j) o4[j] = c1[j] ? a4[j] : b4[j];
+      } else {
+        for (int64_t j = 0; j < len; ++j) o4[j] = c1[j * sc] ? a4[j * sa] : b4[j * sb];
+      }
+      tt_iter_advance(it, &pos, len);
+      i += len;
+      continue;
+    }
     int64_t cnd[TT_BLOCK];
     tt_load_i64(c->cond->data, c->cond->dtype, pos.off[1], sc, len, cnd);
     for (int64_t j = 0; j < len; ++j) {
@@ -150,6 +175,20 @@ static void tt_bcast_range(void *arg, int64_t begin, int64_t end) {
     char *dst = po + (size_t)i * es;
     if (sx == 1) {
       memcpy(dst, src, (size_t)len * es);
+    } else if (sx == 0 && es == 4) {
+      /* A value repeated along the run (zeros for a gradient, a scalar
+       * made a tensor): a fill the compiler vectorises. */
+      uint32_t v;
+      memcpy(&v, src, 4);
+      uint32_t *d = (uint32_t *)dst;
+      for (int64_t j = 0; j < len; ++j) d[j] = v;
+    } else if (sx == 0 && es == 8) {
+      uint64_t v;
+      memcpy(&v, src, 8);
+      uint64_t *d = (uint64_t *)dst;
+      for (int64_t j = 0; j < len; ++j) d[j] = v;
+    } else if (sx == 0 && es == 1) {
+      memset(dst, *src, (size_t)len);
     } else {
       for (int64_t j = 0; j < len; ++j) {
         tt_copy_elem(dst + (size_t)j * es, src + (size_t)(j * sx) * es, es);

@@ -270,7 +270,7 @@ typedef struct reduce_case_s {
 /* y = reduce(op, exp((x - max(x)) * k) + x, dims) * k + k for random x:
  * the prologue reads x and a broadcast keepdim max, the epilogue a scalar.
  * Fused (tier 0) equals unfused bit for bit in f32 (bf16: within 1 ulp);
- * tier 1 (innermost reductions) within float rounding. */
+ * tier 1 (rows and columns) within float rounding. */
 static void test_reduce_fusion_matches_unfused(void) {
   static const reduce_case_t cases[] = {
       {2, {37, 1000}, 2, 1, TT_RED_SUM, 1},      /* innermost */
@@ -344,6 +344,9 @@ static void test_reduce_fusion_matches_unfused(void) {
         if (g2) {
           int supported = fr && tt_codegen_supported(g2, (int32_t)(find_fused_reduce(g2) - g2->instrs));
           CHECK_OK(run_graph(g2, params, scalars, t1, 1, &kernels));
+          /* Every single-run form has a tier-1 kernel: innermost
+           * (rows) and outer or middle dims (columns). */
+          CHECK(supported == c->fused);
           CHECK(!supported || kernels >= 1);
           bad = 0;
           for (int64_t i = 0; i < on_n; ++i) {
