@@ -111,7 +111,7 @@ tt_status_t tt_executable_bind_outputs(tt_executable_t *e, int32_t device,
 
 static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
                                const tt_instr_t *in, const uint8_t *owned,
-                               const int32_t *group_last);
+                               const int32_t *group_last, int planned);
 
 /* Which reshapes alias their operand (decided from the graph alone: the
  * executor's ownership walk without running anything), then the arena
@@ -145,13 +145,15 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
     int32_t o = in->op == TT_OP_RESHAPE ? in->operands[0] : -1;
     if (o >= 0 && group_last[i] > group_last[o]) group_last[o] = group_last[i];
   }
+  const char *env = getenv("TORCHTPU_BUFFER_PLAN");
+  const int planned = !(env && strcmp(env, "0") == 0);
   int32_t nb = 0;
   for (int32_t i = 0; i < n; ++i) {
     const tt_instr_t *in = &g->instrs[i];
     e->offset[i] = -1;
     owner[i] = -1;
     if (in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR || e->direct_output[i] >= 0) continue;
-    if (in->op == TT_OP_RESHAPE && tt_reshape_aliases_(e, g, in, owned, group_last)) {
+    if (in->op == TT_OP_RESHAPE && tt_reshape_aliases_(e, g, in, owned, group_last, planned)) {
       int32_t o = in->operands[0];
       e->alias[i] = 1;
       owned[i] = owned[o];
@@ -170,9 +172,13 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
     start[nb] = i;
     nb++;
   }
-  const char *env = getenv("TORCHTPU_BUFFER_PLAN");
-  if (env && strcmp(env, "0") == 0) goto done;
-  for (int32_t b = 0; b < nb; ++b) end[b] = g->instrs[holder[b]].last_use;
+  if (!planned) goto done;
+  /* A buffer lives until the last reader of its producer or of any
+   * reshape chain hanging off it (they may all share its bytes). */
+  for (int32_t b = 0; b < nb; ++b) {
+    end[b] = g->instrs[holder[b]].last_use;
+    if (group_last[bufs[b]] > end[b]) end[b] = group_last[bufs[b]];
+  }
   st = tt_buffer_plan(nb, sizes, start, end, offs, &e->arena_bytes);
   if (st) goto done;
   for (int32_t b = 0; b < nb; ++b) {
@@ -506,13 +512,16 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
  * of copying it: the operand is a graph input that no output update writes
  * in place (donation) before every reader of the reshape (and of reshapes
  * of it) has run, a buffer only written once (an output or a scalar), or an
- * owned intermediate whose last reader is this reshape (ownership moves to
- * the reshape). A donated parameter read through a reshape (a weight viewed
- * as [1, m, k] for a GEMM) is the common case: copying it cost a weight's
- * bytes per use and step. */
+ * owned intermediate: always when the arena is planned (its slot then lives
+ * until the last reader of the whole reshape group, and nothing is freed
+ * before the arena), else when this reshape is its last reader (ownership
+ * moves to the reshape, which frees it). A donated parameter read through
+ * a reshape (a weight viewed as [1, m, k] for a GEMM) is the common case:
+ * copying it cost a weight's bytes per use and step; an activation read
+ * both as [b, s, d] and as [1, b*s, d] is the other. */
 static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
                                const tt_instr_t *in, const uint8_t *owned,
-                               const int32_t *group_last) {
+                               const int32_t *group_last, int planned) {
   int32_t o = in->operands[0];
   const tt_instr_t *src = &g->instrs[o];
   int32_t self = (int32_t)(in - g->instrs);
@@ -521,8 +530,8 @@ static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
       if (e->donor[r] == src->input_index && group_last[self] >= g->output_instr[r]) return 0;
     return 1;
   }
-  if (!owned[o]) return 1;
-  return src->last_use == (int32_t)(in - g->instrs);
+  if (!owned[o] || planned) return 1;
+  return src->last_use == self;
 }
 
 /* TORCHTPU_EXEC_PROFILE=1: every instruction's time goes into the metric

@@ -459,6 +459,67 @@ static void test_buffer_plan_reuses_and_matches(void) {
   free(b);
 }
 
+/* A value read both through a reshape and directly after the reshape's
+ * readers (an activation used as [b, s, d] and as [b*s, d]): with the plan
+ * the reshape shares the value's bytes (no copy: planned bytes count the
+ * value once) and the slot lives until the last direct reader; results
+ * equal unplanned execution, where the reshape copies. */
+static void test_buffer_plan_shared_reshape(void) {
+  enum { N = 4096 };
+  float *data = malloc(sizeof(float) * N), *a = malloc(sizeof(float) * 2 * N),
+        *b = malloc(sizeof(float) * 2 * N);
+  for (int i = 0; i < N; ++i) data[i] = rnd_unit();
+  tt_buffer_t *buf = NULL;
+  CHECK_OK(tt_buffer_from_host(0, data, sizeof(float) * N, &buf));
+  tt_shape_t s = {2, {64, 64}};
+  tt_node_t *x = tt_node_create_param(buf, TT_F32, &s, 0);
+  tt_node_t *v = unary(x, TT_UN_EXP);
+  int64_t dims[1] = {N};
+  tt_node_t *r = NULL;
+  CHECK_OK(tt_node_create(TT_OP_RESHAPE, 0, &v, 1, dims, 1, NULL, 0, &r));
+  tt_node_t *t = unary(r, TT_UN_TANH);                 /* reads the reshape */
+  tt_node_t *big = unary(t, TT_UN_SIGMOID);           /* a value that may reuse a slot */
+  tt_node_t *late = binary(v, v, TT_BIN_MUL);         /* reads v after the reshape */
+  tt_node_t *outs[2] = {big, late};
+  tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
+  CHECK_OK(tt_graph_build(outs, 2, &g, NULL));
+  tt_optimize_options_t off = {0, 1, 0};
+  CHECK_OK(tt_graph_optimize(g, &off, &g0));
+  CHECK_OK(tt_graph_optimize(g, &off, &g1));
+  tt_executable_t *e0 = NULL, *e1 = NULL;
+  setenv("TORCHTPU_BUFFER_PLAN", "0", 1);
+  if (g0) CHECK_OK(tt_executable_create(g0, &e0));
+  unsetenv("TORCHTPU_BUFFER_PLAN");
+  if (g1) CHECK_OK(tt_executable_create(g1, &e1));
+  if (e0 && e1) {
+    size_t vb = sizeof(float) * N;
+    /* exp and tanh are intermediates; the reshape adds nothing. */
+    CHECK(tt_executable_planned_bytes(e1) == 2 * vb);
+    CHECK(tt_executable_arena_bytes(e1) >= 2 * vb); /* exp lives past tanh */
+    tt_input_value_t in[1];
+    memset(in, 0, sizeof(in));
+    in[0].buffer = buf;
+    void *o0[2] = {a, a + N}, *o1[2] = {b, b + N};
+    CHECK_OK(tt_executable_run(e0, in, o0));
+    CHECK_OK(tt_executable_run(e1, in, o1));
+    CHECK(memcmp(a, b, sizeof(float) * 2 * N) == 0);
+    int bad = 0;
+    for (int i = 0; i < N; ++i) bad += fabsf(b[N + i] - expf(data[i]) * expf(data[i])) > 1e-4f * b[N + i];
+    CHECK(bad == 0);
+  }
+  if (e0) tt_executable_release(e0);
+  else tt_graph_destroy(g0);
+  if (e1) tt_executable_release(e1);
+  else tt_graph_destroy(g1);
+  tt_graph_destroy(g);
+  tt_node_t *all[] = {x, v, r, t, big, late};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tt_node_release(all[i]);
+  tt_buffer_release(buf);
+  free(data);
+  free(a);
+  free(b);
+}
+
 static void test_verifier_catches_bad_graph(void) {
   float data[4] = {0};
   tt_buffer_t *buf = NULL;
@@ -491,5 +552,6 @@ int main(void) {
   test_reduce_fusion_matches_unfused();
   test_buffer_plan_packs_by_liveness();
   test_buffer_plan_reuses_and_matches();
+  test_buffer_plan_shared_reshape();
   return tt_test_finish_();
 }
