@@ -59,11 +59,59 @@ static void tt_fold_dot_transpose(tt_work_t *w, tt_instr_t *in, int32_t **uses) 
   }
 }
 
+/* transpose(dot(a, b)) -> dot(b, a) with both transpose flags flipped,
+ * since (A B)^T = B^T A^T: the GEMM writes the transposed product directly
+ * instead of the product and then a transposed copy. Autograd makes this
+ * shape for every linear layer's weight gradient (x^T g computed as a
+ * [in, out] product, then t() to the weight's [out, in]). Matches the
+ * rank-3 transpose of a dot, and the rank-2 transpose of a batch-1 dot's
+ * reshape to [M, N]; the dot (and the reshape) must have no other user,
+ * and both operands the same batch size (only b may broadcast). Rewrites
+ * the dot (and the reshape) in place and forwards the transpose to it. */
+static void tt_fold_transpose_of_dot(tt_work_t *w, int32_t t, int32_t **uses) {
+  tt_instr_t *ti = &w->instrs[t];
+  if (!tt_swaps_last_two(ti)) return;
+  int32_t y = tt_work_resolve(w, ti->operands[0]);
+  tt_instr_t *yi = &w->instrs[y];
+  int32_t d = y, r = -1;
+  if (yi->op == TT_OP_RESHAPE && ti->shape.rank == 2) {
+    r = y;
+    d = tt_work_resolve(w, yi->operands[0]);
+  }
+  tt_instr_t *di = &w->instrs[d];
+  if (di->op != TT_OP_DOT || di->shape.rank != 3) return;
+  if (r < 0 && ti->shape.rank != 3) return;
+  if (r >= 0 && di->shape.dims[0] != 1) return;
+  int32_t a = tt_work_resolve(w, di->operands[0]), b = tt_work_resolve(w, di->operands[1]);
+  if (w->instrs[a].shape.dims[0] != w->instrs[b].shape.dims[0]) return;
+  if (!*uses) *uses = tt_work_use_counts(w);
+  if (!*uses || (*uses)[d] != 1 || (r >= 0 && (*uses)[r] != 1)) return;
+  int64_t ta = di->iattrs[0], tb = di->iattrs[1];
+  di->operands[0] = b;
+  di->operands[1] = a;
+  di->iattrs[0] = !tb;
+  di->iattrs[1] = !ta;
+  int64_t m = di->shape.dims[1];
+  di->shape.dims[1] = di->shape.dims[2];
+  di->shape.dims[2] = m;
+  int32_t head = d;
+  if (r >= 0) {
+    yi->shape = ti->shape;
+    for (int32_t k = 0; k < ti->shape.rank; ++k) yi->iattrs[k] = ti->shape.dims[k];
+    yi->num_iattrs = ti->shape.rank;
+    head = r;
+  }
+  w->forward[t] = head;
+  (*uses)[head] = (*uses)[t];
+  (*uses)[t] = 0;
+}
+
 tt_status_t tt_pass_simplify(tt_work_t *w) {
   int32_t *uses = NULL;
   for (int32_t i = 0; i < w->num_instrs; ++i) {
     if (w->forward[i] != i) continue;
     if (w->instrs[i].op == TT_OP_DOT) tt_fold_dot_transpose(w, &w->instrs[i], &uses);
+    if (w->instrs[i].op == TT_OP_TRANSPOSE) tt_fold_transpose_of_dot(w, i, &uses);
     if (w->forward[i] != i) continue;
     tt_instr_t *in = &w->instrs[i];
     if (in->num_operands < 1) continue;

@@ -24,6 +24,12 @@ static tt_node_t *binary(tt_node_t *a, tt_node_t *b, int64_t code) {
   return n;
 }
 
+static uint32_t rng_state = 12345u;
+static float rnd_unit(void) {
+  rng_state = rng_state * 1664525u + 1013904223u;
+  return (float)((rng_state >> 8) & 0xffffff) / 16777216.0f * 4.0f - 2.0f;
+}
+
 static int count_op(const tt_graph_t *g, tt_op_t op) {
   int c = 0;
   for (int32_t i = 0; i < g->num_instrs; ++i) c += g->instrs[i].op == op;
@@ -142,6 +148,91 @@ static void test_cse_simplify_dce(void) {
 }
 
 
+/* transpose(dot(a, b)) becomes dot(b, a) with flipped transpose flags:
+ * the rank-3 form (a batched product transposed) and the rank-2 form
+ * (a weight gradient: x^T g reshaped to [in, out], then t()). No transpose
+ * is left, the values equal the unoptimised graph's, and a
+ * dot that has another user is left alone. */
+static void test_transpose_of_dot_folds(void) {
+  enum { B = 2, M = 5, K = 7, N = 3 };
+  float xa[B * K * M], xb[B * K * N];
+  for (int i = 0; i < B * K * M; ++i) xa[i] = rnd_unit();
+  for (int i = 0; i < B * K * N; ++i) xb[i] = rnd_unit();
+  for (int form = 0; form < 3; ++form) {
+    int64_t bt = form == 0 ? B : 1;
+    tt_buffer_t *ba = NULL, *bb = NULL;
+    CHECK_OK(tt_buffer_from_host(0, xa, sizeof(float) * (size_t)(bt * K * M), &ba));
+    CHECK_OK(tt_buffer_from_host(0, xb, sizeof(float) * (size_t)(bt * K * N), &bb));
+    tt_shape_t sa = {3, {bt, K, M}}, sb = {3, {bt, K, N}};
+    tt_node_t *a = tt_node_create_param(ba, TT_F32, &sa, 0);
+    tt_node_t *b = tt_node_create_param(bb, TT_F32, &sb, 0);
+    int64_t flags[2] = {1, 0}; /* a^T b: [bt, M, N] */
+    tt_node_t *ops[2] = {a, b}, *d = NULL, *r = NULL, *t = NULL, *extra = NULL;
+    CHECK_OK(tt_node_create(TT_OP_DOT, 0, ops, 2, flags, 2, NULL, 0, &d));
+    tt_node_t *outs[2];
+    int nout = 1;
+    if (form == 0) {
+      int64_t perm[3] = {0, 2, 1};
+      CHECK_OK(tt_node_create(TT_OP_TRANSPOSE, 0, &d, 1, perm, 3, NULL, 0, &t));
+    } else {
+      int64_t dims[2] = {M, N}, perm[2] = {1, 0};
+      CHECK_OK(tt_node_create(TT_OP_RESHAPE, 0, &d, 1, dims, 2, NULL, 0, &r));
+      CHECK_OK(tt_node_create(TT_OP_TRANSPOSE, 0, &r, 1, perm, 2, NULL, 0, &t));
+    }
+    outs[0] = t;
+    if (form == 2) { /* the dot is read by someone else too: no fold */
+      extra = unary(d, TT_UN_NEG);
+      outs[nout++] = extra;
+    }
+    tt_graph_t *g = NULL, *o = NULL, *plain = NULL;
+    CHECK_OK(tt_graph_build(outs, nout, &g, NULL));
+    tt_optimize_options_t on = {0, 1, 0};
+    CHECK_OK(tt_graph_optimize(g, &on, &o));
+    CHECK_OK(tt_graph_build(outs, nout, &plain, NULL)); /* unoptimised */
+    if (o && plain) {
+      CHECK(count_op(o, TT_OP_TRANSPOSE) == (form == 2 ? 1 : 0));
+      CHECK(count_op(o, TT_OP_DOT) == 1);
+      float got[2 * B * M * N], want[2 * B * M * N];
+      memset(got, 0, sizeof got);
+      memset(want, 1, sizeof want);
+      tt_executable_t *e1 = NULL, *e2 = NULL;
+      CHECK_OK(tt_executable_create(o, &e1));
+      CHECK_OK(tt_executable_create(plain, &e2));
+      if (e1 && e2) {
+        tt_input_value_t in[2];
+        memset(in, 0, sizeof(in));
+        in[0].buffer = ba;
+        in[1].buffer = bb;
+        int64_t n0 = bt * M * N;
+        void *og[2] = {got, got + n0}, *ow[2] = {want, want + n0};
+        CHECK_OK(tt_executable_run(e1, in, og));
+        CHECK_OK(tt_executable_run(e2, in, ow));
+        CHECK(memcmp(got, want, sizeof(float) * (size_t)(n0 * nout)) == 0);
+        /* and the transposed product itself, against a direct sum */
+        int bad = 0;
+        for (int64_t q = 0; q < bt; ++q)
+          for (int n = 0; n < N; ++n)
+            for (int m = 0; m < M; ++m) {
+              double acc = 0;
+              for (int k = 0; k < K; ++k) acc += (double)xa[(q * K + k) * M + m] * xb[(q * K + k) * N + n];
+              bad += fabs(got[(q * N + n) * M + m] - acc) > 1e-5;
+            }
+        CHECK(bad == 0);
+      }
+      if (e1) tt_executable_release(e1);
+      else tt_graph_destroy(o);
+      if (e2) tt_executable_release(e2);
+      else tt_graph_destroy(plain);
+    }
+    tt_graph_destroy(g);
+    tt_node_t *all[] = {a, b, d, r, t, extra};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i)
+      if (all[i]) tt_node_release(all[i]);
+    tt_buffer_release(ba);
+    tt_buffer_release(bb);
+  }
+}
+
 /* ---- reduction fusion ------------------------------------------------ */
 
 static tt_node_t *reduce(tt_node_t *x, int64_t op, int64_t mask, int64_t keepdim,
@@ -252,12 +343,6 @@ static void test_reduce_fusion_layer_norm(void) {
   tt_node_t *all[] = {x, k, eps, mean, d, sq, v, vk, ve, r, y};
   for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tt_node_release(all[i]);
   tt_buffer_release(buf);
-}
-
-static uint32_t rng_state = 12345u;
-static float rnd_unit(void) {
-  rng_state = rng_state * 1664525u + 1013904223u;
-  return (float)((rng_state >> 8) & 0xffffff) / 16777216.0f * 4.0f - 2.0f;
 }
 
 typedef struct reduce_case_s {
@@ -553,5 +638,6 @@ int main(void) {
   test_buffer_plan_packs_by_liveness();
   test_buffer_plan_reuses_and_matches();
   test_buffer_plan_shared_reshape();
+  test_transpose_of_dot_folds();
   return tt_test_finish_();
 }
