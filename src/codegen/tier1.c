@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/fastmath.h"
 #include "torchtpu/codegen.h"
 #include "torchtpu/metrics.h"
 
@@ -129,7 +130,11 @@ static uint64_t tt_structure_hash(const tt_graph_t *g, uint64_t h) {
 /* The identity a library must carry; also its cache file stem. */
 static void tt_identity(const tt_graph_t *g, char *key, size_t key_size, char *stem,
                         size_t stem_size) {
-  uint64_t h2 = tt_structure_hash(g, tt_fnv(g->key, g->key_size, 0x84222325cbf29ce4ull));
+  /* The shared math the generated code embeds is part of its identity: a
+   * library built with other exp/tanh/erf is never loaded. */
+  static const char fastmath[] = TT_FASTMATH_SOURCE;
+  uint64_t h2 = tt_fnv((const uint8_t *)fastmath, sizeof fastmath - 1, 0x84222325cbf29ce4ull);
+  h2 = tt_structure_hash(g, tt_fnv(g->key, g->key_size, h2));
   snprintf(key, key_size, "torchtpu-%s|%s|%s|%016llx|%016llx", TT_ENGINE_VERSION, TT_CFLAGS,
            tt_cpu_features(), (unsigned long long)g->hash, (unsigned long long)h2);
   snprintf(stem, stem_size, "%016llx-%016llx-%s-%s", (unsigned long long)g->hash,
