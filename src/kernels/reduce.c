@@ -203,6 +203,20 @@ static void tt_acc_row(tt_reduce_op_t op, const tt_view_t *x, int64_t off,
     tt_acc_f64_one(op, s, v, 0);
     return;
   }
+  if ((x->dtype == TT_BOOL || x->dtype == TT_U8 || x->dtype == TT_I8) &&
+      (op == TT_RED_ANY || op == TT_RED_ALL)) {
+    /* Byte rows (a mask's "is every score -inf" in safe softmax): OR the
+     * bytes, or look for a zero byte; no per-element widening. */
+    const uint8_t *b = (const uint8_t *)x->data + off;
+    if (op == TT_RED_ANY) {
+      uint8_t any = 0;
+      for (int64_t k = 0; k < len; ++k) any |= b[k];
+      s->i |= any != 0;
+    } else {
+      s->i &= memchr(b, 0, (size_t)len) == NULL;
+    }
+    return;
+  }
   for (int64_t b = 0; b < len; b += TT_BLOCK) {
     int64_t n = tt_min64(TT_BLOCK, len - b);
     if (cls == TT_CLASS_INT) {
