@@ -23,10 +23,11 @@
 
 #include "kernels/fastmath.h"
 #include "torchtpu/codegen.h"
+#include "torchtpu/debug.h"
 #include "torchtpu/metrics.h"
 
 #define TT_ENGINE_VERSION "0.1.0"
-#define TT_CFLAGS "-O3 -march=native -fPIC -shared -fno-math-errno -std=c11"
+#define TT_CFLAGS "-O3 -march=native -mprefer-vector-width=512 -fPIC -shared -fno-math-errno -std=c11"
 
 static pthread_mutex_t tt_t1_lock_ = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tt_t1_cond_ = PTHREAD_COND_INITIALIZER;
@@ -220,6 +221,7 @@ static void tt_build(tt_executable_t *exe) {
     free(dir);
     return; /* nothing to generate */
   }
+  if (tt_debug_dump_enabled()) tt_status_free(tt_debug_dump(g->hash, "generated", "c", src));
   char tmpdir[] = "/tmp/torchtpu-cc-XXXXXX";
   if (!mkdtemp(tmpdir)) {
     free(src);

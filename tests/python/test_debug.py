@@ -501,3 +501,26 @@ def test_debug_off_by_default_and_configure_validation(children):
         debugging.configure(levle=1)
     with pytest.raises(RuntimeError, match="max_frames must be >= 0, got -1"):
         debugging.configure(max_frames=-1)
+
+
+def test_dump_dir_tier1_source(tmp_path):
+    """With TORCHTPU_DUMP_DIR, tier 1 writes the C it generates for a graph
+    (stage `generated`) next to the graph's build dump."""
+    d = tmp_path / "dumps"
+    code = (
+        "import torch, torch_xla\n"
+        "x = torch.arange(64.).to('xla')\n"
+        "y = ((x * 2 + 1).exp() - 3).sum()\n"
+        "print(float(y))\n"
+    )
+    env = dict(os.environ, TORCHTPU_TIER="1", TORCHTPU_DUMP_DIR=str(d), PJRT_DEVICE="CPU")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    names = sorted(os.listdir(d))
+    gen = [n for n in names if n.endswith("-generated.c")]
+    assert gen, names
+    src = (d / gen[0]).read_text()
+    assert "void tt_gen_" in src and "tt_gen_key" in src
+    h = gen[0].split("-")[2]
+    assert any(n.endswith(f"-{h}-build.txt") for n in names), names
