@@ -5,7 +5,9 @@ a GPT-style decoder), and the per-op tracing cost.
 Prints, for each model, the steady-state step time of eager PyTorch and of
 torchtpu (lazy tracing + cached graph + C kernels), and their ratio
 (torchtpu / eager; below 1 is faster). Then the cost of recording one tiny
-op on xla next to eager PyTorch's cost for the same op.
+op on xla next to eager PyTorch's cost for the same op. The three ways of
+running (eager, waited, pipelined) are interleaved in rounds, so load from
+elsewhere on the machine spreads over all of them.
 
 Usage: bash scripts/bootstrap.sh && PJRT_DEVICE=CPU .venv/bin/python bench/bench_training.py
 """
@@ -49,54 +51,76 @@ def build(kind):
     return TinyTransformer(vocab=1000, d_model=128, heads=4, layers=2, seq=64)
 
 
-def time_steps(kind, device, steps, warmup, batch):
-    model = build(kind).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    data = batches(kind, steps + warmup, batch)
-    times = []
-    for i, (x, y) in enumerate(data):
-        t0 = time.perf_counter()
-        if device == "cpu":
-            opt.zero_grad()
-            loss_of(kind, model(x), y).backward()
-            opt.step()
-        else:
-            with torch_xla.step():
-                x, y = x.to(device), y.to(device)
-                opt.zero_grad()
-                loss_of(kind, model(x), y).backward()
-                opt.step()
-            xm.wait_device_ops()
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+class Runner:
+    """One way of running a model's training steps: 'eager' (PyTorch CPU),
+    'waited' (torchtpu, each step waits for the device: tracing +
+    execution) or 'pipelined' (torchtpu, steps back to back as PyTorch/XLA
+    loops run them, the next traced while one executes; a block of steps
+    is timed as a whole and waits once at its end)."""
 
+    def __init__(self, kind, mode, device, batch, nbatches):
+        self.kind, self.mode = kind, mode
+        self.device = "cpu" if mode == "eager" else device
+        self.model = build(kind).to(self.device)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        self.data = batches(kind, nbatches, batch)
+        self.i = 0
 
-def time_steps_pipelined(kind, device, steps, warmup, batch):
-    """Steady-state step time of a training loop that does not wait for the
-    device between steps (as PyTorch/XLA loops run: the next step is traced
-    while the previous one executes): warmup steps (each waited for, so
-    tier 1 is built), then `steps` steps timed as a whole, waiting once at
-    the end."""
-    model = build(kind).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    data = batches(kind, steps + warmup, batch)
-
-    def step(x, y):
+    def _step(self):
+        x, y = self.data[self.i % len(self.data)]
+        self.i += 1
+        if self.mode == "eager":
+            self.opt.zero_grad()
+            loss_of(self.kind, self.model(x), y).backward()
+            self.opt.step()
+            return
         with torch_xla.step():
-            x, y = x.to(device), y.to(device)
-            opt.zero_grad()
-            loss_of(kind, model(x), y).backward()
-            opt.step()
+            x, y = x.to(self.device), y.to(self.device)
+            self.opt.zero_grad()
+            loss_of(self.kind, self.model(x), y).backward()
+            self.opt.step()
 
-    for x, y in data[:warmup]:
-        step(x, y)
-        xm.wait_device_ops()
-    t0 = time.perf_counter()
-    for x, y in data[warmup:]:
-        step(x, y)
-    xm.wait_device_ops()
-    return (time.perf_counter() - t0) / steps
+    def warmup(self, n):
+        """Steps each waited for (tier 1 gets built for the xla modes)."""
+        for _ in range(n):
+            self._step()
+            if self.mode != "eager":
+                xm.wait_device_ops()
+
+    def block(self, n):
+        """Seconds per step over n steps: one figure per step, or (pipelined)
+        one for the block."""
+        if self.mode == "pipelined":
+            t0 = time.perf_counter()
+            for _ in range(n):
+                self._step()
+            xm.wait_device_ops()
+            return [(time.perf_counter() - t0) / n]
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            self._step()
+            if self.mode == "waited":
+                xm.wait_device_ops()
+            out.append(time.perf_counter() - t0)
+        return out
+
+
+def time_model(kind, device, steps, warmup, batch, rounds):
+    """Median step time of each mode. The modes run interleaved: `rounds`
+    rounds of steps/rounds steps each, in a rotating order, so a change in
+    the machine's load (this is a shared VM) lands on all of them instead
+    of on whichever ran during it."""
+    modes = ["eager", "waited", "pipelined"]
+    runners = {m: Runner(kind, m, device, batch, 16) for m in modes}
+    for r in runners.values():
+        r.warmup(warmup)
+    per = max(1, steps // rounds)
+    times = {m: [] for m in modes}
+    for k in range(rounds):
+        for m in modes[k % 3:] + modes[:k % 3]:
+            times[m] += runners[m].block(per)
+    return {m: statistics.median(v) for m, v in times.items()}
 
 
 def tiny_op_cost(device, n=2000):
@@ -118,6 +142,8 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--models", default="mlp,resnet18,transformer")
+    p.add_argument("--rounds", type=int, default=6,
+                   help="interleaved rounds of steps/rounds steps per mode")
     args = p.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     dev = torch_xla.device()
@@ -127,9 +153,8 @@ def main():
     print(f"{'model':<12}{'eager ms':>10}{'waited ms':>11}{'ratio':>7}{'pipelined ms':>14}"
           f"{'ratio':>7}")
     for kind in args.models.split(","):
-        eager = time_steps(kind, "cpu", args.steps, args.warmup, args.batch)
-        ours = time_steps(kind, dev, args.steps, args.warmup, args.batch)
-        piped = time_steps_pipelined(kind, dev, args.steps, args.warmup, args.batch)
+        t = time_model(kind, dev, args.steps, args.warmup, args.batch, args.rounds)
+        eager, ours, piped = t["eager"], t["waited"], t["pipelined"]
         print(f"{kind:<12}{eager * 1e3:>10.2f}{ours * 1e3:>11.2f}{ours / eager:>7.2f}"
               f"{piped * 1e3:>14.2f}{piped / eager:>7.2f}")
     e = tiny_op_cost("cpu")
