@@ -276,6 +276,37 @@ static inline int tt_fused_is_reduce(const tt_instr_t *in) {
   return in->op == TT_OP_FUSED && in->num_iattrs >= 3 && in->iattrs[0] == TT_FUSED_REDUCE;
 }
 
+/* A fused reduction's domain as [A, R, B] (size-1 dims dropped): A the
+ * kept dims before the reduced ones, R the reduced, B the kept dims after;
+ * returns the number of separate runs of reduced dims (1 for the forms
+ * that execute). */
+static inline int tt_fused_reduce_arb(const tt_instr_t *in, int64_t *A, int64_t *R,
+                                      int64_t *B) {
+  uint32_t mask = (uint32_t)in->iattrs[1];
+  int32_t rank = (int32_t)in->iattrs[2];
+  int64_t a = 1, r = 1, b = 1;
+  int seen = 0, runs = 0, prev = -1;
+  for (int32_t d = 0; d < rank; ++d) {
+    int64_t n = in->iattrs[3 + d];
+    if (n == 1) continue;
+    int red = (mask >> d) & 1u;
+    if (red) {
+      r *= n;
+      runs += prev != 1;
+      seen = 1;
+    } else if (seen) {
+      b *= n;
+    } else {
+      a *= n;
+    }
+    prev = red;
+  }
+  *A = a;
+  *R = r;
+  *B = b;
+  return runs;
+}
+
 /* The shape a fused instruction's program runs over. */
 static inline tt_shape_t tt_fused_domain(const tt_instr_t *in) {
   if (!tt_fused_is_reduce(in)) return in->shape;

@@ -139,30 +139,7 @@ static int64_t tt_reduce_row(const tt_instr_t *in) {
 /* For a fused reduction whose reduced dims form one run with kept dims
  * after it: the domain as [A, R, B] (B > 1) and 1; else 0. */
 static int tt_reduce_cols(const tt_instr_t *in, int64_t *A, int64_t *R, int64_t *B) {
-  if (!tt_fused_is_reduce(in)) return 0;
-  tt_shape_t dom = tt_fused_domain(in);
-  uint32_t mask = (uint32_t)in->iattrs[1];
-  int64_t a = 1, r = 1, b = 1;
-  int seen = 0, runs = 0, prev = -1;
-  for (int d = 0; d < dom.rank; ++d) {
-    if (dom.dims[d] == 1) continue;
-    int red = (mask >> d) & 1u;
-    if (red) {
-      r *= dom.dims[d];
-      runs += prev != 1;
-      seen = 1;
-    } else if (seen) {
-      b *= dom.dims[d];
-    } else {
-      a *= dom.dims[d];
-    }
-    prev = red;
-  }
-  if (runs != 1 || b <= 1) return 0;
-  *A = a;
-  *R = r;
-  *B = b;
-  return 1;
+  return tt_fused_is_reduce(in) && tt_fused_reduce_arb(in, A, R, B) == 1 && *B > 1;
 }
 
 int tt_codegen_supported(const tt_graph_t *g, int32_t i) {
@@ -431,6 +408,19 @@ static void tt_emit_row_loads(tt_src_t *s, const tt_graph_t *g, const tt_instr_t
   }
 }
 
+/* Marks the inputs read up to the REDUCE step `red` (the prologue) in
+ * used_pro and those read after it (the epilogue) in used_epi. */
+static void tt_split_uses(const tt_fused_t *f, int32_t red, uint8_t *used_pro,
+                          uint8_t *used_epi) {
+  for (int32_t st = 0; st < f->num_ops; ++st)
+    for (int32_t a = 0; a < f->ops[st].num_args; ++a)
+      if (f->ops[st].args[a] < 0) {
+        int32_t k = -f->ops[st].args[a] - 1;
+        if (st > red) used_epi[k] = 1;
+        else used_pro[k] = 1;
+      }
+}
+
 /* A fused reduction over rows of R (tt_reduce_row): the prologue value at
  * domain index i is a static inline function, folded per result row. */
 static void tt_emit_reduce(tt_src_t *s, const tt_graph_t *g, int32_t i) {
@@ -443,13 +433,7 @@ static void tt_emit_reduce(tt_src_t *s, const tt_graph_t *g, int32_t i) {
   while (f->ops[red].op != TT_OP_REDUCE) ++red;
   const tt_fused_op_t *rop = &f->ops[red];
   uint8_t used_pro[64] = {0}, used_epi[64] = {0};
-  for (int32_t st = 0; st < f->num_ops; ++st)
-    for (int32_t a = 0; a < f->ops[st].num_args; ++a)
-      if (f->ops[st].args[a] < 0) {
-        int32_t k = -f->ops[st].args[a] - 1;
-        if (st > red) used_epi[k] = 1;
-        else used_pro[k] = 1;
-      }
+  tt_split_uses(f, red, used_pro, used_epi);
   int is_max = rop->code == TT_RED_MAX, is_min = rop->code == TT_RED_MIN;
   put(s, "  for (int64_t r0 = begin; r0 < end; ++r0) {\n");
   put(s, "    const int64_t R = %lldLL;\n", (long long)R);
@@ -533,13 +517,7 @@ static void tt_emit_reduce_cols(tt_src_t *s, const tt_graph_t *g, int32_t i) {
   while (f->ops[red].op != TT_OP_REDUCE) ++red;
   const tt_fused_op_t *rop = &f->ops[red];
   uint8_t used_pro[64] = {0}, used_epi[64] = {0};
-  for (int32_t st = 0; st < f->num_ops; ++st)
-    for (int32_t a = 0; a < f->ops[st].num_args; ++a)
-      if (f->ops[st].args[a] < 0) {
-        int32_t k = -f->ops[st].args[a] - 1;
-        if (st > red) used_epi[k] = 1;
-        else used_pro[k] = 1;
-      }
+  tt_split_uses(f, red, used_pro, used_epi);
   int is_max = rop->code == TT_RED_MAX, is_min = rop->code == TT_RED_MIN;
   /* tt_execute_fused_reduce's row chunks: whole columns when its column
    * blocks (of 512) alone give enough parallel work. */

@@ -14,6 +14,31 @@ static TT_ALWAYS_INLINE void tt_copy_elem(char *dst, const char *src,
   }
 }
 
+/* Writes n copies of the `size`-byte element at value to dst. */
+static void tt_fill_elems(char *dst, const void *value, size_t size, int64_t n) {
+  switch (size) {
+    case 1: memset(dst, *(const unsigned char *)value, (size_t)n); break;
+    case 2: {
+      uint16_t v;
+      memcpy(&v, value, 2);
+      for (int64_t i = 0; i < n; ++i) ((uint16_t *)dst)[i] = v;
+      break;
+    }
+    case 4: {
+      uint32_t v;
+      memcpy(&v, value, 4);
+      for (int64_t i = 0; i < n; ++i) ((uint32_t *)dst)[i] = v;
+      break;
+    }
+    default: {
+      uint64_t v;
+      memcpy(&v, value, 8);
+      for (int64_t i = 0; i < n; ++i) ((uint64_t *)dst)[i] = v;
+      break;
+    }
+  }
+}
+
 /* ---- where ------------------------------------------------------------- */
 
 typedef struct tt_where_ctx_s {
@@ -175,20 +200,10 @@ static void tt_bcast_range(void *arg, int64_t begin, int64_t end) {
     char *dst = po + (size_t)i * es;
     if (sx == 1) {
       memcpy(dst, src, (size_t)len * es);
-    } else if (sx == 0 && es == 4) {
+    } else if (sx == 0) {
       /* A value repeated along the run (zeros for a gradient, a scalar
        * made a tensor): a fill the compiler vectorises. */
-      uint32_t v;
-      memcpy(&v, src, 4);
-      uint32_t *d = (uint32_t *)dst;
-      for (int64_t j = 0; j < len; ++j) d[j] = v;
-    } else if (sx == 0 && es == 8) {
-      uint64_t v;
-      memcpy(&v, src, 8);
-      uint64_t *d = (uint64_t *)dst;
-      for (int64_t j = 0; j < len; ++j) d[j] = v;
-    } else if (sx == 0 && es == 1) {
-      memset(dst, *src, (size_t)len);
+      tt_fill_elems(dst, src, es, len);
     } else {
       for (int64_t j = 0; j < len; ++j) {
         tt_copy_elem(dst + (size_t)j * es, src + (size_t)(j * sx) * es, es);
@@ -226,28 +241,7 @@ typedef struct tt_fill_ctx_s {
 static void tt_fill_range(void *arg, int64_t begin, int64_t end) {
   const tt_fill_ctx_t *c = (const tt_fill_ctx_t *)arg;
   size_t es = tt_dtype_size(c->out->dtype);
-  char *po = (char *)c->out->data;
-  switch (es) {
-    case 1: memset(po + begin, c->pattern[0], (size_t)(end - begin)); break;
-    case 2: {
-      uint16_t v;
-      memcpy(&v, c->pattern, 2);
-      for (int64_t i = begin; i < end; ++i) ((uint16_t *)po)[i] = v;
-      break;
-    }
-    case 4: {
-      uint32_t v;
-      memcpy(&v, c->pattern, 4);
-      for (int64_t i = begin; i < end; ++i) ((uint32_t *)po)[i] = v;
-      break;
-    }
-    default: {
-      uint64_t v;
-      memcpy(&v, c->pattern, 8);
-      for (int64_t i = begin; i < end; ++i) ((uint64_t *)po)[i] = v;
-      break;
-    }
-  }
+  tt_fill_elems((char *)c->out->data + (size_t)begin * es, c->pattern, es, end - begin);
 }
 
 tt_status_t tt_kernel_fill(double value, tt_view_t *out) {

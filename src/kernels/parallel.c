@@ -118,6 +118,15 @@ static inline void tt_cpu_relax_(void) {
 #endif
 }
 
+/* Inside a held burst (tt_parallel_hold_begin): yields the core to
+ * whatever else wants it (the Python thread tracing the next step) and
+ * returns 1, so the caller keeps polling instead of going to sleep. */
+static int tt_pool_yield_if_held_(void) {
+  if (atomic_load_explicit(&tt_pool_holds_, memory_order_relaxed) <= 0) return 0;
+  sched_yield();
+  return 1;
+}
+
 static inline uint32_t tt_job_gen_(uint64_t word) { return (uint32_t)(word >> 32); }
 
 /* Claims and runs chunks of job generation `gen` until none is left. */
@@ -149,11 +158,8 @@ static void *tt_pool_worker_(void *arg) {
   for (;;) {
     for (int spins = 0; spins < TT_POOL_SPIN; ++spins) {
       if (tt_job_gen_(atomic_load_explicit(&p->job, memory_order_acquire)) != seen) break;
-      if (atomic_load_explicit(&tt_pool_holds_, memory_order_relaxed) > 0) {
-        /* Inside a held burst: keep polling, but let whatever else wants
-         * this core (the Python thread tracing the next step) run. */
-        spins = 0;
-        sched_yield();
+      if (tt_pool_yield_if_held_()) {
+        spins = 0; /* held: poll for as long as the burst lasts */
         continue;
       }
       tt_cpu_relax_();
@@ -243,9 +249,8 @@ void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx) {
   tt_in_parallel_ = 0;
 
   for (int spins = 0; atomic_load(&p->done) < nchunks && spins < TT_POOL_SPIN; ++spins) {
-    if (atomic_load_explicit(&tt_pool_holds_, memory_order_relaxed) > 0) {
+    if (tt_pool_yield_if_held_()) {
       spins = 0;
-      sched_yield();
       continue;
     }
     tt_cpu_relax_();

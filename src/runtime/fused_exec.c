@@ -490,7 +490,6 @@ static tt_status_t tt_execute_fused_reduce(const tt_instr_t *instr, const tt_vie
                                            int32_t num_inputs, tt_view_t *out) {
   const tt_fused_t *f = instr->fused;
   tt_shape_t dom = tt_fused_domain(instr);
-  uint32_t mask = (uint32_t)instr->iattrs[1];
   tt_fred_ctx_t c;
   memset(&c, 0, sizeof(c));
   c.red = -1;
@@ -499,22 +498,7 @@ static tt_status_t tt_execute_fused_reduce(const tt_instr_t *instr, const tt_vie
   if (c.red < 0) return tt_status_make(TT_INTERNAL, "fused reduction without a REDUCE step");
   c.op = f->ops[c.red].code;
   /* [A, R, B]: the pass made only single-run forms. */
-  c.A = c.R = c.B = 1;
-  int seen = 0, runs = 0, prev = -1;
-  for (int d = 0; d < dom.rank; ++d) {
-    int red = (mask >> d) & 1u;
-    if (dom.dims[d] == 1) continue;
-    if (red) {
-      c.R *= dom.dims[d];
-      runs += prev != 1;
-      seen = 1;
-    } else if (seen) {
-      c.B *= dom.dims[d];
-    } else {
-      c.A *= dom.dims[d];
-    }
-    prev = red;
-  }
+  int runs = tt_fused_reduce_arb(instr, &c.A, &c.R, &c.B);
   if (runs != 1 || c.A * c.B != tt_shape_numel(&out->shape))
     return tt_status_make(TT_INTERNAL, "fused reduction over a domain it cannot run");
   /* Inputs the prologue (and the REDUCE step) read, and the epilogue's. */
