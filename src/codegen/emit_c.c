@@ -15,6 +15,7 @@
  * the block is read along memory into 64 double accumulators, rows folded
  * in tier 0's order (row chunks of 512 merged in order when tier 0 splits
  * them, tt_fred_cols_range), so the sum is tier 0's bit for bit. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,50 @@ static const char *tt_unary_expr(int64_t code) {
     case TT_UN_LOGICAL_NOT: return "(%s == 0.0f ? 1.0f : 0.0f)";
     case TT_UN_SQUARE: return "tt_square(%s)";
     default: return NULL;
+  }
+}
+
+/* Unary ops with parameters (alpha, beta as float, as tier 0's f32
+ * kernel takes them) or several uses of the argument, written out by
+ * tt_emit_unary; the expressions are tier 0's (src/kernels/unary.c). */
+static int tt_unary_param(int64_t code) {
+  return code == TT_UN_LEAKY_RELU || code == TT_UN_HARDTANH || code == TT_UN_HARDSIGMOID ||
+         code == TT_UN_HARDSWISH;
+}
+
+static int tt_unary_supported(int64_t code) {
+  return tt_unary_expr(code) != NULL || tt_unary_param(code);
+}
+
+/* A float constant as an exact C literal. */
+static void tt_put_float(tt_src_t *s, float v) {
+  if (v != v) put(s, "NAN");
+  else if (isinf(v)) put(s, v > 0 ? "INFINITY" : "(-INFINITY)");
+  else put(s, "(%af)", (double)v);
+}
+
+static void tt_emit_unary(tt_src_t *s, const tt_fused_op_t *op, const char *x) {
+  float a = (float)op->alpha, b = (float)op->beta;
+  switch (op->code) {
+    case TT_UN_LEAKY_RELU:
+      put(s, "(%s > 0.0f ? %s : %s * ", x, x, x);
+      tt_put_float(s, a);
+      put(s, ")");
+      break;
+    case TT_UN_HARDTANH:
+      put(s, "(%s < ", x);
+      tt_put_float(s, a);
+      put(s, " ? ");
+      tt_put_float(s, a);
+      put(s, " : (%s > ", x);
+      tt_put_float(s, b);
+      put(s, " ? ");
+      tt_put_float(s, b);
+      put(s, " : %s))", x);
+      break;
+    case TT_UN_HARDSIGMOID: put(s, "tt_hardsigmoid(%s)", x); break;
+    case TT_UN_HARDSWISH: put(s, "(%s * tt_hard6(%s) / 6.0f)", x, x); break;
+    default: put(s, tt_unary_expr(op->code), x); break;
   }
 }
 
@@ -162,7 +207,7 @@ int tt_codegen_supported(const tt_graph_t *g, int32_t i) {
     if (!tt_loadable(g->instrs[in->operands[k]].dtype)) return 0;
   for (int32_t s = 0; s < in->fused->num_ops; ++s) {
     const tt_fused_op_t *op = &in->fused->ops[s];
-    if (op->op == TT_OP_UNARY && !tt_unary_expr(op->code)) return 0;
+    if (op->op == TT_OP_UNARY && !tt_unary_supported(op->code)) return 0;
     if (op->op == TT_OP_BINARY && !tt_binary_expr(op->code)) return 0;
   }
   return 1;
@@ -259,6 +304,9 @@ static const char tt_prelude[] =
     "static inline float tt_silu(float x) { return x / (1.0f + tt_expf_fast(-x)); }\n"
     "static inline float tt_relu(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }\n"
     "static inline float tt_square(float x) { return x * x; }\n"
+    "static inline float tt_hard6(float x) { float v = x + 3.0f; v = v < 0.0f ? 0.0f : v;"
+    " return 6.0f < v ? 6.0f : v; }\n"
+    "static inline float tt_hardsigmoid(float x) { return tt_hard6(x) / 6.0f; }\n"
     "static inline float tt_gelu_erf(float x) { return 0.5f * x * (1.0f + tt_erff_fast(x * 0.70710678118654752f)); }\n"
     "static inline float tt_gelu_tanh(float x) { float k = 0.79788456080286536f;"
     " return 0.5f * x * (1.0f + tt_tanhf_fast(k * (x + 0.044715f * x * x * x))); }\n"
@@ -290,7 +338,7 @@ static void tt_emit_steps(tt_src_t *s, const tt_fused_t *f, int32_t s0, int32_t 
     }
     put(s, "%sfloat s%d = %s(", indent, st, tt_round_fn(op->dtype));
     switch (op->op) {
-      case TT_OP_UNARY: put(s, tt_unary_expr(op->code), args[0]); break;
+      case TT_OP_UNARY: tt_emit_unary(s, op, args[0]); break;
       case TT_OP_BINARY: put(s, tt_binary_expr(op->code), args[0], args[1]); break;
       case TT_OP_WHERE: put(s, "(%s != 0.0f ? %s : %s)", args[0], args[1], args[2]); break;
       default: put(s, "%s", args[0]); break; /* convert: rounding does it */
@@ -308,35 +356,51 @@ static void tt_emit_store(tt_src_t *s, tt_dtype_t dt, const char *value, const c
   }
 }
 
-/* How input x is read along the output's last dim: 1 contiguously (its
- * last dim is the output's), 0 not at all (a scalar, or broadcast along
- * the last dim), -1 otherwise. */
-static int tt_inner_mode(const tt_shape_t *xs, const tt_shape_t *os) {
+/* How input x is read along a row made of the output's last t dims: 1
+ * contiguously (x has those dims as the output does), 0 not at all (x is
+ * 1 on all of them: a scalar, or a per-channel value), -1 otherwise. */
+static int tt_row_mode(const tt_shape_t *xs, const tt_shape_t *os, int t) {
   int64_t xn = tt_shape_numel(xs), on = tt_shape_numel(os);
   if (xn == on || xn == 1) return xn == on ? 1 : 0;
-  int64_t inner = os->dims[os->rank - 1];
-  int64_t xlast = xs->rank ? xs->dims[xs->rank - 1] : 1;
-  if (xlast == 1) return 0;
-  return xlast == inner ? 1 : -1;
+  int full = 0, bcast = 0;
+  for (int d = os->rank - t; d < os->rank; ++d) {
+    int xd = xs->rank - os->rank + d;
+    int64_t xdim = xd >= 0 ? xs->dims[xd] : 1;
+    if (os->dims[d] == 1) continue;
+    full |= xdim == os->dims[d];
+    bcast |= xdim == 1;
+  }
+  return full && bcast ? -1 : !bcast;
 }
 
 /* An elementwise program whose inputs broadcast: the flat range is walked
- * a row (the output's last dim) at a time, each input's row offset
- * computed once per row, so the inner loop has no division and
- * vectorises (inputs read contiguously or as one value per row). */
+ * a row at a time, each input's row offset computed once per row, so the
+ * inner loop has no division and vectorises (inputs read contiguously or
+ * as one value per row). A row is the longest run of the output's last
+ * dims over which every input is read one way: [C,1,1] against
+ * [N,C,H,W] gives rows of H*W. */
 static int tt_emit_elementwise_rows(tt_src_t *s, const tt_graph_t *g, int32_t i) {
   const tt_instr_t *in = &g->instrs[i];
   const tt_fused_t *f = in->fused;
   const tt_shape_t *os = &in->shape;
-  if (os->rank < 2 || os->dims[os->rank - 1] < 8) return 0;
-  int broadcasts = 0;
+  if (os->rank < 2) return 0;
+  int broadcasts = 0, t = 0;
   for (int32_t k = 0; k < in->num_operands; ++k) {
     const tt_shape_t *xs = &g->instrs[in->operands[k]].shape;
-    if (tt_inner_mode(xs, os) < 0) return 0;
     broadcasts |= tt_shape_numel(xs) != tt_shape_numel(os) && tt_shape_numel(xs) != 1;
   }
   if (!broadcasts) return 0;
-  long long inner = (long long)os->dims[os->rank - 1];
+  for (int tt = 1; tt < os->rank; ++tt) {
+    int ok = 1;
+    for (int32_t k = 0; k < in->num_operands && ok; ++k)
+      ok = tt_row_mode(&g->instrs[in->operands[k]].shape, os, tt) >= 0;
+    if (!ok) break;
+    t = tt;
+  }
+  if (t == 0) return 0;
+  long long inner = 1;
+  for (int d = os->rank - t; d < os->rank; ++d) inner *= (long long)os->dims[d];
+  if (inner < 8) return 0;
   put(s, "  for (int64_t i0 = begin; i0 < end;) {\n");
   put(s, "    int64_t r = i0 / %lldLL, rb = r * %lldLL;\n", inner, inner);
   put(s, "    int64_t j0 = i0 - rb, j1 = end - rb < %lldLL ? end - rb : %lldLL;\n", inner,
@@ -350,7 +414,7 @@ static int tt_emit_elementwise_rows(tt_src_t *s, const tt_graph_t *g, int32_t i)
   put(s, "      int64_t i = rb + j;\n");
   for (int32_t k = 0; k < in->num_operands; ++k) {
     const tt_instr_t *x = &g->instrs[in->operands[k]];
-    int mode = tt_inner_mode(&x->shape, os);
+    int mode = tt_row_mode(&x->shape, os, t);
     put(s, "      float a%d = %s(x%d[b%d%s]);\n", k, tt_load_fn(x->dtype), k, k,
         mode == 1 ? " + j" : "");
   }

@@ -628,6 +628,71 @@ static void test_verifier_catches_bad_graph(void) {
   tt_buffer_release(buf);
 }
 
+/* Tier 1 generates the unary ops with parameters (hardtanh as relu6,
+ * leaky_relu, hardsigmoid, hardswish) in a batch-norm-like broadcast
+ * program (per-channel [C,1,1] values read once per H*W row), bit for bit
+ * tier 0's results, NaN and infinities included. */
+static tt_node_t *unary_ab(tt_node_t *x, int64_t code, double alpha, double beta) {
+  tt_node_t *n = NULL;
+  double f[2] = {alpha, beta};
+  tt_status_t st = tt_node_create(TT_OP_UNARY, 0, &x, 1, &code, 1, f, 2, &n);
+  if (st) tt_status_free(st);
+  return n;
+}
+
+static void test_tier1_param_unary(void) {
+  enum { C = 3, H = 7, W = 5, N = 2 * C * H * W };
+  static const struct { int64_t code; double alpha, beta; } cases[] = {
+      {TT_UN_HARDTANH, 0.0, 6.0}, {TT_UN_HARDTANH, -0.3, 0.7},
+      {TT_UN_HARDTANH, -INFINITY, 1.5}, {TT_UN_LEAKY_RELU, 0.01, 0.0},
+      {TT_UN_HARDSIGMOID, 0.0, 0.0}, {TT_UN_HARDSWISH, 0.0, 0.0},
+  };
+  float data[N], scale[C] = {0.5f, 3.0f, -2.0f}, a[N], b[N];
+  for (int i = 0; i < N; ++i) data[i] = rnd_unit() * 3.0f;
+  data[5] = NAN;
+  data[6] = INFINITY;
+  data[7] = -INFINITY;
+  data[8] = 0.0f;
+  tt_shape_t xs = {4, {2, C, H, W}}, ps = {3, {C, 1, 1}};
+  for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ++ci) {
+    tt_buffer_t *bx = NULL, *bp = NULL;
+    CHECK_OK(tt_buffer_from_host(0, data, sizeof(data), &bx));
+    CHECK_OK(tt_buffer_from_host(0, scale, sizeof(scale), &bp));
+    tt_node_t *x = tt_node_create_param(bx, TT_F32, &xs, 0);
+    tt_node_t *p = tt_node_create_param(bp, TT_F32, &ps, 0);
+    tt_node_t *m = binary(x, p, TT_BIN_MUL), *ad = binary(m, p, TT_BIN_ADD);
+    tt_node_t *y = unary_ab(ad, cases[ci].code, cases[ci].alpha, cases[ci].beta);
+    tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
+    CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
+    tt_optimize_options_t on = {1, 1, 0};
+    CHECK_OK(tt_graph_optimize(g, &on, &g0));
+    CHECK_OK(tt_graph_optimize(g, &on, &g1));
+    if (g0 && g1) {
+      CHECK(count_op(g0, TT_OP_FUSED) == 1);
+      void *params[2] = {data, scale};
+      int32_t kernels = 0;
+      CHECK_OK(run_graph(g0, params, NULL, a, 0, NULL));
+      CHECK_OK(run_graph(g1, params, NULL, b, 1, &kernels));
+      CHECK(kernels == 1);
+      int bad = 0;
+      for (int i = 0; i < N; ++i) bad += !(isnan(a[i]) ? isnan(b[i]) : memcmp(&a[i], &b[i], 4) == 0);
+      if (bad) fprintf(stderr, "param unary case %zu: %d tier-1 results differ\n", ci, bad);
+      CHECK(bad == 0);
+      if (cases[ci].code == TT_UN_HARDTANH && cases[ci].beta == 6.0) {
+        CHECK(isnan(a[5]) && a[6] == 6.0f && a[7] == 0.0f);
+      }
+    } else {
+      tt_graph_destroy(g0);
+      tt_graph_destroy(g1);
+    }
+    tt_graph_destroy(g);
+    tt_node_t *all[] = {x, p, m, ad, y};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tt_node_release(all[i]);
+    tt_buffer_release(bx);
+    tt_buffer_release(bp);
+  }
+}
+
 int main(void) {
   CHECK_OK(tt_runtime_init(1));
   test_fusion_matches_unfused();
@@ -639,5 +704,6 @@ int main(void) {
   test_buffer_plan_reuses_and_matches();
   test_buffer_plan_shared_reshape();
   test_transpose_of_dot_folds();
+  test_tier1_param_unary();
   return tt_test_finish_();
 }
