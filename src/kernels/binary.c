@@ -297,12 +297,89 @@ static const int64_t *tt_operand_i64(const tt_view_t *v, int64_t off,
   return buf;
 }
 
+/* Inner runs shorter than this (batch norm's [N, C, 2, 2] against
+ * [1, C, 1, 1]) are gathered into whole blocks before the op runs, so the
+ * op's dispatch is paid once per block, not once per run. */
+#define TT_BINARY_SHORT_RUN 16
+
+static TT_ALWAYS_INLINE void tt_run_f32(const tt_view_t *v, int64_t off, int64_t stride,
+                                        int64_t len, float *dst) {
+  if (v->dtype != TT_F32) {
+    tt_load_f32(v->data, v->dtype, off, stride, len, dst);
+    return;
+  }
+  const float *src = (const float *)v->data + off;
+  if (stride == 0) {
+    float x = *src;
+    for (int64_t q = 0; q < len; ++q) dst[q] = x;
+  } else if (stride == 1) {
+    memcpy(dst, src, (size_t)len * sizeof(float));
+  } else {
+    for (int64_t q = 0; q < len; ++q) dst[q] = src[q * stride];
+  }
+}
+
+/* Whether operand k (1 or 2) is f32 laid out as the output is, so a
+ * block of it is read in place. */
+static int tt_binary_flat(const tt_binary_ctx_t *c, int k) {
+  const tt_iter_t *it = &c->it;
+  if ((k == 1 ? c->a : c->b)->dtype != TT_F32) return 0;
+  for (int d = 0; d < it->rank; ++d)
+    if (it->strides[k][d] != it->strides[0][d]) return 0;
+  return 1;
+}
+
+/* The two innermost dims are stepped here; the iterator is re-seeked once
+ * per block or per pass over them. */
+static void tt_binary_short_runs_f32(const tt_binary_ctx_t *c, int64_t begin, int64_t end) {
+  const tt_iter_t *it = &c->it;
+  int l0 = it->rank - 1, l1 = it->rank - 2;
+  int64_t D0 = it->dims[l0], D1 = it->dims[l1];
+  int64_t sa0 = it->strides[1][l0], sb0 = it->strides[2][l0];
+  int64_t sa1 = it->strides[1][l1], sb1 = it->strides[2][l1];
+  tt_dtype_t od = c->out->dtype;
+  float ba[TT_BLOCK], bb[TT_BLOCK], bo[TT_BLOCK];
+  int flat_a = tt_binary_flat(c, 1), flat_b = tt_binary_flat(c, 2);
+  tt_iter_pos_t pos;
+  for (int64_t i = begin; i < end;) {
+    int64_t n = tt_min64(TT_BLOCK, end - i);
+    for (int64_t done = 0; done < n && !(flat_a && flat_b);) {
+      tt_iter_seek(it, i + done, &pos);
+      int64_t j = pos.idx[l0], r = pos.idx[l1];
+      int64_t ra = pos.off[1] - j * sa0, rb = pos.off[2] - j * sb0;
+      while (done < n && r < D1) {
+        int64_t len = tt_min64(D0 - j, n - done);
+        if (!flat_a) tt_run_f32(c->a, ra + j * sa0, sa0, len, ba + done);
+        if (!flat_b) tt_run_f32(c->b, rb + j * sb0, sb0, len, bb + done);
+        done += len;
+        j += len;
+        if (j == D0) {
+          j = 0;
+          ++r;
+          ra += sa1;
+          rb += sb1;
+        }
+      }
+    }
+    const float *pa = flat_a ? (const float *)c->a->data + i : ba;
+    const float *pb = flat_b ? (const float *)c->b->data + i : bb;
+    float *po = od == TT_F32 ? (float *)c->out->data + i : bo;
+    tt_binary_f32(c->op, pa, 1, pb, 1, po, n);
+    if (po == bo) tt_store_f32(bo, n, c->out->data, od, i);
+    i += n;
+  }
+}
+
 static void tt_binary_range(void *arg, int64_t begin, int64_t end) {
   const tt_binary_ctx_t *c = (const tt_binary_ctx_t *)arg;
   const tt_iter_t *it = &c->it;
   tt_class_t cls = tt_class_of(c->a->dtype);
   tt_dtype_t od = c->out->dtype;
   int last = it->rank - 1;
+  if (cls == TT_CLASS_F32 && it->rank > 1 && it->dims[last] < TT_BINARY_SHORT_RUN) {
+    tt_binary_short_runs_f32(c, begin, end);
+    return;
+  }
   int64_t sa = it->strides[1][last], sb = it->strides[2][last];
   tt_iter_pos_t pos;
   tt_iter_seek(it, begin, &pos);
