@@ -277,6 +277,22 @@ typedef struct tt_reduce_ctx_s {
 static void tt_reduce_rows_range(void *arg, int64_t begin, int64_t end) {
   const tt_reduce_ctx_t *c = (const tt_reduce_ctx_t *)arg;
   tt_class_t cls = tt_class_of(c->x->dtype);
+  if (c->x->dtype == TT_F32 && (c->op == TT_RED_SUM || c->op == TT_RED_MEAN) && c->R < 16 &&
+      (c->out->dtype == TT_F64 || c->out->dtype == TT_F32)) {
+    /* Short rows (batch norm's first pass over 2x2 planes): the sum
+     * tt_acc_row would take (its 16 lanes stay empty below 16 elements),
+     * without the per-row dispatch. */
+    const float *x = (const float *)c->x->data;
+    int64_t R = c->R;
+    for (int64_t t = begin; t < end; ++t) {
+      double v = 0;
+      for (int64_t k = 0; k < R; ++k) v += x[t * R + k];
+      if (c->op == TT_RED_MEAN) v /= (double)R;
+      if (c->out->dtype == TT_F64) ((double *)c->out->data)[t] = v;
+      else ((float *)c->out->data)[t] = (float)v;
+    }
+    return;
+  }
   for (int64_t t = begin; t < end; ++t) {
     int64_t row = t / c->nchunks, ch = t % c->nchunks;
     int64_t r0 = ch * TT_RED_CHUNK;

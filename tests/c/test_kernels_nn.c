@@ -178,6 +178,10 @@ static void test_reduce(void) {
       run_reduce((tt_reduce_op_t)op, TT_F32, 3, d3, is_arg ? 2u : 3u, 1);
       run_reduce((tt_reduce_op_t)op, TT_F64, 3, d3, 1u, 1);
     }
+    /* batch norm's statistics over (N, H, W) with 2x2 planes: short
+     * first-pass rows, then a column pass over N */
+    const int64_t bn[4] = {9, 24, 2, 2};
+    if (!is_arg) run_reduce((tt_reduce_op_t)op, TT_F32, 4, bn, 0xDu, 0);
     const int64_t tall[2] = {3000, 40};
     run_reduce((tt_reduce_op_t)op, TT_F32, 2, tall, 1, 0); /* outer reduction */
     const int64_t wide[3] = {2, 70, 700};
