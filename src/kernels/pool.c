@@ -183,6 +183,53 @@ static void tt_max_pool_range(void *arg, int64_t begin, int64_t end) {
   tt_planebuf_free(&b);
 }
 
+/* f32 without indices (inference): each plane is copied into a -inf
+ * border wide enough for every window (ceil_mode's overhang included), so
+ * a tap is one branch-free pass over an output row. Taps are visited in
+ * the window's row-major order with the same comparison as the general
+ * loop above, so the results are the same. */
+static TT_ALWAYS_INLINE float tt_max_nan_f32(float m, float v) {
+  return (v > m || v != v) ? v : m;
+}
+
+TT_TARGET_CLONES
+static void tt_max_pool_row_f32(const float *r, int64_t sw, int64_t OW, float *acc) {
+  for (int64_t ow = 0; ow < OW; ++ow) acc[ow] = tt_max_nan_f32(acc[ow], r[ow * sw]);
+}
+
+static void tt_max_pool_f32_range(void *arg, int64_t begin, int64_t end) {
+  tt_pool_ctx_t *c = (tt_pool_ctx_t *)arg;
+  const tt_pool2d_params_t *p = c->p;
+  const tt_planes_t *pl = &c->pl;
+  int64_t KH = p->kernel[0], KW = p->kernel[1], sh = p->stride[0], sw = p->stride[1];
+  int64_t dh = p->dilation[0], dw = p->dilation[1];
+  int64_t Hp = tt_max64(pl->H + 2 * p->pad[0], (pl->OH - 1) * sh + (KH - 1) * dh + 1);
+  int64_t Wp = tt_max64(pl->W + 2 * p->pad[1], (pl->OW - 1) * sw + (KW - 1) * dw + 1);
+  float *xp = (float *)tt_scratch_alloc((size_t)(Hp * Wp) * sizeof(float));
+  if (!xp) {
+    c->failed = 1;
+    return;
+  }
+  for (int64_t k = 0; k < Hp * Wp; ++k) xp[k] = -INFINITY;
+  const float *x = (const float *)c->in->data;
+  float *y = (float *)c->out->data;
+  for (int64_t q = begin; q < end; ++q) {
+    for (int64_t h = 0; h < pl->H; ++h) {
+      memcpy(xp + (h + p->pad[0]) * Wp + p->pad[1], x + (q * pl->H + h) * pl->W,
+             (size_t)pl->W * sizeof(float));
+    }
+    for (int64_t oh = 0; oh < pl->OH; ++oh) {
+      float *acc = y + (q * pl->OH + oh) * pl->OW;
+      for (int64_t ow = 0; ow < pl->OW; ++ow) acc[ow] = -INFINITY;
+      for (int64_t i = 0; i < KH; ++i) {
+        const float *row = xp + (oh * sh + i * dh) * Wp;
+        for (int64_t j = 0; j < KW; ++j) tt_max_pool_row_f32(row + j * dw, sw, pl->OW, acc);
+      }
+    }
+  }
+  tt_scratch_free(xp);
+}
+
 tt_status_t tt_kernel_max_pool2d(const tt_view_t *x, const tt_pool2d_params_t *p,
                                  tt_view_t *out, tt_view_t *indices) {
   static const char *name = "max_pool2d";
@@ -198,7 +245,8 @@ tt_status_t tt_kernel_max_pool2d(const tt_view_t *x, const tt_pool2d_params_t *p
     }
   }
   if (tt_view_numel(out) == 0) return NULL;
-  tt_parallel_for(c.pl.P, 1, tt_max_pool_range, &c);
+  int f32 = x->dtype == TT_F32 && out->dtype == TT_F32 && !indices;
+  tt_parallel_for(c.pl.P, 1, f32 ? tt_max_pool_f32_range : tt_max_pool_range, &c);
   if (c.failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", name);
   return NULL;
 }
