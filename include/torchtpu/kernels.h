@@ -247,6 +247,15 @@ int tt_num_threads(void);
 void tt_parallel_hold_begin(void);
 void tt_parallel_hold_end(void);
 
+/* External BLAS for large f32 GEMMs (blas_ext.c): `path` names an already
+ * loaded library exporting MKL's Fortran sgemm_ and
+ * mkl_set_num_threads_local_ (PyTorch's libtorch_cpu.so). Returns 1 when
+ * installed; NULL or "" uninstalls. tt_blas_calls counts the products it
+ * ran. */
+int tt_blas_install(const char *path);
+int tt_blas_active(void);
+int64_t tt_blas_calls(void);
+
 /* ---- sorting, searching, extra reductions (sort.c, reduce_extra.c) ----
  * argsort: out (I64 or I32, x's shape) holds, along dim, the indices that
  * sort x stably (ascending, or descending when descending != 0); NaN sorts

@@ -159,6 +159,7 @@ def ensure_runtime():
         from torchtpu import debugging
         debugging.install()
         _C.init(_start_pjrt_engine() if _pjrt_route else num_devices_from_env())
+        install_blas()
         cache = os.environ.get("XLA_PERSISTENT_CACHE_PATH")
         if cache:
             readonly = os.environ.get("XLA_PERSISTENT_CACHE_READ_ONLY", "0").lower() in (
@@ -179,3 +180,19 @@ def check_runtime_not_initialized():
     if runtime_initialized():
         raise RuntimeError("Runtime is already initialized. Do not use the XLA "
                            "device before calling xmp.spawn.")
+
+
+def install_blas(choice=None):
+    """Large f32 GEMMs go to MKL's sgemm inside PyTorch's own
+    libtorch_cpu.so when it exports one (docs/kernels.md: 1.2-1.3x our
+    micro-kernels on transformer shapes); TORCHTPU_BLAS=own keeps every
+    product on the engine's kernels. Returns whether MKL is in use."""
+    choice = (choice or os.environ.get("TORCHTPU_BLAS", "auto")).lower()
+    if choice in ("own", "0", "off", "none"):
+        _C.blas_install(None)
+        return False
+    if choice not in ("auto", "mkl", "1"):
+        raise ValueError(f"TORCHTPU_BLAS={choice!r}: expected 'auto', 'mkl' or 'own'")
+    import torch
+    path = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+    return bool(_C.blas_install(path))

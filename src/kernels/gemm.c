@@ -120,7 +120,17 @@ __attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32(
   __m512 c90 = _mm512_setzero_ps(), c91 = _mm512_setzero_ps();
   __m512 c100 = _mm512_setzero_ps(), c101 = _mm512_setzero_ps();
   __m512 c110 = _mm512_setzero_ps(), c111 = _mm512_setzero_ps();
+#ifdef TT_GEMM_PFC
+  for (int i = 0; i < 12; ++i) {
+    _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
+  }
+#endif
   for (int64_t k = 0; k < kc; ++k) {
+#ifdef TT_GEMM_PF
+    _mm_prefetch((const char *)(b + TT_GEMM_PF), _MM_HINT_T0);
+    _mm_prefetch((const char *)(b + TT_GEMM_PF + 16), _MM_HINT_T0);
+#endif
     __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
     __m512 av;
 #define TT_ROW(i)                              \
@@ -677,11 +687,82 @@ static void tt_gemm_short_range(void *arg, int64_t begin, int64_t end) {
 /* Runs nprobs problems with the same m, n, k: in parallel across problems
  * when there are many (or they are small), otherwise one after the other,
  * each split across the threads. */
+static void tt_blas_batch_range(void *arg, int64_t begin, int64_t end) {
+  const tt_sgemm_args_t *probs = (const tt_sgemm_args_t *)arg;
+  for (int64_t t = begin; t < end; ++t) tt_blas_sgemm(&probs[t], 1);
+}
+
+/* One product cut into pieces along its longer side (C's columns or
+ * rows, 64 at a time), each an external single-threaded call on a pool
+ * thread: MKL's own OpenMP threads would compete with the pool's, which
+ * an execution keeps polling (tt_parallel_hold_begin). */
+typedef struct tt_blas_split_s {
+  const tt_sgemm_args_t *g;
+  int64_t pieces, step;
+  int by_cols;
+} tt_blas_split_t;
+
+static void tt_blas_split_range(void *arg, int64_t begin, int64_t end) {
+  const tt_blas_split_t *sp = (const tt_blas_split_t *)arg;
+  const tt_sgemm_args_t *g = sp->g;
+  for (int64_t t = begin; t < end; ++t) {
+    tt_sgemm_args_t p = *g;
+    int64_t lo = t * sp->step, hi = tt_min64((t + 1) * sp->step, sp->by_cols ? g->n : g->m);
+    if (lo >= hi) continue;
+    if (sp->by_cols) {
+      p.n = hi - lo;
+      p.b = (const float *)g->b + lo * g->csb;
+      p.c = g->c + lo;
+    } else {
+      p.m = hi - lo;
+      p.a = (const float *)g->a + lo * g->rsa;
+      p.c = g->c + lo * g->ldc;
+    }
+    tt_blas_sgemm(&p, 1);
+  }
+}
+
+/* The external BLAS (blas_ext.c) when it takes every problem: many
+ * problems one per thread, otherwise each split over the threads. */
+static int tt_sgemm_blas(const tt_sgemm_args_t *probs, int64_t nprobs, int parallel) {
+  for (int64_t i = 0; i < nprobs; ++i)
+    if (!tt_blas_accepts(&probs[i])) return 0;
+  int top = parallel && !tt_in_parallel_region();
+  int64_t nt = top ? tt_num_threads() : 1;
+  if (nt > 1 && nprobs >= 2 * nt) {
+    tt_parallel_for(nprobs, 1, tt_blas_batch_range, (void *)probs);
+    return 1;
+  }
+  for (int64_t i = 0; i < nprobs; ++i) {
+    const tt_sgemm_args_t *g = &probs[i];
+    int by_cols = g->n >= g->m;
+    int64_t len = by_cols ? g->n : g->m;
+    int64_t step = (len + nt - 1) / nt;
+    step = (step + 63) / 64 * 64;
+    tt_blas_split_t sp = {g, (len + step - 1) / step, step, by_cols};
+    if (nt == 1 || sp.pieces < 2) {
+      tt_blas_sgemm(g, 1);
+    } else {
+      tt_parallel_for(sp.pieces, 1, tt_blas_split_range, &sp);
+    }
+  }
+  return 1;
+}
+
+static tt_status_t tt_sgemm_own(const tt_sgemm_args_t *probs, int64_t nprobs, int parallel);
+
 static tt_status_t tt_sgemm_many(const tt_sgemm_args_t *probs, int64_t nprobs,
                                  int parallel) {
   if (nprobs <= 0) return NULL;
   const tt_sgemm_args_t *g = &probs[0];
   if (g->m == 0 || g->n == 0) return NULL;
+  if (tt_blas_active() && !tt_gemm_is_short(g) && tt_sgemm_blas(probs, nprobs, parallel))
+    return NULL;
+  return tt_sgemm_own(probs, nprobs, parallel);
+}
+
+static tt_status_t tt_sgemm_own(const tt_sgemm_args_t *probs, int64_t nprobs, int parallel) {
+  const tt_sgemm_args_t *g = &probs[0];
   const tt_ukr_t *u = tt_ukr_select_();
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
   int64_t nt = tt_num_threads();

@@ -164,6 +164,15 @@ typedef struct tt_sgemm_args_s {
 
 tt_status_t tt_sgemm(const tt_sgemm_args_t *args, int parallel);
 
+/* External f32 GEMM (blas_ext.c): whether the installed library takes g
+ * (a plain f32 product of at least TT_BLAS_MIN_FLOPS), and running it
+ * there with that many threads. */
+#define TT_BLAS_MIN_FLOPS 4e6
+int tt_blas_accepts(const tt_sgemm_args_t *g);
+void tt_blas_sgemm(const tt_sgemm_args_t *g, int threads);
+/* Whether the calling thread runs inside a tt_parallel_for chunk. */
+int tt_in_parallel_region(void);
+
 /* Micro-kernel variants, for tests and benchmarks: TT_SGEMM_ISA_AUTO picks
  * the best the CPU supports. tt_sgemm_force_isa returns 0 if the CPU
  * cannot run the requested variant (the setting is then unchanged). */

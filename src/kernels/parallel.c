@@ -107,6 +107,8 @@ static void tt_pool_configure_(void) {
   pthread_mutex_unlock(&tt_pool_init_mu_);
 }
 
+int tt_in_parallel_region(void) { return tt_in_parallel_; }
+
 int tt_num_threads(void) {
   if (!tt_pool_.configured) tt_pool_configure_();
   return tt_pool_.nthreads;

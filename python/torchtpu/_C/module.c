@@ -748,6 +748,20 @@ static PyObject *py_persistent_cache_init(PyObject *m, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+static PyObject *py_blas_install(PyObject *m, PyObject *args) {
+  (void)m;
+  const char *path = NULL;
+  if (!PyArg_ParseTuple(args, "z", &path)) return NULL;
+  return PyBool_FromLong(tt_blas_install(path));
+}
+
+static PyObject *py_blas_info(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  return Py_BuildValue("(OL)", tt_blas_active() ? Py_True : Py_False,
+                       (long long)tt_blas_calls());
+}
+
 static PyObject *py_tier1_wait(PyObject *m, PyObject *a) {
   (void)m;
   (void)a;
@@ -1038,6 +1052,9 @@ static PyMethodDef methods[] = {
     {"persistent_cache_init", py_persistent_cache_init, METH_VARARGS,
      "persistent_cache_init(path, readonly=False)"},
     {"tier1_wait", py_tier1_wait, METH_NOARGS, "wait for background tier-1 compiles"},
+    {"blas_install", py_blas_install, METH_VARARGS,
+     "blas_install(path): MKL's sgemm from that loaded library for large f32 GEMMs"},
+    {"blas_info", py_blas_info, METH_NOARGS, "(active, products run by the external BLAS)"},
     {"init", py_init, METH_VARARGS, "init(num_devices)"},
     {"device_count", py_device_count, METH_NOARGS, "number of devices"},
     {"from_host", py_from_host, METH_VARARGS, "from_host(device, dtype, shape, ptr, nbytes)"},

@@ -1,0 +1,104 @@
+"""Large f32 GEMMs run through MKL's sgemm inside PyTorch's own
+libtorch_cpu.so when it exports one (docs/kernels.md); TORCHTPU_BLAS=own
+keeps them on the engine's micro-kernels. Both give PyTorch's results for
+every operand layout the lowering produces."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_xla
+from torchtpu import _C, config
+
+DEV = None
+
+
+def dev():
+    global DEV
+    if DEV is None:
+        DEV = torch_xla.device()
+    return DEV
+
+
+def products():
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(197, 96, generator=g)
+    w = torch.randn(160, 96, generator=g)
+    b = torch.randn(160, generator=g)
+    yield "x @ w.T", (lambda a, w, b: a @ w.T), (a, w, b)
+    yield "linear", (lambda a, w, b: torch.nn.functional.linear(a, w, b)), (a, w, b)
+    yield "a.T @ w.T (transposed A)", (lambda a, w, b: a.T.contiguous().T @ w.T), (a, w, b)
+    yield "x @ w (plain B)", (lambda a, w, b: a @ w.T.contiguous()), (a, w, b)
+    yield "grad-like a.T @ x", (lambda a, w, b: a.T @ a), (a, w, b)
+    # batched: few problems (each split over the threads) and many (one each)
+    q = torch.randn(3, 130, 64, generator=g)
+    k = torch.randn(3, 140, 64, generator=g)
+    yield "bmm few", (lambda q, k, b: q @ k.transpose(1, 2)), (q, k, b)
+    q8 = torch.randn(12, 128, 64, generator=g)
+    k8 = torch.randn(12, 128, 64, generator=g)
+    yield "bmm many", (lambda q, k, b: torch.softmax(q @ k.transpose(1, 2), -1) @ k), (q8, k8, b)
+
+
+def run_all():
+    out = {}
+    for name, fn, args in products():
+        ref = fn(*args)
+        got = fn(*[t.to(dev()) for t in args]).cpu()
+        out[name] = ((got - ref).abs().max() / (ref.abs().max() + 1e-30)).item()
+    return out
+
+
+@pytest.fixture
+def restore_blas():
+    yield
+    config.install_blas()
+
+
+@pytest.mark.parametrize("choice", ["mkl", "own"])
+def test_products_match_pytorch(choice, restore_blas):
+    active = config.install_blas(choice)
+    if choice == "mkl" and not active:
+        pytest.fail("this torch build exports no MKL sgemm_ in libtorch_cpu.so")
+    calls0 = _C.blas_info()[1]
+    errors = run_all()
+    calls = _C.blas_info()[1] - calls0
+    for name, err in errors.items():
+        assert err < 1e-5, (choice, name, err)
+    if choice == "mkl":
+        assert _C.blas_info()[0] and calls >= 7, calls
+    else:
+        assert not _C.blas_info()[0] and calls == 0
+
+
+def test_small_products_stay_on_own_kernels(restore_blas):
+    assert config.install_blas("mkl")
+    calls0 = _C.blas_info()[1]
+    a, w = torch.randn(16, 32), torch.randn(24, 32)
+    got = (a.to(dev()) @ w.to(dev()).T).cpu()
+    assert torch.allclose(got, a @ w.T, atol=1e-5)
+    assert _C.blas_info()[1] == calls0  # 2*16*24*32 flops: below the threshold
+
+
+def test_bf16_products_stay_on_own_kernels(restore_blas):
+    assert config.install_blas("mkl")
+    calls0 = _C.blas_info()[1]
+    a, w = torch.randn(200, 128).bfloat16(), torch.randn(256, 128).bfloat16()
+    got = (a.to(dev()) @ w.to(dev()).T).cpu().float()
+    ref = (a.float() @ w.float().T)
+    assert ((got - ref).abs().max() / ref.abs().max()).item() < 1e-2
+    assert _C.blas_info()[1] == calls0
+
+
+def test_env_choice_and_bad_value():
+    with pytest.raises(ValueError, match="TORCHTPU_BLAS"):
+        config.install_blas("openblas")
+    code = ("import torch, torch_xla; from torchtpu import _C; torch_xla.device(); "
+            "a = torch.randn(200, 300); (a.to('xla') @ a.to('xla').T).cpu(); "
+            "print(_C.blas_info())")
+    env = dict(os.environ, PJRT_DEVICE="CPU", TORCHTPU_BLAS="own")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "(False, 0)"
