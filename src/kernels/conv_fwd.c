@@ -291,8 +291,17 @@ void tt_conv_forward_range(void *arg, int64_t begin, int64_t end) {
         a.a_dtype = c->w->dtype;
         a.rsa = g->K;
         a.csa = 1;
-        a.pack_b = tt_conv_pack_fwd_phases;
-        a.pack_b_ctx = &pk;
+        if (plan.in_place && plan.Wq == g->W) {
+          /* 1x1/1 on f32: B is the input's [C, H*W] itself, a plain
+           * product (which the external BLAS may take, blas_ext.c). */
+          a.b = base + p0;
+          a.b_dtype = TT_F32;
+          a.rsb = np;
+          a.csb = 1;
+        } else {
+          a.pack_b = tt_conv_pack_fwd_phases;
+          a.pack_b_ctx = &pk;
+        }
         a.c = direct_out ? (float *)c->out->data + ooff : stage;
         a.ldc = w;
         tt_status_t st = tt_sgemm(&a, c->inner_parallel);

@@ -102,3 +102,21 @@ def test_env_choice_and_bad_value():
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "(False, 0)"
+
+
+@pytest.mark.parametrize("choice", ["mkl", "own"])
+def test_pointwise_conv_is_a_plain_product(choice, restore_blas):
+    """A 1x1/1 convolution's B is the f32 input itself: MKL takes it, and
+    both libraries give PyTorch's result (strided and padded 1x1 convs keep
+    the implicit-im2col kernel)."""
+    config.install_blas(choice)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 64, 28, 28, generator=g)
+    w = torch.randn(128, 64, 1, 1, generator=g)
+    calls0 = _C.blas_info()[1]
+    for kw in ({}, {"stride": 2}, {"padding": 1}):
+        ref = torch.nn.functional.conv2d(x, w, **kw)
+        got = torch.nn.functional.conv2d(x.to(dev()), w.to(dev()), **kw).cpu()
+        assert ((got - ref).abs().max() / ref.abs().max()).item() < 1e-5, kw
+    calls = _C.blas_info()[1] - calls0
+    assert (calls >= 2) if choice == "mkl" else (calls == 0), calls  # 1x1/1, per image
