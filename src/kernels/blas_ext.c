@@ -11,9 +11,10 @@
  *
  * Why: on this machine's transformer shapes ([197, 768] @ [3072, 768]^T)
  * MKL ran at 122-129 GFLOP/s per core against 92-102 for our 12x32
- * kernel in the same minutes (docs/kernels.md). MKL's thread count is set
- * per calling thread: our pool's size at the top level, 1 inside a pool
- * worker. */
+ * kernel in the same minutes (docs/kernels.md). Every call runs on one
+ * MKL thread (set per calling thread); gemm.c spreads a product's pieces
+ * over the engine's pool, whose workers an execution keeps polling, so
+ * MKL's own OpenMP threads would only compete with them. */
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdint.h>

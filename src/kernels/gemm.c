@@ -120,17 +120,7 @@ __attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32(
   __m512 c90 = _mm512_setzero_ps(), c91 = _mm512_setzero_ps();
   __m512 c100 = _mm512_setzero_ps(), c101 = _mm512_setzero_ps();
   __m512 c110 = _mm512_setzero_ps(), c111 = _mm512_setzero_ps();
-#ifdef TT_GEMM_PFC
-  for (int i = 0; i < 12; ++i) {
-    _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-    _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
-  }
-#endif
   for (int64_t k = 0; k < kc; ++k) {
-#ifdef TT_GEMM_PF
-    _mm_prefetch((const char *)(b + TT_GEMM_PF), _MM_HINT_T0);
-    _mm_prefetch((const char *)(b + TT_GEMM_PF + 16), _MM_HINT_T0);
-#endif
     __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
     __m512 av;
 #define TT_ROW(i)                              \
@@ -684,9 +674,6 @@ static void tt_gemm_short_range(void *arg, int64_t begin, int64_t end) {
   }
 }
 
-/* Runs nprobs problems with the same m, n, k: in parallel across problems
- * when there are many (or they are small), otherwise one after the other,
- * each split across the threads. */
 static void tt_blas_batch_range(void *arg, int64_t begin, int64_t end) {
   const tt_sgemm_args_t *probs = (const tt_sgemm_args_t *)arg;
   for (int64_t t = begin; t < end; ++t) tt_blas_sgemm(&probs[t], 1);
@@ -761,6 +748,9 @@ static tt_status_t tt_sgemm_many(const tt_sgemm_args_t *probs, int64_t nprobs,
   return tt_sgemm_own(probs, nprobs, parallel);
 }
 
+/* The engine's own kernels for nprobs problems with the same m, n, k: in
+ * parallel across problems when there are many (or they are small),
+ * otherwise one after the other, each split across the threads. */
 static tt_status_t tt_sgemm_own(const tt_sgemm_args_t *probs, int64_t nprobs, int parallel) {
   const tt_sgemm_args_t *g = &probs[0];
   const tt_ukr_t *u = tt_ukr_select_();
