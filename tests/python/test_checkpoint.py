@@ -255,6 +255,11 @@ import torch, torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.utils.serialization as xser
 
+def say(*words):
+    # one write(2) per line: atomic on the shared pipe, whatever the other
+    # children (or this one's threads) write around it
+    os.write(1, (" ".join(str(w) for w in words) + "\n").encode())
+
 def data(version, big):
     g = torch.Generator().manual_seed(version)
     n = 256 if big else 32
@@ -269,7 +274,7 @@ def scenario(s):
     dev = torch_xla.device()
     def hook(phase, detail):
         if phase == s["phase"] and str(detail) == str(s["detail"]):
-            print("PAUSED", s["name"], os.getpid(), flush=True)
+            say("PAUSED", s["name"], os.getpid())
             time.sleep(600)
     xser._save_hook = hook
     save = xser.save if s["mode"] == "xser" else xm.save
@@ -279,10 +284,10 @@ def scenario(s):
         while True:
             save(to_xla(data(v, True), dev), s["path"])
             if v == 2:
-                print("READY", s["name"], os.getpid(), flush=True)
+                say("READY", s["name"], os.getpid())
             v = 3 if v == 2 else 2
     save(to_xla(data(s["version"], False), dev), s["path"])
-    print("FINISHED", s["name"], os.getpid(), flush=True)
+    say("FINISHED", s["name"], os.getpid())
 
 kids = []
 for line in sys.stdin:
@@ -292,7 +297,7 @@ for line in sys.stdin:
         try:
             scenario(s)
         except BaseException as e:
-            print("ERROR", s["name"], repr(e), flush=True)
+            say("ERROR", s["name"], repr(e))
         os._exit(0)
     kids.append(pid)
 for pid in kids:
@@ -347,6 +352,13 @@ def run_zygote(scenarios, on_line, timeout=300):
     try:
         for line in p.stdout:
             parts = line.split()
+            # A stray fragment another writer left on the pipe (seen once in
+            # CI: "READY READY r2 2808") must not hide a report: parse from
+            # the last status word of the line.
+            marks = [i for i, w in enumerate(parts)
+                     if w in ("PAUSED", "READY", "FINISHED", "ERROR")]
+            if marks and len(parts) - marks[-1] >= 3:
+                parts = parts[marks[-1]:]
             if parts and parts[0] == "ERROR":
                 errors.append(line)
             if parts and parts[0] in ("PAUSED", "READY", "FINISHED", "ERROR"):
