@@ -371,18 +371,12 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
     case TT_OP_MAX_POOL2D_INDICES: {
       tt_pool2d_params_t p;
       tt_pool_params(ia, 0, &p);
-      /* The kernel makes both results; keep the one asked for. */
+      /* The values alone take the kernel's index-free path; the indices
+       * come with values the kernel writes to a scratch buffer. */
+      if (in->op == TT_OP_MAX_POOL2D) return tt_kernel_max_pool2d(&x[0], &p, out, NULL);
       tt_view_t other;
       other.shape = out->shape;
       size_t n = (size_t)tt_shape_numel(&out->shape);
-      if (in->op == TT_OP_MAX_POOL2D) {
-        other.dtype = TT_I64;
-        other.data = malloc(n * 8 + 8);
-        if (!other.data) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory");
-        tt_status_t st = tt_kernel_max_pool2d(&x[0], &p, out, &other);
-        free(other.data);
-        return st;
-      }
       other.dtype = x[0].dtype;
       other.data = malloc(n * tt_dtype_size(x[0].dtype) + 8);
       if (!other.data) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory");
