@@ -136,6 +136,19 @@ typedef struct tt_conv2d_params_s {
 
 tt_status_t tt_kernel_conv2d(const tt_view_t *x, const tt_view_t *w,
                              const tt_conv2d_params_t *p, tt_view_t *out);
+/* A consumer of a kernel's output computed while that output is still in
+ * cache: fn(ctx, begin, end) is called over flat element ranges of out
+ * once they are final, every element exactly once, possibly from several
+ * kernel threads at a time (ranges never overlap). */
+typedef struct tt_epilogue_s {
+  void (*fn)(void *ctx, int64_t begin, int64_t end);
+  void *ctx;
+} tt_epilogue_t;
+/* tt_kernel_conv2d, then epi (may be NULL) over out: per output plane,
+ * image or group of images, right after the convolution stores it. */
+tt_status_t tt_kernel_conv2d_epilogue(const tt_view_t *x, const tt_view_t *w,
+                                      const tt_conv2d_params_t *p, tt_view_t *out,
+                                      const tt_epilogue_t *epi);
 /* grad_x [N,C,H,W] from grad_out [N,O,OH,OW] and w. */
 tt_status_t tt_kernel_conv2d_backward_input(const tt_view_t *grad_out,
                                             const tt_view_t *w,

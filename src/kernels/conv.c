@@ -563,6 +563,7 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
   if (c->kind == TT_CONV_BWD_W && g->N == 0) return tt_kernel_fill(0.0, c->out);
   if (c->out->dtype == TT_F64) {
     tt_parallel_for(items, 1, tt_conv_f64_range, c);
+    if (c->kind == TT_CONV_FWD) tt_conv_run_epilogue(c, 0, tt_view_numel(c->out));
     return NULL;
   }
   if (c->kind == TT_CONV_BWD_IN && g->Cg > 1 && tt_conv_bwd_in_as_fwd_ok(g) &&
@@ -612,9 +613,53 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
   return NULL;
 }
 
+/* Epilogue pieces: about this many elements per parallel chunk. */
+#define TT_CONV_EPI_GRAIN 16384
+
+typedef struct tt_conv_epi_span_s {
+  const tt_epilogue_t *epi;
+  int64_t base, stride, width;
+} tt_conv_epi_span_t;
+
+static void tt_conv_epi_span_range(void *arg, int64_t begin, int64_t end) {
+  const tt_conv_epi_span_t *s = (const tt_conv_epi_span_t *)arg;
+  s->epi->fn(s->epi->ctx, s->base + begin, s->base + end);
+}
+
+static void tt_conv_epi_rows_range(void *arg, int64_t begin, int64_t end) {
+  const tt_conv_epi_span_t *s = (const tt_conv_epi_span_t *)arg;
+  for (int64_t r = begin; r < end; ++r) {
+    int64_t b = s->base + r * s->stride;
+    s->epi->fn(s->epi->ctx, b, b + s->width);
+  }
+}
+
+void tt_conv_run_epilogue(const tt_conv_ctx_t *c, int64_t begin, int64_t end) {
+  if (!c->epi || end <= begin || c->failed) return;
+  tt_conv_epi_span_t s = {c->epi, begin, 0, 0};
+  tt_parallel_for(end - begin, TT_CONV_EPI_GRAIN, tt_conv_epi_span_range, &s);
+}
+
+void tt_conv_run_epilogue_rows(const tt_conv_ctx_t *c, int64_t base, int64_t rows,
+                               int64_t stride, int64_t width) {
+  if (!c->epi || rows <= 0 || width <= 0 || c->failed) return;
+  if (width == stride) {
+    tt_conv_run_epilogue(c, base, base + rows * width);
+    return;
+  }
+  tt_conv_epi_span_t s = {c->epi, base, stride, width};
+  tt_parallel_for(rows, (TT_CONV_EPI_GRAIN + width - 1) / width, tt_conv_epi_rows_range, &s);
+}
+
 tt_status_t tt_kernel_conv2d(const tt_view_t *x, const tt_view_t *w,
                              const tt_conv2d_params_t *p, tt_view_t *out) {
-  tt_conv_ctx_t c = {.kind = TT_CONV_FWD, .x = x, .w = w, .out = out};
+  return tt_kernel_conv2d_epilogue(x, w, p, out, NULL);
+}
+
+tt_status_t tt_kernel_conv2d_epilogue(const tt_view_t *x, const tt_view_t *w,
+                                      const tt_conv2d_params_t *p, tt_view_t *out,
+                                      const tt_epilogue_t *epi) {
+  tt_conv_ctx_t c = {.kind = TT_CONV_FWD, .x = x, .w = w, .out = out, .epi = epi};
   TT_RETURN_IF_ERROR(tt_conv_geom("conv2d", x, w, out, p, &c.g));
   return tt_conv_run(&c);
 }

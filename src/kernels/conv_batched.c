@@ -365,6 +365,8 @@ void tt_conv_batched_range(void *arg, int64_t begin, int64_t end) {
             tt_store_f32(stage + o * P + n * OHW, OHW, c->out->data, c->out->dtype,
                          ((n0 + n) * g->O + gi * g->Og + o) * OHW);
           }
+          int64_t o0 = ((n0 + n) * g->O + gi * g->Og) * OHW;
+          tt_conv_run_epilogue(c, o0, o0 + g->Og * OHW);
         }
       } else {
         memset(pad, 0, (size_t)(nimg * g->Cg * pd.plane) * sizeof(float));

@@ -93,6 +93,7 @@ static void tt_conv_direct_fwd_range(void *arg, int64_t begin, int64_t end) {
         tt_store_f32(stage + oh * plan.Wq, g->OW, c->out->data, c->out->dtype,
                      (n * g->O + o) * OHW + oh * g->OW);
       }
+      tt_conv_run_epilogue(c, (n * g->O + o) * OHW, (n * g->O + o + 1) * OHW);
     }
   }
   tt_scratch_free(xq);

@@ -233,6 +233,7 @@ static void tt_conv_pack_fwd_phases(const void *arg, int64_t k0, int64_t kc,
  * (scratch columns or a non-f32 output): the buffer stays in L2 and the
  * GEMM packs A once per TT_GEMM_NC (512) columns anyway. */
 #define TT_CONV_CHUNK 1024
+#define TT_CONV_EPI_BYTES (512 * 1024)
 
 /* out[o][p] for the positions p = oh*OW + ow whose GEMM column oh*Wq + ow
  * lies in [p0, p0 + w); stage holds Og rows of w columns. */
@@ -263,6 +264,10 @@ void tt_conv_forward_range(void *arg, int64_t begin, int64_t end) {
   int64_t OHW = g->OH * g->OW, np = g->OH * plan.Wq;
   int direct_out = plan.Wq == g->OW && c->out->dtype == TT_F32;
   int64_t chunk = direct_out ? np : tt_min64(np, TT_CONV_CHUNK);
+  /* With an epilogue, a chunk's result (Og rows) should still be in L2
+   * when the epilogue reads it: about TT_CONV_EPI_BYTES. */
+  if (c->epi && direct_out)
+    chunk = tt_min64(np, tt_max64(256, TT_CONV_EPI_BYTES / (int64_t)sizeof(float) / g->Og / 64 * 64));
   float *xq = plan.in_place ? NULL : (float *)tt_scratch_alloc((size_t)plan.size * sizeof(float));
   float *stage = direct_out ? NULL : (float *)tt_scratch_alloc((size_t)(g->Og * chunk) * sizeof(float));
   if ((!plan.in_place && !xq) || (!direct_out && !stage)) {
@@ -302,8 +307,8 @@ void tt_conv_forward_range(void *arg, int64_t begin, int64_t end) {
           a.pack_b = tt_conv_pack_fwd_phases;
           a.pack_b_ctx = &pk;
         }
-        a.c = direct_out ? (float *)c->out->data + ooff : stage;
-        a.ldc = w;
+        a.c = direct_out ? (float *)c->out->data + ooff + p0 : stage;
+        a.ldc = direct_out ? np : w;
         tt_status_t st = tt_sgemm(&a, c->inner_parallel);
         if (st) {
           tt_status_free(st);
@@ -311,6 +316,13 @@ void tt_conv_forward_range(void *arg, int64_t begin, int64_t end) {
           goto done;
         }
         if (!direct_out) tt_conv_store_chunk(g, plan.Wq, stage, p0, w, c->out, ooff);
+        if (c->epi) {
+          /* Columns [p0, p0 + w) hold output positions [lo, hi) of each channel. */
+          int64_t e = p0 + w;
+          int64_t lo = p0 / plan.Wq * g->OW + tt_min64(p0 % plan.Wq, g->OW);
+          int64_t hi = e / plan.Wq * g->OW + tt_min64(e % plan.Wq, g->OW);
+          tt_conv_run_epilogue_rows(c, ooff + lo, g->Og, OHW, hi - lo);
+        }
       }
     }
   }

@@ -29,7 +29,15 @@ typedef struct tt_conv_ctx_s {
   int64_t chunk_imgs;   /* batched path: images per GEMM */
   float *partials;      /* BWD_W: [nparts, O*K] */
   _Atomic int failed;   /* set by a range that could not allocate */
+  const tt_epilogue_t *epi; /* FWD: run over output ranges once final (or NULL) */
 } tt_conv_ctx_t;
+
+/* Runs c's epilogue (if any) over output elements [begin, end): in
+ * parallel when called outside the pool, inline inside it. */
+void tt_conv_run_epilogue(const tt_conv_ctx_t *c, int64_t begin, int64_t end);
+/* The same over `rows` runs of `width` elements, `stride` apart, from base. */
+void tt_conv_run_epilogue_rows(const tt_conv_ctx_t *c, int64_t base, int64_t rows,
+                               int64_t stride, int64_t width);
 
 /* Valid output range [lo, hi) along one axis for kernel tap offset `off`
  * (= tap*dilation - pad): positions o whose input index o*s + off is in

@@ -85,6 +85,29 @@ int32_t *tt_work_use_counts(const tt_work_t *w) {
   return uses;
 }
 
+/* Small values computed from graph inputs alone (a batch norm's
+ * rsqrt(var + eps) and its [C, 1, 1] views) are scheduled before the
+ * rest of the program, so a kernel that runs a consumer as its epilogue
+ * (a convolution, src/runtime/executable.c) finds them ready. Pure ops
+ * only, results up to TT_HOIST_BYTES. */
+#define TT_HOIST_BYTES 65536
+
+static int tt_hoistable_op(tt_op_t op) {
+  switch (op) {
+    case TT_OP_UNARY:
+    case TT_OP_BINARY:
+    case TT_OP_WHERE:
+    case TT_OP_CONVERT:
+    case TT_OP_BROADCAST:
+    case TT_OP_RESHAPE:
+    case TT_OP_TRANSPOSE:
+    case TT_OP_FUSED:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 tt_status_t tt_work_to_graph(const tt_work_t *w, tt_graph_t **out) {
   *out = NULL;
   int32_t n = w->num_instrs;
@@ -99,12 +122,37 @@ tt_status_t tt_work_to_graph(const tt_work_t *w, tt_graph_t **out) {
   }
   int32_t count = 0;
   size_t total_operands = 0, total_fused_ops = 0, num_fused = 0;
+  /* early[i]: an input, or a value hoisted to the front. */
+  uint8_t *early = calloc((size_t)n + 1, 1);
+  if (!early) {
+    free(uses);
+    free(newidx);
+    free(g);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (compaction)");
+  }
   for (int32_t i = 0; i < n; ++i) {
     const tt_instr_t *in = &w->instrs[i];
-    int keep = in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR ||
-               (w->forward[i] == i && uses[i] > 0);
-    newidx[i] = keep ? count++ : -1;
-    if (keep) {
+    early[i] = in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR;
+    if (!early[i] && w->forward[i] == i && uses[i] > 0 && tt_hoistable_op(in->op) &&
+        (size_t)tt_shape_numel(&in->shape) * tt_dtype_size(in->dtype) <= TT_HOIST_BYTES) {
+      early[i] = 1;
+      for (int32_t k = 0; k < in->num_operands && early[i]; ++k)
+        early[i] = early[tt_work_resolve(w, in->operands[k])];
+    }
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int32_t i = 0; i < n; ++i) {
+      const tt_instr_t *in = &w->instrs[i];
+      if (early[i] != (pass == 0)) continue;
+      int keep = in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR ||
+                 (w->forward[i] == i && uses[i] > 0);
+      newidx[i] = keep ? count++ : -1;
+    }
+  }
+  free(early);
+  for (int32_t i = 0; i < n; ++i) {
+    const tt_instr_t *in = &w->instrs[i];
+    if (newidx[i] >= 0) {
       total_operands += (size_t)in->num_operands;
       if (in->op == TT_OP_FUSED) {
         num_fused++;
@@ -138,8 +186,19 @@ tt_status_t tt_work_to_graph(const tt_work_t *w, tt_graph_t **out) {
   g->instrs = instrs;
   g->num_instrs = count;
   g->num_inputs = w->num_inputs;
-  for (int32_t i = 0; i < n; ++i) {
-    if (newidx[i] < 0) continue;
+  /* In schedule order, so last_use ends up the latest reader. */
+  int32_t *order = malloc(sizeof(int32_t) * ((size_t)count + 1));
+  if (!order) {
+    free(g->arena);
+    free(uses);
+    free(newidx);
+    free(g);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (compaction)");
+  }
+  for (int32_t i = 0; i < n; ++i)
+    if (newidx[i] >= 0) order[newidx[i]] = i;
+  for (int32_t q = 0; q < count; ++q) {
+    int32_t i = order[q];
     const tt_instr_t *src = &w->instrs[i];
     tt_instr_t *dst = &instrs[newidx[i]];
     *dst = *src;
@@ -167,6 +226,7 @@ tt_status_t tt_work_to_graph(const tt_work_t *w, tt_graph_t **out) {
     g->output_instr[r] = newidx[tt_work_resolve(w, w->outputs[r])];
     instrs[g->output_instr[r]].last_use = count;
   }
+  free(order);
   free(uses);
   free(newidx);
   *out = g;

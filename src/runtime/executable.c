@@ -32,6 +32,12 @@ struct tt_executable_s {
   uint8_t *alias;
   /* Buffer plan: per instruction its arena offset, or -1 (not planned). */
   int64_t *offset;
+  /* Convolution epilogues (tt_plan_epilogues): epi_next[conv] is the fused
+   * instruction computed as the convolution stores its output, epi_src[f]
+   * that convolution (both -1 otherwise). An epilogue not written to an
+   * output slot runs in place: its result takes over the convolution's
+   * buffer (alias[f]). */
+  int32_t *epi_next, *epi_src;
   size_t arena_bytes, planned_bytes;
 };
 
@@ -113,6 +119,105 @@ static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
                                const tt_instr_t *in, const uint8_t *owned,
                                const int32_t *group_last, int planned);
 
+/* Where operand o of convolution i's epilogue is read at the time the
+ * convolution runs: o itself when computed before i, else the end of the
+ * chain of reshapes (aliasing ones, with `aliased`; the plan decides that
+ * later) to an instruction before i or a graph input. -1: not available. */
+static int32_t tt_epi_root_(const tt_executable_t *e, const tt_graph_t *g, int32_t o, int32_t i,
+                            int aliased) {
+  while (o > i && g->instrs[o].op == TT_OP_RESHAPE && (!aliased || e->alias[o]))
+    o = g->instrs[o].operands[0];
+  return o < i || g->instrs[o].op == TT_OP_PARAM ? o : -1;
+}
+
+/* Convolution epilogues: a CONV2D whose only reader is an elementwise
+ * fused instruction f of its shape (eval-mode batch norm, activation,
+ * residual add) computes f over each output plane or image right after
+ * storing it, while it is still in cache, instead of f streaming the whole
+ * output back from memory later. Taken when every other operand of f is
+ * computed before the convolution, and f either writes an output slot no
+ * input is donated to, or has the convolution's dtype (it then runs in
+ * place over the convolution's buffer). TORCHTPU_CONV_EPILOGUE=0 turns it
+ * off. */
+static tt_status_t tt_plan_epilogues(tt_executable_t *e) {
+  const tt_graph_t *g = e->graph;
+  int32_t n = g->num_instrs;
+  e->epi_next = malloc(sizeof(int32_t) * ((size_t)n + 1));
+  e->epi_src = malloc(sizeof(int32_t) * ((size_t)n + 1));
+  int32_t *readers = calloc((size_t)n + 1, sizeof(int32_t));
+  if (!e->epi_next || !e->epi_src || !readers) {
+    free(readers);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
+  }
+  for (int32_t i = 0; i < n; ++i) e->epi_next[i] = e->epi_src[i] = -1;
+  const char *env = getenv("TORCHTPU_CONV_EPILOGUE");
+  if (env && strcmp(env, "0") == 0) {
+    free(readers);
+    return NULL;
+  }
+  /* readers[o]: distinct instructions reading o; reader[o]: the last. */
+  int32_t *reader = malloc(sizeof(int32_t) * ((size_t)n + 1));
+  if (!reader) {
+    free(readers);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
+  }
+  for (int32_t i = 0; i < n; ++i) reader[i] = -1;
+  for (int32_t i = 0; i < n; ++i) {
+    const tt_instr_t *in = &g->instrs[i];
+    for (int32_t k = 0; k < in->num_operands; ++k) {
+      int32_t o = in->operands[k];
+      if (reader[o] != i) {
+        readers[o]++;
+        reader[o] = i;
+      }
+    }
+  }
+  for (int32_t r = 0; r < g->num_outputs; ++r) readers[g->output_instr[r]] = 2;
+  for (int32_t i = 0; i < n; ++i) {
+    const tt_instr_t *cv = &g->instrs[i];
+    if (cv->op != TT_OP_CONV2D || readers[i] != 1 || e->direct_output[i] >= 0) continue;
+    int32_t f = reader[i];
+    const tt_instr_t *fi = &g->instrs[f];
+    if (fi->op != TT_OP_FUSED || tt_fused_is_reduce(fi) || fi->num_operands > 64 ||
+        e->epi_src[f] >= 0 || !tt_shape_equal(&fi->shape, &cv->shape))
+      continue;
+    int ready = 1;
+    for (int32_t k = 0; k < fi->num_operands; ++k)
+      ready &= fi->operands[k] == i || tt_epi_root_(e, g, fi->operands[k], i, 0) >= 0;
+    int32_t slot = e->direct_output[f];
+    if (!ready || (slot >= 0 ? e->donor[slot] >= 0 : fi->dtype != cv->dtype)) continue;
+    e->epi_next[i] = f;
+    e->epi_src[f] = i;
+  }
+  free(reader);
+  free(readers);
+  return NULL;
+}
+
+/* After the buffer plan: an epilogue reading a reshape the plan copies
+ * (instead of aliasing) runs at its own place, in place when it shares
+ * the convolution's buffer. */
+static void tt_check_epilogues(tt_executable_t *e) {
+  const tt_graph_t *g = e->graph;
+  for (int32_t i = 0; i < g->num_instrs; ++i) {
+    int32_t f = e->epi_next[i];
+    if (f < 0) continue;
+    const tt_instr_t *fi = &g->instrs[f];
+    for (int32_t k = 0; k < fi->num_operands; ++k) {
+      if (fi->operands[k] != i && tt_epi_root_(e, g, fi->operands[k], i, 1) < 0) {
+        e->epi_next[i] = -1;
+        if (!e->alias[f]) e->epi_src[f] = -1;
+        break;
+      }
+    }
+  }
+}
+
+/* The instruction whose buffer instruction i takes over, when alias[i]. */
+static int32_t tt_alias_source_(const tt_executable_t *e, const tt_graph_t *g, int32_t i) {
+  return e->epi_src[i] >= 0 ? e->epi_src[i] : g->instrs[i].operands[0];
+}
+
 /* Which reshapes alias their operand (decided from the graph alone: the
  * executor's ownership walk without running anything), then the arena
  * plan: one buffer per owned intermediate, live from its producer to the
@@ -143,6 +248,7 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
   for (int32_t i = n - 1; i >= 0; --i) {
     const tt_instr_t *in = &g->instrs[i];
     int32_t o = in->op == TT_OP_RESHAPE ? in->operands[0] : -1;
+    if (e->epi_src[i] >= 0 && e->direct_output[i] < 0) o = e->epi_src[i];
     if (o >= 0 && group_last[i] > group_last[o]) group_last[o] = group_last[i];
   }
   const char *env = getenv("TORCHTPU_BUFFER_PLAN");
@@ -153,8 +259,9 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
     e->offset[i] = -1;
     owner[i] = -1;
     if (in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR || e->direct_output[i] >= 0) continue;
-    if (in->op == TT_OP_RESHAPE && tt_reshape_aliases_(e, g, in, owned, group_last, planned)) {
-      int32_t o = in->operands[0];
+    if ((in->op == TT_OP_RESHAPE && tt_reshape_aliases_(e, g, in, owned, group_last, planned)) ||
+        e->epi_src[i] >= 0) {
+      int32_t o = tt_alias_source_(e, g, i);
       e->alias[i] = 1;
       owned[i] = owned[o];
       owned[o] = 0;
@@ -230,7 +337,9 @@ tt_status_t tt_executable_create(tt_graph_t *graph, tt_executable_t **out_exe) {
   tt_plan_donation(graph, e->direct_output, e->donor);
   e->refcount = 1;
   e->graph = graph;
-  tt_status_t st = tt_plan_memory(e);
+  tt_status_t st = tt_plan_epilogues(e);
+  if (!st) st = tt_plan_memory(e);
+  if (!st) tt_check_epilogues(e);
   if (st) {
     e->graph = NULL;
     tt_executable_release(e);
@@ -249,6 +358,8 @@ void tt_executable_release(tt_executable_t *e) {
   if (e->graph) tt_graph_destroy(e->graph);
   free(e->alias);
   free(e->offset);
+  free(e->epi_next);
+  free(e->epi_src);
   free(e->direct_output);
   free(e->kernels);
   free(e->donor);
@@ -502,6 +613,56 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
   }
 }
 
+typedef struct tt_epi_exec_s {
+  tt_fused_fn_t fn; /* tier 1, or NULL: tier 0 over prep */
+  const void *ptrs[64];
+  void *out;
+  tt_fused_prep_t *prep;
+} tt_epi_exec_t;
+
+static void tt_epi_exec_range(void *arg, int64_t begin, int64_t end) {
+  tt_epi_exec_t *x = arg;
+  if (x->fn) {
+    x->fn(x->ptrs, x->out, begin, end);
+  } else {
+    tt_fused_prepared_range(x->prep, begin, end);
+  }
+}
+
+/* Convolution i into out with its epilogue instruction epi_next[i], whose
+ * buffer vals[] already names. */
+static tt_status_t tt_run_conv_epilogue(const tt_executable_t *e, const tt_graph_t *g,
+                                        int32_t i, const tt_input_value_t *inputs,
+                                        void *const *vals, tt_view_t *out) {
+  const tt_instr_t *in = &g->instrs[i];
+  int32_t f = e->epi_next[i];
+  const tt_instr_t *fi = &g->instrs[f];
+  tt_view_t x[2], fout = tt_make_view(fi, vals[f]), fin[64];
+  for (int k = 0; k < 2; ++k) x[k] = tt_make_view(&g->instrs[in->operands[k]], vals[in->operands[k]]);
+  tt_epi_exec_t ex = {0};
+  ex.fn = __atomic_load_n(&e->kernels[f], __ATOMIC_ACQUIRE);
+  ex.out = vals[f];
+  for (int k = 0; k < fi->num_operands; ++k) {
+    int32_t o = fi->operands[k];
+    int32_t r = o == i ? i : tt_epi_root_(e, g, o, i, 1);
+    void *v = r <= i ? vals[r] : tt_buffer_data(inputs[g->instrs[r].input_index].buffer);
+    ex.ptrs[k] = v;
+    fin[k] = tt_make_view(&g->instrs[o], v);
+  }
+  if (!ex.fn) TT_RETURN_IF_ERROR(tt_fused_prepare(fi, fin, fi->num_operands, &fout, &ex.prep));
+  tt_conv2d_params_t p;
+  tt_conv_params(in->iattrs, &p);
+  tt_epilogue_t epi = {tt_epi_exec_range, &ex};
+  tt_status_t st = tt_kernel_conv2d_epilogue(&x[0], &x[1], &p, out, &epi);
+  tt_status_t est = tt_fused_finish(ex.prep);
+  tt_counter_add("ConvEpilogueFused", 1);
+  if (st) {
+    tt_status_free(est);
+    return st;
+  }
+  return est;
+}
+
 /* Whether reshape instruction `in` may alias its operand's buffer instead
  * of copying it: the operand is a graph input that no output update writes
  * in place (donation) before every reader of the reshape (and of reshapes
@@ -534,7 +695,9 @@ static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
  * place into "ExecuteOp.output_copy", so met.metrics_report() says where a
  * graph's execution time goes. TORCHTPU_EXEC_PROFILE=shapes also names the
  * shapes: "ExecuteOp.dot[64,384]<-[64,128],[384,128]/tb" (attributes of a
- * dot: /ta, /tb for transposed operands). Off: one branch per instruction. */
+ * dot: /ta, /tb for transposed operands; a convolution that computed its
+ * consumer as its epilogue is "conv2d+fused"). Off: one branch per
+ * instruction. */
 static int tt_exec_profile_on_(void) {
   static int on = -1;
   if (on < 0) {
@@ -554,10 +717,11 @@ static void tt_exec_profile_dims_(char *buf, size_t size, size_t *len, const tt_
 }
 
 static void tt_exec_profile_add_(const tt_graph_t *g, const tt_instr_t *in, int64_t ns,
-                                 int level) {
+                                 int level, int with_epilogue) {
   char name[256];
   const char *op = tt_fused_is_reduce(in) ? "fused_reduce" : tt_op_name(in->op);
-  size_t len = (size_t)snprintf(name, sizeof name, "ExecuteOp.%s", op);
+  size_t len = (size_t)snprintf(name, sizeof name, "ExecuteOp.%s%s", op,
+                                with_epilogue ? "+fused" : "");
   if (level == 2) {
     tt_exec_profile_dims_(name, sizeof name, &len, &in->shape);
     for (int32_t k = 0; k < in->num_operands; ++k) {
@@ -612,15 +776,20 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
       vals[i] = &scalars[i];
     } else {
       size_t bytes = tt_instr_bytes(in);
+      /* An epilogue its convolution has already computed. */
+      int done_early = e->epi_src[i] >= 0 && e->epi_next[e->epi_src[i]] == i;
       if (e->alias[i]) {
-        /* Buffers are dense: a reshape is the same bytes. Alias them. */
-        int32_t o = in->operands[0];
+        /* Buffers are dense: a reshape is the same bytes, and an in-place
+         * epilogue has already rewritten its convolution's. Alias them. */
+        int32_t o = tt_alias_source_(e, g, i);
         vals[i] = vals[o];
-        owned[i] = owned[o]; /* the reshape was o's last reader: it takes o over */
+        owned[i] = owned[o]; /* i was o's last reader: it takes o over */
         owned[o] = 0;
-        continue;
-      }
-      if (e->direct_output[i] >= 0) {
+        if (e->epi_src[i] < 0 || done_early) goto free_operands;
+        /* else: an epilogue that runs at its own place, in place */
+      } else if (done_early) {
+        /* written into its output slot by its convolution's epilogue */
+      } else if (e->direct_output[i] >= 0) {
         vals[i] = output_data[e->direct_output[i]];
       } else if (arena && e->offset[i] >= 0) {
         vals[i] = arena + e->offset[i]; /* the arena is freed once, at the end */
@@ -636,8 +805,14 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
       }
       tt_view_t out = tt_make_view(in, vals[i]);
       int64_t t0 = profile ? tt_now_ns() : 0;
-      st = tt_run_instr(e, g, i, vals, &out);
-      if (profile) tt_exec_profile_add_(g, in, tt_now_ns() - t0, profile);
+      int32_t f = e->epi_next[i];
+      if (f >= 0) {
+        vals[f] = e->direct_output[f] >= 0 ? output_data[e->direct_output[f]] : vals[i];
+        st = tt_run_conv_epilogue(e, g, i, inputs, vals, &out);
+      } else if (!done_early) {
+        st = tt_run_instr(e, g, i, vals, &out);
+      }
+      if (profile && !done_early) tt_exec_profile_add_(g, in, tt_now_ns() - t0, profile, f >= 0);
       if (st) {
         tt_status_t wrapped = tt_status_make(tt_status_code(st), "%s", tt_status_message(st));
         tt_status_free(st);
@@ -645,6 +820,7 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
         break;
       }
     }
+  free_operands:
     /* Free operands whose last use was this instruction. */
     for (int32_t k = 0; k < in->num_operands; ++k) {
       int32_t o = in->operands[k];

@@ -224,6 +224,35 @@ static void tt_fused_range(void *ctx, int64_t begin, int64_t end) {
   free(bytes);
 }
 
+tt_status_t tt_fused_prepare(const tt_instr_t *instr, const tt_view_t *inputs,
+                             int32_t num_inputs, tt_view_t *out, tt_fused_prep_t **prep) {
+  *prep = NULL;
+  if (tt_fused_is_reduce(instr))
+    return tt_status_make(TT_INTERNAL, "fused: a reduction cannot run in pieces");
+  tt_fused_ctx_t *c = malloc(sizeof(*c));
+  if (!c) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (fused)");
+  tt_status_t st = tt_fused_ctx_init(c, instr, inputs, num_inputs, &out->shape, NULL);
+  if (st) {
+    free(c);
+    return st;
+  }
+  c->out = out;
+  *prep = c;
+  return NULL;
+}
+
+void tt_fused_prepared_range(void *prep, int64_t begin, int64_t end) {
+  tt_fused_range(prep, begin, end);
+}
+
+tt_status_t tt_fused_finish(tt_fused_prep_t *c) {
+  if (!c) return NULL;
+  tt_status_t st = c->error;
+  tt_fused_ctx_free(c);
+  free(c);
+  return st;
+}
+
 static tt_status_t tt_execute_fused_reduce(const tt_instr_t *instr, const tt_view_t *inputs,
                                            int32_t num_inputs, tt_view_t *out);
 

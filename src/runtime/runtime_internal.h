@@ -37,6 +37,16 @@ tt_status_t tt_executable_bind_outputs(tt_executable_t *exe, int32_t device,
 tt_status_t tt_execute_fused(const tt_instr_t *instr, const tt_view_t *inputs,
                              int32_t num_inputs, tt_view_t *out);
 
+/* The same, in pieces (a convolution's epilogue, executable.c): prepare
+ * once, run any element ranges of out (from several threads, each element
+ * once), then finish, which returns the first failure and frees it. The
+ * inputs and out must outlive the pieces. Elementwise programs only. */
+typedef struct tt_fused_ctx_s tt_fused_prep_t;
+tt_status_t tt_fused_prepare(const tt_instr_t *instr, const tt_view_t *inputs,
+                             int32_t num_inputs, tt_view_t *out, tt_fused_prep_t **prep);
+void tt_fused_prepared_range(void *prep, int64_t begin, int64_t end);
+tt_status_t tt_fused_finish(tt_fused_prep_t *prep);
+
 /* Executes exe on the calling thread: inputs, and output data pointers. */
 tt_status_t tt_executable_execute(tt_executable_t *exe, int32_t device,
                                   const tt_input_value_t *inputs,

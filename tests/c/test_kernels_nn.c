@@ -581,6 +581,47 @@ typedef struct {
   const char *what;
 } conv_fwd_case_t;
 
+/* An epilogue that checks it sees each output element once, already final
+ * (equal to the plain convolution's result). */
+typedef struct {
+  const char *got, *want;
+  size_t es;
+  int *seen;
+  int late;
+} conv_epi_check_t;
+
+static void conv_epi_check_range(void *arg, int64_t begin, int64_t end) {
+  conv_epi_check_t *k = arg;
+  for (int64_t i = begin; i < end; ++i) {
+    __atomic_fetch_add(&k->seen[i], 1, __ATOMIC_RELAXED);
+    if (memcmp(k->got + (size_t)i * k->es, k->want + (size_t)i * k->es, k->es) != 0)
+      __atomic_fetch_add(&k->late, 1, __ATOMIC_RELAXED);
+  }
+}
+
+static void check_conv_epilogue(const tensor_t *x, const tensor_t *w, const tensor_t *o,
+                                const tt_conv2d_params_t *p, const char *what) {
+  tensor_t o2 = tensor_new(o->v.dtype, 4, o->v.shape.dims);
+  tensor_fill_random(&o2, 1e3, 2e3);
+  conv_epi_check_t k = {(const char *)o2.v.data, (const char *)o->v.data,
+                        tt_dtype_size(o->v.dtype), calloc((size_t)o->n + 1, sizeof(int)), 0};
+  tt_epilogue_t epi = {conv_epi_check_range, &k};
+  if (CHECK_OK(tt_kernel_conv2d_epilogue(&x->v, &w->v, p, &o2.v, &epi), what)) {
+    int twice = 0, never = 0;
+    for (int64_t i = 0; i < o->n; ++i) {
+      twice += k.seen[i] > 1;
+      never += k.seen[i] == 0;
+    }
+    CHECK(twice == 0 && never == 0 && k.late == 0,
+          "%s [%s] epilogue: %d elements seen twice, %d never, %d before final", what,
+          tt_dtype_name(o->v.dtype), twice, never, k.late);
+    CHECK(memcmp(o2.v.data, o->v.data, (size_t)o->n * k.es) == 0, "%s [%s] epilogue result",
+          what, tt_dtype_name(o->v.dtype));
+  }
+  free(k.seen);
+  tensor_free(&o2);
+}
+
 static void run_conv_fwd(tt_dtype_t dt, const conv_fwd_case_t *c, const char *variant) {
   int64_t OH = (c->H + 2 * c->ph - c->dh * (c->KH - 1) - 1) / c->sh + 1;
   int64_t OW = (c->W + 2 * c->pw - c->dw * (c->KW - 1) - 1) / c->sw + 1;
@@ -632,6 +673,7 @@ static void run_conv_fwd(tt_dtype_t dt, const conv_fwd_case_t *c, const char *va
           (long long)o.n);
     free(ref);
     free(mag);
+    check_conv_epilogue(&x, &w, &o, &p, what);
   }
   tensor_free(&x); tensor_free(&w); tensor_free(&o);
 }
@@ -655,6 +697,7 @@ static void test_conv_forward_paths(void) {
       {8, 16, 7, 7, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, "1x1/1, batch 8"},
       {1, 8, 12, 12, 12, 3, 3, 2, 2, 1, 1, 1, 1, 2, "grouped 3x3/2"},
       {1, 4, 40, 40, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1, staged in chunks"},
+      {1, 8, 64, 48, 96, 1, 1, 1, 1, 0, 0, 1, 1, 1, "1x1/1 on 64x48 (chunked with an epilogue)"},
       {1, 64, 6, 6, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, "K 576 > one GEMM block"},
       {1, 16, 20, 20, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, "depthwise 3x3/1"},
       {2, 12, 21, 19, 12, 3, 3, 2, 2, 1, 1, 1, 1, 12, "depthwise 3x3/2, odd"},
@@ -668,6 +711,7 @@ static void test_conv_forward_paths(void) {
       if (di == 2 && ci % 3 != 0) continue;
       run_conv_fwd(dts[di], &cases[ci], "auto");
     }
+    if (ci % 4 == 0) run_conv_fwd(TT_F64, &cases[ci], "auto");
   }
   /* Every micro-kernel width (nr 8, 16, 32) and the portable loops. */
   const tt_sgemm_isa_t isas[] = {TT_SGEMM_ISA_GENERIC, TT_SGEMM_ISA_AVX2};

@@ -693,6 +693,94 @@ static void test_tier1_param_unary(void) {
   }
 }
 
+/* Convolution epilogues (executable.c): conv -> fused(relu(conv + r'))
+ * where r' is a reshape of a computed value r. Planned, the reshape
+ * aliases r and the convolution runs the fused instruction as it stores
+ * its output; unplanned, the reshape is a copy made after the
+ * convolution (r is read again later), so the fused instruction runs at
+ * its own place, in place over the convolution's buffer. Both equal the
+ * run with epilogues off, bit for bit. */
+static void test_conv_epilogue_plans(void) {
+  enum { XN = 4 * 64 * 64, WN = 8 * 4 * 9, BN = 512 * 64 };
+  float *xd = malloc(sizeof(float) * XN), *wd = malloc(sizeof(float) * WN),
+        *bd = malloc(sizeof(float) * BN);
+  for (int i = 0; i < XN; ++i) xd[i] = rnd_unit();
+  for (int i = 0; i < WN; ++i) wd[i] = rnd_unit() * 0.3f;
+  for (int i = 0; i < BN; ++i) bd[i] = rnd_unit() * 0.5f;
+  tt_buffer_t *bx = NULL, *bw = NULL, *bb = NULL;
+  CHECK_OK(tt_buffer_from_host(0, xd, sizeof(float) * XN, &bx));
+  CHECK_OK(tt_buffer_from_host(0, wd, sizeof(float) * WN, &bw));
+  CHECK_OK(tt_buffer_from_host(0, bd, sizeof(float) * BN, &bb));
+  tt_shape_t sx = {4, {1, 4, 64, 64}}, sw = {4, {8, 4, 3, 3}}, sb = {2, {512, 64}};
+  tt_node_t *x = tt_node_create_param(bx, TT_F32, &sx, 0);
+  tt_node_t *w = tt_node_create_param(bw, TT_F32, &sw, 0);
+  tt_node_t *big = tt_node_create_param(bb, TT_F32, &sb, 0);
+  tt_node_t *r = unary(big, TT_UN_EXP); /* 128 KiB: not hoisted */
+  tt_node_t *a = unary(r, TT_UN_NEG);   /* output 0: r is scheduled first */
+  tt_node_t *cops[2] = {x, w}, *conv = NULL, *rv = NULL;
+  int64_t ca[7] = {1, 1, 1, 1, 1, 1, 1};
+  CHECK_OK(tt_node_create(TT_OP_CONV2D, 0, cops, 2, ca, 7, NULL, 0, &conv));
+  int64_t dims[4] = {1, 8, 64, 64};
+  CHECK_OK(tt_node_create(TT_OP_RESHAPE, 0, &r, 1, dims, 4, NULL, 0, &rv));
+  tt_node_t *sum = binary(conv, rv, TT_BIN_ADD), *f = unary(sum, TT_UN_RELU);
+  tt_node_t *late = reduce(r, TT_RED_SUM, 1, 0, TT_F32); /* reads r after the reshape */
+  tt_node_t *outs[3] = {a, f, late};
+  tt_graph_t *g = NULL;
+  CHECK_OK(tt_graph_build(outs, 3, &g, NULL));
+  tt_optimize_options_t on = {1, 1, 0};
+  /* 0: epilogues off; 1: planned (fused early); 2: unplanned (fused late) */
+  float *res[3];
+  int64_t fused[3];
+  size_t bytes[3] = {sizeof(float) * BN, sizeof(float) * 8 * 64 * 64, sizeof(float) * 64};
+  for (int m = 0; m < 3; ++m) {
+    res[m] = calloc(BN + 8 * 64 * 64 + 64, sizeof(float));
+    tt_graph_t *o = NULL;
+    CHECK_OK(tt_graph_optimize(g, &on, &o));
+    if (m == 0) setenv("TORCHTPU_CONV_EPILOGUE", "0", 1);
+    if (m == 2) setenv("TORCHTPU_BUFFER_PLAN", "0", 1);
+    tt_executable_t *e = NULL;
+    if (o) CHECK_OK(tt_executable_create(o, &e));
+    unsetenv("TORCHTPU_CONV_EPILOGUE");
+    unsetenv("TORCHTPU_BUFFER_PLAN");
+    int64_t before = tt_counter_value("ConvEpilogueFused");
+    if (e) {
+      tt_input_value_t in[3];
+      memset(in, 0, sizeof(in));
+      for (int k = 0; k < 3; ++k) { /* inputs are numbered in schedule order */
+        const tt_shape_t *ps = &o->instrs[o->input_instr[k]].shape;
+        in[k].buffer = ps->rank == 2 ? bb : ps->dims[0] == 1 ? bx : bw;
+      }
+      void *ob[3] = {res[m], res[m] + BN, res[m] + BN + 8 * 64 * 64};
+      CHECK_OK(tt_executable_run(e, in, ob));
+      tt_executable_release(e);
+    } else {
+      tt_graph_destroy(o);
+    }
+    fused[m] = tt_counter_value("ConvEpilogueFused") - before;
+  }
+  /* off / fused by the convolution / fused at its own place */
+  CHECK(fused[0] == 0 && fused[1] == 1 && fused[2] == 0);
+  size_t total = bytes[0] + bytes[1] + bytes[2];
+  CHECK(memcmp(res[0], res[1], total) == 0);
+  CHECK(memcmp(res[0], res[2], total) == 0);
+  int neg = 0, zero = 0;
+  for (int i = 0; i < 8 * 64 * 64; ++i) {
+    neg += res[1][BN + i] < 0.0f;
+    zero += res[1][BN + i] == 0.0f;
+  }
+  CHECK(neg == 0 && zero > 0 && zero < 8 * 64 * 64); /* relu of a mixed-sign sum */
+  for (int m = 0; m < 3; ++m) free(res[m]);
+  tt_graph_destroy(g);
+  tt_node_t *all[] = {x, w, big, r, a, conv, rv, sum, f, late};
+  for (int i = 0; i < (int)(sizeof all / sizeof all[0]); ++i) tt_node_release(all[i]);
+  tt_buffer_release(bx);
+  tt_buffer_release(bw);
+  tt_buffer_release(bb);
+  free(xd);
+  free(wd);
+  free(bd);
+}
+
 int main(void) {
   CHECK_OK(tt_runtime_init(1));
   test_fusion_matches_unfused();
@@ -705,5 +793,6 @@ int main(void) {
   test_buffer_plan_shared_reshape();
   test_transpose_of_dot_folds();
   test_tier1_param_unary();
+  test_conv_epilogue_plans();
   return tt_test_finish_();
 }
