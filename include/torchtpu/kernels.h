@@ -268,6 +268,17 @@ void tt_parallel_hold_end(void);
 int tt_blas_install(const char *path);
 int tt_blas_active(void);
 int64_t tt_blas_calls(void);
+/* Packed weights (blas_ext.c): tt_kernel_dot_keyed's b_key names b's
+ * bytes (nonzero; the same key promises the same bytes while it lives),
+ * so the external BLAS may keep b packed across calls. tt_blas_forget
+ * drops what is kept under a key (its buffer is gone). tt_blas_packed_info:
+ * packed copies kept, their bytes, products run on them. */
+tt_status_t tt_kernel_dot_keyed(const tt_view_t *a, const tt_view_t *b, int trans_a,
+                                int trans_b, tt_view_t *out, uint64_t b_key);
+void tt_blas_forget(uint64_t b_key);
+/* Bytes of packed copies kept at most (default 1 GiB; 0: none). */
+void tt_blas_set_packed_limit(int64_t bytes);
+void tt_blas_packed_info(int64_t *entries, int64_t *bytes, int64_t *calls);
 
 /* ---- sorting, searching, extra reductions (sort.c, reduce_extra.c) ----
  * argsort: out (I64 or I32, x's shape) holds, along dim, the indices that

@@ -16,8 +16,11 @@
  * over the engine's pool, whose workers an execution keeps polling, so
  * MKL's own OpenMP threads would only compete with them. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/kernel_util.h"
 
@@ -27,13 +30,28 @@ typedef void (*tt_sgemm_f77_t)(const char *ta, const char *tb, const int *m, con
                                const float *beta, float *c, const int *ldc);
 typedef int (*tt_set_threads_f77_t)(const int *n);
 
+/* MKL's packed-operand API (CBLAS, LP64: int sizes; enums as ints). */
+enum { TT_CBLAS_ROW_MAJOR = 101, TT_CBLAS_NO_TRANS = 111, TT_CBLAS_TRANS = 112,
+       TT_CBLAS_PACKED = 151, TT_CBLAS_B_MATRIX = 162 };
+typedef size_t (*tt_pack_size_fn_t)(int id, int m, int n, int k);
+typedef void (*tt_pack_fn_t)(int layout, int id, int trans, int m, int n, int k, float alpha,
+                             const float *src, int ld, float *dst);
+typedef void (*tt_compute_fn_t)(int layout, int transa, int transb, int m, int n, int k,
+                                const float *a, int lda, const float *b, int ldb, float beta,
+                                float *c, int ldc);
+
 static _Atomic(tt_sgemm_f77_t) tt_blas_sgemm_ = NULL;
 static tt_set_threads_f77_t tt_blas_set_threads_ = NULL;
 static _Atomic int64_t tt_blas_calls_ = 0;
+static _Atomic(tt_compute_fn_t) tt_blas_compute_ = NULL;
+static tt_pack_size_fn_t tt_blas_pack_size_ = NULL;
+static tt_pack_fn_t tt_blas_pack_ = NULL;
+static _Atomic int64_t tt_blas_packed_calls_ = 0;
 
 int tt_blas_install(const char *path) {
   if (!path || !path[0]) {
     atomic_store(&tt_blas_sgemm_, NULL);
+    atomic_store(&tt_blas_compute_, NULL);
     return 0;
   }
   void *h = dlopen(path, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
@@ -45,6 +63,10 @@ int tt_blas_install(const char *path) {
     return 0;
   }
   tt_blas_set_threads_ = t; /* the handle stays open with the library */
+  tt_blas_pack_size_ = (tt_pack_size_fn_t)dlsym(h, "cblas_sgemm_pack_get_size");
+  tt_blas_pack_ = (tt_pack_fn_t)dlsym(h, "cblas_sgemm_pack");
+  tt_compute_fn_t c = (tt_compute_fn_t)dlsym(h, "cblas_sgemm_compute");
+  atomic_store(&tt_blas_compute_, tt_blas_pack_size_ && tt_blas_pack_ ? c : NULL);
   atomic_store(&tt_blas_sgemm_, f);
   return 1;
 }
@@ -101,6 +123,178 @@ int tt_blas_accepts(const tt_sgemm_args_t *g) {
          tt_blas_plan(g, &c);
 }
 
+/* ---- packed weights ----------------------------------------------------
+ * A product whose B names immutable bytes (g->b_key: a buffer id from the
+ * executable, the same id promising the same bytes) may keep B in MKL's
+ * packed layout across calls: cblas_sgemm_compute on a packed B skips the
+ * per-call packing, 1.2-1.3x faster on transformer weights at batch 1
+ * (docs/kernels.md), with the same results (the same micro-kernels). B is
+ * packed the second time the same (id, piece) is seen, so weights that
+ * change every step (training) are never packed; entries go when their
+ * buffer does (tt_blas_forget). At most tt_blas_set_packed_limit bytes
+ * (default 1 GiB; TORCHTPU_PACKED_WEIGHTS_MB from Python; 0 disables) of
+ * packed copies are kept; MKL's packed size is the matrix plus about
+ * 9-12 MB. */
+typedef struct tt_packed_s {
+  uint64_t id;
+  const void *b;
+  int64_t rsb, csb, m, n, k;
+  int sightings, packing;
+  float *packed;
+  size_t bytes;
+} tt_packed_t;
+
+static pthread_mutex_t tt_packed_lock_ = PTHREAD_MUTEX_INITIALIZER;
+static tt_packed_t *tt_packed_;
+static int64_t tt_packed_n_, tt_packed_cap_;
+static size_t tt_packed_bytes_;
+
+static _Atomic int64_t tt_packed_limit_bytes_ = (int64_t)1024 << 20;
+
+static size_t tt_packed_limit_(void) { return (size_t)atomic_load(&tt_packed_limit_bytes_); }
+
+void tt_blas_set_packed_limit(int64_t bytes) {
+  atomic_store(&tt_packed_limit_bytes_, bytes < 0 ? 0 : bytes);
+}
+
+/* m is not part of the key: a packed B serves products of any row count
+ * (the pieces of one product split by rows, gemm.c). MKL's packed size is
+ * independent of m, and test_blas.py checks that row pieces of other
+ * sizes than the one packed for give the plain sgemm's results bit for
+ * bit. */
+static int tt_packed_match_(const tt_packed_t *e, const tt_sgemm_args_t *g) {
+  return e->id == g->b_key && e->b == g->b && e->rsb == g->rsb && e->csb == g->csb &&
+         e->n == g->n && e->k == g->k;
+}
+
+/* B's packed copy for g, or NULL (not seen before, being packed, over the
+ * limit, or out of memory: the caller runs the plain sgemm). Called once
+ * per product (a sighting), before it is split. */
+static const float *tt_packed_get_(const tt_sgemm_args_t *g, int trans_b, int ldb) {
+  pthread_mutex_lock(&tt_packed_lock_);
+  tt_packed_t *e = NULL;
+  for (int64_t i = 0; i < tt_packed_n_; ++i)
+    if (tt_packed_match_(&tt_packed_[i], g)) e = &tt_packed_[i];
+  if (e && e->packed) {
+    const float *p = e->packed;
+    pthread_mutex_unlock(&tt_packed_lock_);
+    return p;
+  }
+  if (!e) {
+    if (tt_packed_n_ == tt_packed_cap_) {
+      int64_t cap = tt_packed_cap_ ? 2 * tt_packed_cap_ : 64;
+      tt_packed_t *n = realloc(tt_packed_, (size_t)cap * sizeof(*n));
+      if (!n) {
+        pthread_mutex_unlock(&tt_packed_lock_);
+        return NULL;
+      }
+      tt_packed_ = n;
+      tt_packed_cap_ = cap;
+    }
+    e = &tt_packed_[tt_packed_n_++];
+    memset(e, 0, sizeof(*e));
+    e->id = g->b_key;
+    e->b = g->b;
+    e->rsb = g->rsb;
+    e->csb = g->csb;
+    e->m = g->m;
+    e->n = g->n;
+    e->k = g->k;
+  }
+  size_t bytes = tt_blas_pack_size_(TT_CBLAS_B_MATRIX, (int)g->m, (int)g->n, (int)g->k);
+  if (++e->sightings < 2 || e->packing || tt_packed_bytes_ + bytes > tt_packed_limit_()) {
+    pthread_mutex_unlock(&tt_packed_lock_);
+    return NULL;
+  }
+  e->packing = 1;
+  tt_packed_bytes_ += bytes;
+  uint64_t id = e->id;
+  pthread_mutex_unlock(&tt_packed_lock_);
+  float *p = (float *)malloc(bytes);
+  if (p) {
+    tt_blas_pack_(TT_CBLAS_ROW_MAJOR, TT_CBLAS_B_MATRIX, trans_b, (int)g->m, (int)g->n,
+                  (int)g->k, 1.0f, (const float *)g->b, ldb, p);
+  }
+  pthread_mutex_lock(&tt_packed_lock_);
+  e = NULL; /* the array may have moved */
+  for (int64_t i = 0; i < tt_packed_n_; ++i)
+    if (tt_packed_[i].id == id && tt_packed_match_(&tt_packed_[i], g)) e = &tt_packed_[i];
+  if (e) e->packing = 0;
+  if (e && p) {
+    e->packed = p;
+    e->bytes = bytes;
+  } else {
+    tt_packed_bytes_ -= bytes;
+    free(p);
+  }
+  pthread_mutex_unlock(&tt_packed_lock_);
+  return e ? p : NULL;
+}
+
+void tt_blas_forget(uint64_t id) {
+  pthread_mutex_lock(&tt_packed_lock_);
+  int64_t w = 0;
+  for (int64_t i = 0; i < tt_packed_n_; ++i) {
+    if (tt_packed_[i].id == id && !tt_packed_[i].packing) {
+      free(tt_packed_[i].packed);
+      tt_packed_bytes_ -= tt_packed_[i].bytes;
+    } else {
+      tt_packed_[w++] = tt_packed_[i];
+    }
+  }
+  tt_packed_n_ = w;
+  pthread_mutex_unlock(&tt_packed_lock_);
+}
+
+void tt_blas_packed_info(int64_t *entries, int64_t *bytes, int64_t *calls) {
+  pthread_mutex_lock(&tt_packed_lock_);
+  int64_t n = 0;
+  for (int64_t i = 0; i < tt_packed_n_; ++i) n += tt_packed_[i].packed != NULL;
+  *entries = n;
+  *bytes = (int64_t)tt_packed_bytes_;
+  pthread_mutex_unlock(&tt_packed_lock_);
+  *calls = atomic_load(&tt_blas_packed_calls_);
+}
+
+/* Row-major CBLAS form of an operand: (r, c) at p[r*rs + c*cs], rows x
+ * cols. 0 when it is not a plain matrix. */
+static int tt_blas_rm_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans,
+                              int *ld) {
+  if (cs == 1 && rs >= tt_max64(cols, 1) && rs <= INT32_MAX) {
+    *trans = TT_CBLAS_NO_TRANS;
+    *ld = (int)rs;
+    return 1;
+  }
+  if (rs == 1 && cs >= tt_max64(rows, 1) && cs <= INT32_MAX) {
+    *trans = TT_CBLAS_TRANS;
+    *ld = (int)cs;
+    return 1;
+  }
+  return 0;
+}
+
+const float *tt_blas_packed_b(const tt_sgemm_args_t *g) {
+  int tb, ldb;
+  if (!g->b_key || !atomic_load(&tt_blas_compute_) || tt_packed_limit_() == 0 ||
+      !tt_blas_accepts(g) || !tt_blas_rm_operand(g->k, g->n, g->rsb, g->csb, &tb, &ldb))
+    return NULL;
+  return tt_packed_get_(g, tb, ldb);
+}
+
+/* g through cblas_sgemm_compute on its packed B; 0 when it does not apply. */
+static int tt_blas_sgemm_packed_(const tt_sgemm_args_t *g) {
+  tt_compute_fn_t compute = atomic_load(&tt_blas_compute_);
+  int ta, tb, lda, ldb;
+  if (!g->b_packed || !compute || !tt_blas_rm_operand(g->m, g->k, g->rsa, g->csa, &ta, &lda) ||
+      !tt_blas_rm_operand(g->k, g->n, g->rsb, g->csb, &tb, &ldb))
+    return 0;
+  compute(TT_CBLAS_ROW_MAJOR, ta, TT_CBLAS_PACKED, (int)g->m, (int)g->n, (int)g->k,
+          (const float *)g->a, lda, g->b_packed, ldb, g->accumulate ? 1.0f : 0.0f, g->c,
+          (int)g->ldc);
+  atomic_fetch_add_explicit(&tt_blas_packed_calls_, 1, memory_order_relaxed);
+  return 1;
+}
+
 void tt_blas_sgemm(const tt_sgemm_args_t *g, int threads) {
   tt_blas_call_t c;
   tt_sgemm_f77_t f = atomic_load(&tt_blas_sgemm_);
@@ -110,7 +304,9 @@ void tt_blas_sgemm(const tt_sgemm_args_t *g, int threads) {
   float one = 1.0f, beta = g->accumulate ? 1.0f : 0.0f;
   int nt = threads < 1 ? 1 : threads;
   tt_blas_set_threads_(&nt);
-  f(&c.tb, &c.ta, &c.m, &c.n, &c.k, &one, (const float *)g->b, &c.ldb, (const float *)g->a,
-    &c.lda, &beta, g->c, &c.ldc);
+  if (!tt_blas_sgemm_packed_(g)) {
+    f(&c.tb, &c.ta, &c.m, &c.n, &c.k, &one, (const float *)g->b, &c.ldb,
+      (const float *)g->a, &c.lda, &beta, g->c, &c.ldc);
+  }
   atomic_fetch_add_explicit(&tt_blas_calls_, 1, memory_order_relaxed);
 }

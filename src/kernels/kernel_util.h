@@ -160,6 +160,8 @@ typedef struct tt_sgemm_args_s {
   int accumulate;
   tt_pack_b_fn_t pack_b; /* optional; replaces b/b_dtype/rsb/csb */
   const void *pack_b_ctx;
+  uint64_t b_key; /* nonzero: b's bytes never change under this key (blas_ext.c) */
+  const float *b_packed; /* set by gemm.c: b in MKL's packed layout (tt_blas_packed_b) */
 } tt_sgemm_args_t;
 
 tt_status_t tt_sgemm(const tt_sgemm_args_t *args, int parallel);
@@ -170,6 +172,9 @@ tt_status_t tt_sgemm(const tt_sgemm_args_t *args, int parallel);
 #define TT_BLAS_MIN_FLOPS 4e6
 int tt_blas_accepts(const tt_sgemm_args_t *g);
 void tt_blas_sgemm(const tt_sgemm_args_t *g, int threads);
+/* The packed copy of a keyed B for product g (whole, before it is split;
+ * each call is one use), or NULL: plain calls. */
+const float *tt_blas_packed_b(const tt_sgemm_args_t *g);
 /* Whether the calling thread runs inside a tt_parallel_for chunk. */
 int tt_in_parallel_region(void);
 

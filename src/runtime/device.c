@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/runtime_internal.h"
+#include "torchtpu/kernels.h"
 #include "torchtpu/metrics.h"
 #include "torchtpu/trace.h"
 
@@ -199,6 +200,16 @@ void tt_runtime_memory_stats(int32_t device, int64_t *out_bytes_in_use,
 
 /* ---- buffers ---- */
 
+static uint64_t tt_buffer_next_id_(void) {
+  static uint64_t next = 0;
+  return __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t tt_buffer_key(tt_buffer_t *b) {
+  if (!__atomic_load_n(&b->keyed, __ATOMIC_RELAXED)) __atomic_store_n(&b->keyed, 1, __ATOMIC_RELAXED);
+  return b->id;
+}
+
 tt_status_t tt_buffer_from_host(int32_t device, const void *host, size_t nbytes,
                                 tt_buffer_t **out_buffer) {
   *out_buffer = NULL;
@@ -220,6 +231,7 @@ tt_status_t tt_buffer_from_host(int32_t device, const void *host, size_t nbytes,
   b->device = device;
   b->nbytes = nbytes;
   b->ready = 1;
+  b->id = tt_buffer_next_id_();
   tt_metric_add("TransferToDeviceTime", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
   tt_trace_complete("TransferToDevice", "transfer", trace_t0, "{\"bytes\":%zu,\"device\":%d}",
                     nbytes, device);
@@ -230,6 +242,7 @@ tt_status_t tt_buffer_from_host(int32_t device, const void *host, size_t nbytes,
 tt_buffer_t *tt_buffer_create_pending(int32_t device, size_t nbytes) {
   tt_buffer_t *b = calloc(1, sizeof(*b));
   if (!b) return NULL;
+  b->id = tt_buffer_next_id_();
   b->refcount = 1;
   b->device = device;
   b->nbytes = nbytes;
@@ -241,6 +254,7 @@ void tt_buffer_retain(tt_buffer_t *b) { __atomic_add_fetch(&b->refcount, 1, __AT
 void tt_buffer_release(tt_buffer_t *b) {
   if (!b) return;
   if (__atomic_sub_fetch(&b->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (__atomic_load_n(&b->keyed, __ATOMIC_RELAXED)) tt_blas_forget(b->id);
   if (!b->donated) tt_device_free(b->device, b->data, b->nbytes);
   tt_status_free(b->error);
   free(b);

@@ -439,8 +439,21 @@ static void tt_tier1_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 /* Runs one instruction into out (already allocated). */
+/* The buffer id of a DOT's B when it is a graph input (through reshapes
+ * that alias it): its bytes cannot change while the key lives, so the
+ * GEMM may keep it packed (blas_ext.c). 0 otherwise. */
+static uint64_t tt_dot_b_key_(const tt_executable_t *e, const tt_graph_t *g,
+                              const tt_instr_t *in, const tt_input_value_t *inputs) {
+  int32_t o = in->operands[1];
+  while (g->instrs[o].op == TT_OP_RESHAPE && e->alias[o]) o = g->instrs[o].operands[0];
+  const tt_instr_t *p = &g->instrs[o];
+  if (p->op != TT_OP_PARAM || p->dtype != TT_F32 || !inputs[p->input_index].buffer) return 0;
+  return tt_buffer_key(inputs[p->input_index].buffer);
+}
+
 static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, int32_t idx,
-                                void *const *vals, tt_view_t *out) {
+                                const tt_input_value_t *inputs, void *const *vals,
+                                tt_view_t *out) {
   const tt_instr_t *in = &g->instrs[idx];
   const int64_t *ia = in->iattrs;
   tt_view_t x[3];
@@ -467,7 +480,8 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
     case TT_OP_SCAN:
       return tt_kernel_scan((tt_scan_op_t)ia[0], &x[0], (int)ia[1], out);
     case TT_OP_DOT:
-      return tt_kernel_dot(&x[0], &x[1], (int)ia[0], (int)ia[1], out);
+      return tt_kernel_dot_keyed(&x[0], &x[1], (int)ia[0], (int)ia[1], out,
+                                 tt_dot_b_key_(e, g, in, inputs));
     case TT_OP_CONV2D:
     case TT_OP_CONV2D_BWD_INPUT:
     case TT_OP_CONV2D_BWD_WEIGHT: {
@@ -810,7 +824,7 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
         vals[f] = e->direct_output[f] >= 0 ? output_data[e->direct_output[f]] : vals[i];
         st = tt_run_conv_epilogue(e, g, i, inputs, vals, &out);
       } else if (!done_early) {
-        st = tt_run_instr(e, g, i, vals, &out);
+        st = tt_run_instr(e, g, i, inputs, vals, &out);
       }
       if (profile && !done_early) tt_exec_profile_add_(g, in, tt_now_ns() - t0, profile, f >= 0);
       if (st) {

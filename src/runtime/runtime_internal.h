@@ -15,7 +15,13 @@ struct tt_buffer_s {
   int ready;           /* guarded by the runtime lock */
   int donated;         /* data now belongs to an output buffer: not freed here */
   tt_status_t error;   /* producer's failure, owned */
+  uint64_t id;         /* unique for the process: names these (immutable) bytes */
+  int keyed;           /* atomic: id was handed to a kernel (tt_buffer_key) */
 };
+
+/* b's id for kernels that keep derived data across calls (packed GEMM
+ * weights, blas_ext.c); what they keep is dropped with the buffer. */
+uint64_t tt_buffer_key(tt_buffer_t *b);
 
 /* Allocation accounting (bytes in use / peak) per device. */
 void *tt_device_alloc(int32_t device, size_t nbytes);

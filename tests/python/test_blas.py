@@ -120,3 +120,74 @@ def test_pointwise_conv_is_a_plain_product(choice, restore_blas):
         assert ((got - ref).abs().max() / ref.abs().max()).item() < 1e-5, kw
     calls = _C.blas_info()[1] - calls0
     assert (calls >= 2) if choice == "mkl" else (calls == 0), calls  # 1x1/1, per image
+
+
+# ---- packed weights (blas_ext.c) --------------------------------------------
+# A graph input read as a GEMM's B (a Linear's weight) keeps MKL's packed
+# layout from its second use on; its results are the plain sgemm's bit for
+# bit, and the copy goes with the weight's buffer.
+
+def _linear_runs(m, k, n, runs=4, seed=2):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=g)
+    lin = torch.nn.Linear(k, n)
+    with torch.no_grad():
+        lin.weight.copy_(torch.randn(n, k, generator=g) * 0.05)
+    ref = lin(x).detach()
+    lx = torch.nn.Linear(k, n).to(dev())
+    with torch.no_grad():
+        lx.weight.copy_(lin.weight.to(dev()))
+        lx.bias.copy_(lin.bias.to(dev()))
+        xd = x.to(dev())
+        torch_xla.sync()
+        outs = [lx(xd).cpu() for _ in range(runs)]
+    return ref, outs, lx
+
+
+@pytest.mark.parametrize("m", [128, 197])  # 197: row pieces of unequal size
+def test_packed_weights_equal_plain_sgemm(m, restore_blas):
+    assert config.install_blas("mkl")
+    e0, _, c0 = _C.blas_packed_info()
+    ref, outs, lx = _linear_runs(m, 256, 384)
+    e1, b1, c1 = _C.blas_packed_info()
+    assert e1 > e0 and b1 > 0 and c1 > c0, (e0, e1, c0, c1)
+    assert torch.allclose(outs[0], ref, atol=1e-4)
+    for o in outs[1:]:  # packed from the second run on
+        assert torch.equal(o, outs[0])
+    del lx
+    import gc
+    gc.collect()
+    assert _C.blas_packed_info()[0] < e1  # the weight's buffer went, so did its copy
+
+
+def test_training_weights_are_never_packed(restore_blas):
+    """Weights that change every step are new buffers each time: seen once,
+    never packed."""
+    assert config.install_blas("mkl")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 384), torch.nn.ReLU(),
+                                torch.nn.Linear(384, 128)).to(dev())
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(128, 256).to(dev())
+    e0, _, c0 = _C.blas_packed_info()
+    for _ in range(4):
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+        torch_xla.sync(wait=True)
+    e1, _, c1 = _C.blas_packed_info()
+    assert (e1, c1) == (e0, c0)
+
+
+def test_packed_weights_limit(restore_blas, monkeypatch):
+    monkeypatch.setenv("TORCHTPU_PACKED_WEIGHTS_MB", "0")
+    assert config.install_blas("mkl")
+    e0, _, c0 = _C.blas_packed_info()
+    ref, outs, _ = _linear_runs(128, 256, 320, seed=3)
+    assert _C.blas_packed_info()[2] == c0  # nothing packed, nothing run packed
+    for o in outs:
+        assert torch.equal(o, outs[0])
+    monkeypatch.setenv("TORCHTPU_PACKED_WEIGHTS_MB", "lots")
+    with pytest.raises(ValueError, match="TORCHTPU_PACKED_WEIGHTS_MB"):
+        config.install_blas("mkl")
+    monkeypatch.delenv("TORCHTPU_PACKED_WEIGHTS_MB")

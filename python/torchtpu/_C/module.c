@@ -762,6 +762,22 @@ static PyObject *py_blas_info(PyObject *m, PyObject *a) {
                        (long long)tt_blas_calls());
 }
 
+static PyObject *py_blas_packed_info(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  int64_t entries = 0, bytes = 0, calls = 0;
+  tt_blas_packed_info(&entries, &bytes, &calls);
+  return Py_BuildValue("(LLL)", (long long)entries, (long long)bytes, (long long)calls);
+}
+
+static PyObject *py_blas_set_packed_limit(PyObject *m, PyObject *args) {
+  (void)m;
+  long long bytes = 0;
+  if (!PyArg_ParseTuple(args, "L", &bytes)) return NULL;
+  tt_blas_set_packed_limit((int64_t)bytes);
+  Py_RETURN_NONE;
+}
+
 static PyObject *py_tier1_wait(PyObject *m, PyObject *a) {
   (void)m;
   (void)a;
@@ -1055,6 +1071,10 @@ static PyMethodDef methods[] = {
     {"blas_install", py_blas_install, METH_VARARGS,
      "blas_install(path): MKL's sgemm from that loaded library for large f32 GEMMs"},
     {"blas_info", py_blas_info, METH_NOARGS, "(active, products run by the external BLAS)"},
+    {"blas_set_packed_limit", py_blas_set_packed_limit, METH_VARARGS,
+     "bytes of packed weight copies kept at most (0: none)"},
+    {"blas_packed_info", py_blas_packed_info, METH_NOARGS,
+     "(packed weight copies kept, their bytes, products run on them)"},
     {"init", py_init, METH_VARARGS, "init(num_devices)"},
     {"device_count", py_device_count, METH_NOARGS, "number of devices"},
     {"from_host", py_from_host, METH_VARARGS, "from_host(device, dtype, shape, ptr, nbytes)"},
