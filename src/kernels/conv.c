@@ -573,7 +573,9 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
   int batched = g->Cg > 1 && tt_conv_use_batched(g);
   int64_t units = g->N; /* images, or chunks of images (batched) */
   if (batched) {
-    c->chunk_imgs = tt_conv_batch_images(g);
+    int wide = c->kind == TT_CONV_FWD && tt_blas_active() && c->x->dtype == TT_F32 &&
+               c->w->dtype == TT_F32;
+    c->chunk_imgs = tt_conv_batch_images(g, wide);
     units = (g->N + c->chunk_imgs - 1) / c->chunk_imgs;
   }
   if (g->Cg == 1) {

@@ -38,6 +38,11 @@
  * (floats) it allows unless one image alone needs more. */
 #define TT_CONV_BATCH_COLS 512
 #define TT_CONV_BATCH_MAX_COL (1 << 18) /* 1 MiB: col stays in L2 */
+/* With the external BLAS, whose own blocking does not need col in L2, a
+ * chunk may take 8 MiB of col: at ResNet's 7x7 x 512 layers (K = 4608) one
+ * image per GEMM (49 columns) streamed the 9.4 MB weight once per image
+ * and ran at 56 GFLOP/s. */
+#define TT_CONV_BATCH_MAX_COL_BLAS (1 << 21)
 /* Output planes up to this many positions take the batched path (a 16x16
  * plane, 256, already fills per-image GEMMs well: the 32x32 stem ran
  * 10-20% faster per image). */
@@ -53,10 +58,11 @@ int tt_conv_use_batched(const tt_conv_geom_t *g) {
   return g->N >= 2 && g->OH * g->OW <= TT_CONV_BATCH_MAX_OHW;
 }
 
-int64_t tt_conv_batch_images(const tt_conv_geom_t *g) {
+int64_t tt_conv_batch_images(const tt_conv_geom_t *g, int wide) {
   int64_t OHW = tt_max64(1, g->OH * g->OW);
   int64_t n = (TT_CONV_BATCH_COLS + OHW - 1) / OHW;
-  n = tt_max64(1, tt_min64(n, TT_CONV_BATCH_MAX_COL / tt_max64(1, g->K * OHW)));
+  int64_t max_col = wide ? TT_CONV_BATCH_MAX_COL_BLAS : TT_CONV_BATCH_MAX_COL;
+  n = tt_max64(1, tt_min64(n, max_col / tt_max64(1, g->K * OHW)));
   if (n >= g->N) return tt_max64(1, g->N);
   /* Equal chunks: a short last chunk would repack the weight for a few
    * columns. */

@@ -101,8 +101,9 @@ void tt_conv_f64_range(void *arg, int64_t begin, int64_t end);
  * tt_conv_use_batched says whether g takes it (several images and an
  * output plane of at most 128 positions, unless a test forced it);
  * tt_conv_batch_images is the chunk size to store in ctx->chunk_imgs
- * (images per GEMM, >= 1, fixed by g alone so results do not depend on
- * the thread count). tt_conv_batched_range runs FWD or BWD_IN over image
+ * (images per GEMM, >= 1, fixed by g and `wide` alone so results do not
+ * depend on the thread count; wide: an f32 forward the external BLAS
+ * takes, which may use a larger col). tt_conv_batched_range runs FWD or BWD_IN over image
  * chunks [begin, end); tt_conv_batched_w_range runs BWD_W into
  * ctx->partials [begin, end) (partial q sums chunks q, q + nparts, ...).
  * Both set ctx->failed if they cannot allocate. */
@@ -110,7 +111,7 @@ int tt_conv_use_batched(const tt_conv_geom_t *g);
 /* 1 if every kernel tap reads inside the input at some output position
  * (else the batched path leaves the others out of its GEMMs). */
 int tt_conv_all_taps_read_input(const tt_conv_geom_t *g);
-int64_t tt_conv_batch_images(const tt_conv_geom_t *g);
+int64_t tt_conv_batch_images(const tt_conv_geom_t *g, int wide);
 void tt_conv_batched_range(void *arg, int64_t begin, int64_t end);
 void tt_conv_batched_w_range(void *arg, int64_t begin, int64_t end);
 /* Tests: mode 1 sends every f32-class Cg > 1 convolution down the batched
