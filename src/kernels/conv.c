@@ -570,11 +570,12 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
       !tt_conv_bwd_in_col2im_) {
     return tt_conv_bwd_in_as_fwd(c);
   }
-  int batched = g->Cg > 1 && tt_conv_use_batched(g);
+  /* An f32 forward MKL can take: explicit im2col chunks for it. */
+  int wide = c->kind == TT_CONV_FWD && tt_blas_active() && c->x->dtype == TT_F32 &&
+             c->w->dtype == TT_F32;
+  int batched = g->Cg > 1 && tt_conv_use_batched(g, wide);
   int64_t units = g->N; /* images, or chunks of images (batched) */
   if (batched) {
-    int wide = c->kind == TT_CONV_FWD && tt_blas_active() && c->x->dtype == TT_F32 &&
-               c->w->dtype == TT_F32;
     c->chunk_imgs = tt_conv_batch_images(g, wide);
     units = (g->N + c->chunk_imgs - 1) / c->chunk_imgs;
   }

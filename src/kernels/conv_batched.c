@@ -52,9 +52,18 @@ static _Atomic int tt_conv_batched_mode_ = -1;
 
 void tt_conv_force_batched_for_test(int mode) { tt_conv_batched_mode_ = mode; }
 
-int tt_conv_use_batched(const tt_conv_geom_t *g) {
+int tt_conv_use_batched(const tt_conv_geom_t *g, int wide) {
   int mode = tt_conv_batched_mode_;
   if (mode >= 0) return mode;
+  /* With MKL every convolution with a spatial kernel goes through an
+   * explicit im2col: MKL's sgemm on it beat our implicit-im2col GEMM on
+   * every 3x3 layer of ResNet-18 at batch 8, one thread (ms, implicit ->
+   * explicit: 56x56 24.3 -> 22.1, 28x28 22.8 -> 15.7, 14x14 23.2 -> 20.4,
+   * 7x7 32.9 -> 18.7; ResNet-50 at batch 1: 131-137 -> 98 ms). 1x1
+   * kernels keep the phase planes (no copy), and so do stems with a few
+   * input channels, whose col is large for the work it feeds (ResNet's
+   * 7x7/2 stem: 3.8 -> 6.2 ms explicit). */
+  if (wide) return g->KH * g->KW > 1 && g->Cg >= 16;
   return g->N >= 2 && g->OH * g->OW <= TT_CONV_BATCH_MAX_OHW;
 }
 

@@ -99,7 +99,8 @@ void tt_conv_f64_range(void *arg, int64_t begin, int64_t end);
 
 /* Batched path (conv_batched.c), for the f32 class with Cg > 1.
  * tt_conv_use_batched says whether g takes it (several images and an
- * output plane of at most 128 positions, unless a test forced it);
+ * output plane of at most 128 positions; with `wide`, any spatial kernel;
+ * unless a test forced it);
  * tt_conv_batch_images is the chunk size to store in ctx->chunk_imgs
  * (images per GEMM, >= 1, fixed by g and `wide` alone so results do not
  * depend on the thread count; wide: an f32 forward the external BLAS
@@ -107,7 +108,7 @@ void tt_conv_f64_range(void *arg, int64_t begin, int64_t end);
  * chunks [begin, end); tt_conv_batched_w_range runs BWD_W into
  * ctx->partials [begin, end) (partial q sums chunks q, q + nparts, ...).
  * Both set ctx->failed if they cannot allocate. */
-int tt_conv_use_batched(const tt_conv_geom_t *g);
+int tt_conv_use_batched(const tt_conv_geom_t *g, int wide);
 /* 1 if every kernel tap reads inside the input at some output position
  * (else the batched path leaves the others out of its GEMMs). */
 int tt_conv_all_taps_read_input(const tt_conv_geom_t *g);
