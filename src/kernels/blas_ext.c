@@ -138,7 +138,7 @@ int tt_blas_accepts(const tt_sgemm_args_t *g) {
 typedef struct tt_packed_s {
   uint64_t id;
   const void *b;
-  int64_t rsb, csb, m, n, k;
+  int64_t rsb, csb, n, k; /* not m: a packed B serves any row count */
   int sightings, packing;
   float *packed;
   size_t bytes;
@@ -197,7 +197,6 @@ static const float *tt_packed_get_(const tt_sgemm_args_t *g, int trans_b, int ld
     e->b = g->b;
     e->rsb = g->rsb;
     e->csb = g->csb;
-    e->m = g->m;
     e->n = g->n;
     e->k = g->k;
   }
@@ -208,7 +207,6 @@ static const float *tt_packed_get_(const tt_sgemm_args_t *g, int trans_b, int ld
   }
   e->packing = 1;
   tt_packed_bytes_ += bytes;
-  uint64_t id = e->id;
   pthread_mutex_unlock(&tt_packed_lock_);
   float *p = (float *)malloc(bytes);
   if (p) {
@@ -218,7 +216,7 @@ static const float *tt_packed_get_(const tt_sgemm_args_t *g, int trans_b, int ld
   pthread_mutex_lock(&tt_packed_lock_);
   e = NULL; /* the array may have moved */
   for (int64_t i = 0; i < tt_packed_n_; ++i)
-    if (tt_packed_[i].id == id && tt_packed_match_(&tt_packed_[i], g)) e = &tt_packed_[i];
+    if (tt_packed_match_(&tt_packed_[i], g)) e = &tt_packed_[i];
   if (e) e->packing = 0;
   if (e && p) {
     e->packed = p;
@@ -257,20 +255,14 @@ void tt_blas_packed_info(int64_t *entries, int64_t *bytes, int64_t *calls) {
 }
 
 /* Row-major CBLAS form of an operand: (r, c) at p[r*rs + c*cs], rows x
- * cols. 0 when it is not a plain matrix. */
+ * cols, which is the column-major cols x rows matrix with the strides
+ * swapped. 0 when it is not a plain matrix. */
 static int tt_blas_rm_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans,
                               int *ld) {
-  if (cs == 1 && rs >= tt_max64(cols, 1) && rs <= INT32_MAX) {
-    *trans = TT_CBLAS_NO_TRANS;
-    *ld = (int)rs;
-    return 1;
-  }
-  if (rs == 1 && cs >= tt_max64(rows, 1) && cs <= INT32_MAX) {
-    *trans = TT_CBLAS_TRANS;
-    *ld = (int)cs;
-    return 1;
-  }
-  return 0;
+  char t;
+  if (!tt_blas_operand(cols, rows, cs, rs, &t, ld)) return 0;
+  *trans = t == 'N' ? TT_CBLAS_NO_TRANS : TT_CBLAS_TRANS;
+  return 1;
 }
 
 const float *tt_blas_packed_b(const tt_sgemm_args_t *g) {
