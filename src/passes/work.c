@@ -122,9 +122,11 @@ tt_status_t tt_work_to_graph(const tt_work_t *w, tt_graph_t **out) {
   }
   int32_t count = 0;
   size_t total_operands = 0, total_fused_ops = 0, num_fused = 0;
-  /* early[i]: an input, or a value hoisted to the front. */
-  uint8_t *early = calloc((size_t)n + 1, 1);
-  if (!early) {
+  /* order[q]: the work instruction scheduled q-th; early[i]: an input,
+   * or a value hoisted to the front. */
+  int32_t *order = malloc(((size_t)n + 1) * (sizeof(int32_t) + 1));
+  uint8_t *early = (uint8_t *)(order + n + 1);
+  if (!order) {
     free(uses);
     free(newidx);
     free(g);
@@ -146,10 +148,13 @@ tt_status_t tt_work_to_graph(const tt_work_t *w, tt_graph_t **out) {
       if (early[i] != (pass == 0)) continue;
       int keep = in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR ||
                  (w->forward[i] == i && uses[i] > 0);
-      newidx[i] = keep ? count++ : -1;
+      newidx[i] = -1;
+      if (keep) {
+        order[count] = i;
+        newidx[i] = count++;
+      }
     }
   }
-  free(early);
   for (int32_t i = 0; i < n; ++i) {
     const tt_instr_t *in = &w->instrs[i];
     if (newidx[i] >= 0) {
@@ -165,6 +170,7 @@ tt_status_t tt_work_to_graph(const tt_work_t *w, tt_graph_t **out) {
                  num_fused * sizeof(tt_fused_t) + total_fused_ops * sizeof(tt_fused_op_t) + 64;
   g->arena = calloc(1, bytes);
   if (!g->arena) {
+    free(order);
     free(uses);
     free(newidx);
     free(g);
@@ -187,16 +193,6 @@ tt_status_t tt_work_to_graph(const tt_work_t *w, tt_graph_t **out) {
   g->num_instrs = count;
   g->num_inputs = w->num_inputs;
   /* In schedule order, so last_use ends up the latest reader. */
-  int32_t *order = malloc(sizeof(int32_t) * ((size_t)count + 1));
-  if (!order) {
-    free(g->arena);
-    free(uses);
-    free(newidx);
-    free(g);
-    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (compaction)");
-  }
-  for (int32_t i = 0; i < n; ++i)
-    if (newidx[i] >= 0) order[newidx[i]] = i;
   for (int32_t q = 0; q < count; ++q) {
     int32_t i = order[q];
     const tt_instr_t *src = &w->instrs[i];
