@@ -22,6 +22,9 @@ struct tt_tensor_s {
   tt_node_t *node;       /* pending IR, owned */
   tt_node_t *data_node;  /* PARAM node over buffer, reused by later ops */
   tt_sharding_t *sharding; /* annotation (owned) given to node and data_node */
+  /* node is a movement of another tensor's data, left pending by a step's
+   * sync (tt_derive_roots_): later step syncs leave it so too. */
+  uint8_t derived;
   tt_tensor_t *prev, *next;
 };
 
@@ -248,7 +251,123 @@ int64_t tt_lazy_live_tensors(void) {
 
 /* Cuts the pending tensors in ts (all on device) into one graph, compiles
  * or fetches it from the cache, and queues it. Engine lock held. */
-static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
+/* A live tensor derived from another one's new data by a movement (see
+ * tt_derive_roots_). */
+typedef struct {
+  tt_tensor_t *tensor, *source;
+  tt_op_t op;
+  int32_t num_iattrs;
+  int64_t iattrs[TT_MAX_RANK];
+} tt_derived_t;
+
+static int tt_by_node_(const void *a, const void *b) {
+  const tt_node_t *x = *(tt_node_t *const *)a, *y = *(tt_node_t *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* A step's sync often finds a live tensor V whose pending value is a
+ * transpose or reshape of another live tensor B's pending value: a
+ * functional view and its base. Autograd leaves one behind for every
+ * linear layer's weight gradient (the gradient is t() of the product
+ * computed as [in, out], and the product is the view's base). Both are the
+ * same elements up to a bijective movement, so only V is made an output:
+ * B becomes the inverse movement of V's new data, still pending, costing
+ * nothing unless it is read. With the product no longer an output by
+ * itself, simplification also folds the transpose into its dot. Removes
+ * the derived roots from roots/owners (returns the new count) and lists
+ * them in *out (n_out entries; NULL when none or out of memory, which only
+ * means nothing is derived). */
+static int32_t tt_derive_roots_(tt_node_t **roots, tt_tensor_t **owners, int32_t nr,
+                                tt_derived_t **out, int32_t *n_out) {
+  *out = NULL;
+  *n_out = 0;
+  if (nr < 2) return nr;
+  tt_node_t **sorted = malloc(sizeof(*sorted) * (size_t)nr);
+  int32_t *src_of = malloc(sizeof(int32_t) * (size_t)nr);
+  uint8_t *is_src = calloc((size_t)nr, 1);
+  tt_derived_t *d = NULL;
+  int32_t nd = 0;
+  if (!sorted || !src_of || !is_src) goto done;
+  memcpy(sorted, roots, sizeof(*sorted) * (size_t)nr);
+  qsort(sorted, (size_t)nr, sizeof(*sorted), tt_by_node_);
+  for (int32_t r = 0; r < nr; ++r) src_of[r] = -1;
+  for (int32_t r = 0; r < nr; ++r) {
+    const tt_node_t *v = roots[r];
+    if ((v->op != TT_OP_TRANSPOSE && v->op != TT_OP_RESHAPE) || src_of[r] >= 0 ||
+        owners[r]->sharding)
+      continue;
+    tt_node_t *o = v->operands[0];
+    if (!bsearch(&o, sorted, (size_t)nr, sizeof(*sorted), tt_by_node_)) continue;
+    for (int32_t b = 0; b < nr; ++b) {
+      if (roots[b] != o || b == r || is_src[b] || src_of[b] >= 0 || owners[b]->sharding)
+        continue;
+      src_of[b] = r;
+      is_src[r] = 1;
+      ++nd;
+    }
+  }
+  if (!nd) goto done;
+  d = malloc(sizeof(*d) * (size_t)nd);
+  if (!d) {
+    nd = 0;
+    goto done;
+  }
+  int32_t k = 0, j = 0;
+  for (int32_t b = 0; b < nr; ++b) {
+    if (src_of[b] < 0) continue;
+    const tt_node_t *v = roots[src_of[b]];
+    tt_derived_t *e = &d[k++];
+    e->tensor = owners[b];
+    e->source = owners[src_of[b]];
+    e->op = v->op;
+    e->num_iattrs = owners[b]->shape.rank;
+    for (int32_t i = 0; i < e->num_iattrs; ++i) {
+      if (v->op == TT_OP_TRANSPOSE) e->iattrs[v->iattrs[i]] = i; /* inverse permutation */
+      else e->iattrs[i] = owners[b]->shape.dims[i];
+    }
+  }
+  for (int32_t r = 0; r < nr; ++r) {
+    if (src_of[r] >= 0) continue;
+    roots[j] = roots[r];
+    owners[j] = owners[r];
+    ++j;
+  }
+  nr = j;
+done:
+  free(sorted);
+  free(src_of);
+  free(is_src);
+  *out = d;
+  *n_out = nd;
+  return nr;
+}
+
+/* After the cut: each derived tensor's pending value becomes the inverse
+ * movement of its source's new data (engine lock held). On failure it
+ * keeps its old IR, which still computes the same value. */
+static void tt_attach_derived_(const tt_derived_t *d, int32_t nd) {
+  for (int32_t k = 0; k < nd; ++k) {
+    tt_tensor_t *t = d[k].tensor;
+    tt_node_t *src = tt_tensor_use_node(d[k].source), *n = NULL;
+    if (!src) continue;
+    tt_status_t st = tt_node_create(d[k].op, t->device, &src, 1, d[k].iattrs, d[k].num_iattrs,
+                                    NULL, 0, &n);
+    if (st) {
+      tt_status_free(st);
+      continue;
+    }
+    tt_node_release(t->node);
+    t->node = n;
+    tt_node_release(t->data_node);
+    t->data_node = NULL;
+    tt_buffer_release(t->buffer);
+    t->buffer = NULL;
+    t->derived = 1;
+  }
+  if (nd) tt_counter_add("DerivedSyncTensor", nd);
+}
+
+static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int derive) {
   tt_node_t **roots = malloc(sizeof(*roots) * (size_t)(n ? n : 1));
   tt_tensor_t **owners = malloc(sizeof(*owners) * (size_t)(n ? n : 1));
   if (!roots || !owners) {
@@ -269,6 +388,7 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
       tt_node_release(t->data_node);
       t->data_node = t->node;
       t->node = NULL;
+      t->derived = 0;
       continue;
     }
     roots[nr] = t->node;
@@ -276,6 +396,9 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
     ++nr;
   }
   tt_status_t st = NULL;
+  tt_derived_t *derived = NULL;
+  int32_t nderived = 0;
+  if (derive) nr = tt_derive_roots_(roots, owners, nr, &derived, &nderived);
   if (nr == 0) goto done;
   tt_graph_t *g = NULL;
   tt_node_t **inputs = NULL;
@@ -303,6 +426,11 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
     tt_optimize_options_from_env(&opts);
     tt_graph_t *opt = NULL;
     st = tt_graph_optimize(g, &opts, &opt);
+    if (!st && tt_debug_dump_enabled()) {
+      char *text = tt_graph_to_text(opt);
+      if (text) tt_status_free(tt_debug_dump(g->hash, "optimized", "txt", text));
+      free(text);
+    }
     if (!st) st = tt_executable_create(opt, &exe);
     if (st) {
       tt_graph_destroy(opt);
@@ -350,9 +478,11 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
         /* Drop the IR only after the job holds its input buffers. */
         tt_node_t *old = t->node;
         t->node = NULL;
+        t->derived = 0;
         tt_node_release(old);
       }
     }
+    if (!st) tt_attach_derived_(derived, nderived);
     for (int32_t r = 0; r < nr; ++r) tt_buffer_release(outs[r]);
     /* The graph's IR is gone: let the job run (it may now own its inputs). */
     if (!st) tt_runtime_release_held(device);
@@ -365,6 +495,7 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device) {
 done:
   free(roots);
   free(owners);
+  free(derived);
   return st;
 }
 
@@ -384,8 +515,8 @@ tt_status_t tt_lazy_sync(int32_t device, int wait, const char *name) {
     if (device >= 0 && d != device) continue;
     int32_t n = 0;
     for (tt_tensor_t *t = tt_live_head_; t; t = t->next)
-      if (t->device == d && t->node) ts[n++] = t;
-    if (n) st = tt_cut_locked(ts, n, d);
+      if (t->device == d && t->node && !t->derived) ts[n++] = t;
+    if (n) st = tt_cut_locked(ts, n, d, 1);
   }
   pthread_mutex_unlock(&tt_lazy_lock_);
   tt_debug_set_sync_name(NULL);
@@ -410,7 +541,7 @@ tt_status_t tt_lazy_sync_tensors(tt_tensor_t *const *tensors, int32_t n, int wai
       for (int32_t j = 0; j < k; ++j) dup |= ts[j] == tensors[i];
       if (!dup && tensors[i]->device == d && tensors[i]->node) ts[k++] = tensors[i];
     }
-    if (k) st = tt_cut_locked(ts, k, d);
+    if (k) st = tt_cut_locked(ts, k, d, 0);
   }
   pthread_mutex_unlock(&tt_lazy_lock_);
   free(ts);
@@ -699,7 +830,7 @@ tt_status_t tt_lazy_capture(tt_tensor_t *const *inputs, int32_t num_inputs,
   }
   free(gin);
   /* Compile and run the first call through the ordinary cut. */
-  if (!st && nr > 0) st = tt_cut_locked(roots, nr, c->device);
+  if (!st && nr > 0) st = tt_cut_locked(roots, nr, c->device, 0);
   if (!st && g) {
     c->exe = tt_cache_lookup(g);
     if (c->exe) {

@@ -65,11 +65,34 @@ int32_t tt_executable_num_kernels(const tt_executable_t *e) {
   return n;
 }
 
+/* The instruction below output reshape i's chain of reshapes that are not
+ * outputs themselves. */
+static int32_t tt_forwarded_producer_(const tt_executable_t *e, const tt_graph_t *g, int32_t i) {
+  int32_t p = g->instrs[i].operands[0];
+  while (g->instrs[p].op == TT_OP_RESHAPE && e->direct_output[p] < 0) p = g->instrs[p].operands[0];
+  return p;
+}
+
 /* Donation candidates: output r produced (written directly) by a fused
  * elementwise instruction that reads a PARAM input of the same shape and
- * dtype as its last reader; the fused kernels load each element before
- * storing it, so the update can happen in place. Each input donates once. */
-static void tt_plan_donation(const tt_graph_t *g, const int32_t *direct_output, int32_t *donor) {
+ * dtype as its last reader, reshapes of it included; the fused kernels
+ * load each element before storing it, so the update can happen in place.
+ * Each input donates once. A reshape of the input read later (a weight
+ * viewed as [1, m, k] by a backward GEMM the schedule put after the
+ * optimizer's update) would need a copy of the old bytes: that input is
+ * not donated, and the update gets a fresh buffer instead. */
+static tt_status_t tt_plan_donation(const tt_graph_t *g, const int32_t *direct_output,
+                                    int32_t *donor) {
+  int32_t n = g->num_instrs;
+  int32_t *group_last = malloc(sizeof(int32_t) * ((size_t)n + 1));
+  if (!group_last) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
+  for (int32_t i = 0; i < n; ++i) group_last[i] = g->instrs[i].last_use;
+  for (int32_t i = n - 1; i >= 0; --i) {
+    const tt_instr_t *in = &g->instrs[i];
+    if (in->op != TT_OP_RESHAPE) continue;
+    int32_t o = in->operands[0];
+    if (group_last[i] > group_last[o]) group_last[o] = group_last[i];
+  }
   for (int32_t r = 0; r < g->num_outputs; ++r) {
     donor[r] = -1;
     int32_t i = g->output_instr[r];
@@ -77,8 +100,8 @@ static void tt_plan_donation(const tt_graph_t *g, const int32_t *direct_output, 
     if (in->op != TT_OP_FUSED || tt_fused_is_reduce(in) || direct_output[i] != r) continue;
     for (int32_t k = 0; k < in->num_operands; ++k) {
       const tt_instr_t *p = &g->instrs[in->operands[k]];
-      if (p->op != TT_OP_PARAM || p->last_use != i || p->dtype != in->dtype ||
-          !tt_shape_equal(&p->shape, &in->shape))
+      if (p->op != TT_OP_PARAM || p->last_use != i || group_last[in->operands[k]] > i ||
+          p->dtype != in->dtype || !tt_shape_equal(&p->shape, &in->shape))
         continue;
       int taken = 0;
       for (int32_t q = 0; q < r; ++q) taken |= donor[q] == p->input_index;
@@ -87,6 +110,24 @@ static void tt_plan_donation(const tt_graph_t *g, const int32_t *direct_output, 
         break;
       }
     }
+  }
+  free(group_last);
+  return NULL;
+}
+
+/* An output that is a reshape (chain) of an intermediate: the producer
+ * writes into the output's buffer (the same bytes, buffers being dense)
+ * and the reshapes alias it, instead of a copy of the whole value. Weight
+ * gradients come out this way: a GEMM's [1, m, n] viewed as [m, n]. */
+static void tt_plan_output_forwarding(tt_executable_t *e) {
+  const tt_graph_t *g = e->graph;
+  for (int32_t r = 0; r < g->num_outputs; ++r) {
+    int32_t i = g->output_instr[r];
+    if (g->instrs[i].op != TT_OP_RESHAPE || e->direct_output[i] != r) continue;
+    int32_t p = tt_forwarded_producer_(e, g, i);
+    tt_op_t op = g->instrs[p].op;
+    if (op == TT_OP_PARAM || op == TT_OP_SCALAR || e->direct_output[p] >= 0) continue;
+    e->direct_output[p] = r;
   }
 }
 
@@ -258,6 +299,11 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
     const tt_instr_t *in = &g->instrs[i];
     e->offset[i] = -1;
     owner[i] = -1;
+    if (in->op == TT_OP_RESHAPE && e->direct_output[i] >= 0 &&
+        e->direct_output[tt_forwarded_producer_(e, g, i)] == e->direct_output[i]) {
+      e->alias[i] = 1; /* an output its producer writes (tt_plan_output_forwarding) */
+      continue;
+    }
     if (in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR || e->direct_output[i] >= 0) continue;
     if ((in->op == TT_OP_RESHAPE && tt_reshape_aliases_(e, g, in, owned, group_last, planned)) ||
         e->epi_src[i] >= 0) {
@@ -334,10 +380,11 @@ tt_status_t tt_executable_create(tt_graph_t *graph, tt_executable_t **out_exe) {
     free(e);
     return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
   }
-  tt_plan_donation(graph, e->direct_output, e->donor);
   e->refcount = 1;
   e->graph = graph;
-  tt_status_t st = tt_plan_epilogues(e);
+  tt_status_t st = tt_plan_donation(graph, e->direct_output, e->donor);
+  if (!st) tt_plan_output_forwarding(e);
+  if (!st) st = tt_plan_epilogues(e);
   if (!st) st = tt_plan_memory(e);
   if (!st) tt_check_epilogues(e);
   if (st) {

@@ -201,6 +201,65 @@ static void test_long_chain_release(void) {
   CHECK(1);
 }
 
+/* A live transpose of another live pending value (a view and its base):
+ * the sync computes the transpose alone, the base becomes the transpose
+ * back of its data, left pending by later step syncs, and both read the
+ * right values. An explicit sync of given tensors materializes them all. */
+static void test_derived_roots(void) {
+  float x[6] = {1, 2, 3, 4, 5, 6};
+  tt_shape_t s = shape2(2, 3);
+  tt_tensor_t *a = NULL, *k = NULL, *b = NULL, *v = NULL, *r = NULL;
+  CHECK_OK(tt_tensor_from_host(0, TT_F32, &s, x, &a));
+  CHECK_OK(tt_tensor_scalar(0, TT_F32, 3.0, 0, &k));
+  int64_t mul = TT_BIN_MUL;
+  tt_tensor_t *ops[2] = {a, k};
+  CHECK_OK(tt_tensor_op(TT_OP_BINARY, 0, ops, 2, &mul, 1, NULL, 0, &b));
+  int64_t perm[2] = {1, 0};
+  CHECK_OK(tt_tensor_op(TT_OP_TRANSPOSE, 0, &b, 1, perm, 2, NULL, 0, &v));
+  int64_t flat[1] = {6};
+  CHECK_OK(tt_tensor_op(TT_OP_RESHAPE, 0, &b, 1, flat, 1, NULL, 0, &r));
+  int64_t derived0 = tt_counter_value("DerivedSyncTensor");
+  CHECK_OK(tt_lazy_sync(0, 1, NULL));
+  CHECK(tt_counter_value("DerivedSyncTensor") - derived0 == 1);
+  CHECK(!tt_tensor_is_pending(v) && !tt_tensor_is_pending(r));
+  CHECK(tt_tensor_is_pending(b));
+  CHECK(tt_tensor_node(b)->op == TT_OP_TRANSPOSE || tt_tensor_node(b)->op == TT_OP_RESHAPE);
+  /* A second step sync leaves it so: nothing runs. */
+  int64_t compiles0 = tt_counter_value("UncachedCompile") + tt_counter_value("CachedCompile");
+  CHECK_OK(tt_lazy_sync(0, 1, NULL));
+  CHECK(tt_counter_value("UncachedCompile") + tt_counter_value("CachedCompile") == compiles0);
+  CHECK(tt_tensor_is_pending(b));
+  float vb[6], vv[6], vr[6];
+  CHECK_OK(tt_tensor_to_host(v, vv, sizeof vv));
+  CHECK_OK(tt_tensor_to_host(r, vr, sizeof vr));
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) CHECK(vv[j * 2 + i] == 3.0f * x[i * 3 + j]);
+  for (int i = 0; i < 6; ++i) CHECK(vr[i] == 3.0f * x[i]);
+  CHECK_OK(tt_lazy_sync_tensors(&b, 1, 1));
+  CHECK(!tt_tensor_is_pending(b));
+  CHECK_OK(tt_tensor_to_host(b, vb, sizeof vb));
+  for (int i = 0; i < 6; ++i) CHECK(vb[i] == 3.0f * x[i]);
+  tt_tensor_release(r);
+  tt_tensor_release(v);
+  tt_tensor_release(b);
+  tt_tensor_release(k);
+  tt_tensor_release(a);
+  /* Explicit syncs derive nothing. */
+  CHECK_OK(tt_tensor_from_host(0, TT_F32, &s, x, &a));
+  CHECK_OK(tt_tensor_scalar(0, TT_F32, 2.0, 0, &k));
+  tt_tensor_t *ops2[2] = {a, k};
+  CHECK_OK(tt_tensor_op(TT_OP_BINARY, 0, ops2, 2, &mul, 1, NULL, 0, &b));
+  CHECK_OK(tt_tensor_op(TT_OP_TRANSPOSE, 0, &b, 1, perm, 2, NULL, 0, &v));
+  tt_tensor_t *both[2] = {b, v};
+  CHECK_OK(tt_lazy_sync_tensors(both, 2, 1));
+  CHECK(!tt_tensor_is_pending(b) && !tt_tensor_is_pending(v));
+  CHECK(tt_counter_value("DerivedSyncTensor") - derived0 == 1);
+  tt_tensor_release(v);
+  tt_tensor_release(b);
+  tt_tensor_release(k);
+  tt_tensor_release(a);
+}
+
 int main(void) {
   CHECK_OK(tt_runtime_init(2));
   tt_status_t st = tt_runtime_init(3);
@@ -209,6 +268,7 @@ int main(void) {
   test_shape_inference();
   test_hash_ignores_values();
   test_lazy_sync_and_cache();
+  test_derived_roots();
   test_devices_and_errors();
   test_metrics_report();
   test_long_chain_release();

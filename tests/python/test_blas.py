@@ -168,9 +168,11 @@ def test_training_weights_are_never_packed(restore_blas):
     model = torch.nn.Sequential(torch.nn.Linear(256, 384), torch.nn.ReLU(),
                                 torch.nn.Linear(384, 128)).to(dev())
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(128, 256).to(dev())
     e0, _, c0 = _C.blas_packed_info()
     for _ in range(4):
+        # a new batch each step, as in training (a batch fed twice is a
+        # graph input seen twice, and may be packed)
+        x = torch.randn(128, 256).to(dev())
         opt.zero_grad()
         model(x).square().mean().backward()
         opt.step()

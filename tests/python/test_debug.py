@@ -335,11 +335,13 @@ def test_dump_dir_stages(tmp_path, dev):
         debugging.dump(int(h, 16), "generated", "int main(void) { return 0; }\n", ext="c")
     names = sorted(os.listdir(d))
     mine = [n for n in names if f"-{h}-" in n]
-    assert [n.split("-", 3)[3] for n in mine] == ["build.txt", "after-test.txt", "generated.c"]
+    assert [n.split("-", 3)[3] for n in mine] == ["build.txt", "optimized.txt", "after-test.txt",
+                                                   "generated.c"]
     assert all(n.startswith(f"{os.getpid()}-") for n in mine)
     build = (d / mine[0]).read_text()
     assert build.startswith(f"IR {{  # hash={h}\n")
-    assert (d / mine[2]).read_text() == "int main(void) { return 0; }\n"
+    assert "unary(%0)" in (d / mine[1]).read_text()  # the graph the executable runs
+    assert (d / mine[3]).read_text() == "int main(void) { return 0; }\n"
     # Off: nothing is written.
     debugging.dump(1, "ignored", "x")
     assert sorted(os.listdir(d)) == names
@@ -452,8 +454,9 @@ def test_env_save_tensors_ir_debug_and_dump_dir(children):
     text = (children["tmp"] / "save.ir").read_text()
     assert text.count("[ScheduleSyncTensorsGraph]") == 1
     assert "location=<module>@<string>:4" in text, text
-    files = os.listdir(children["tmp"] / "dd")
-    assert len(files) == 1 and files[0].endswith("-build.txt"), files
+    files = sorted(os.listdir(children["tmp"] / "dd"))
+    assert len(files) == 2 and files[0].endswith("-build.txt"), files
+    assert files[1].endswith("-optimized.txt"), files
     assert "location=<module>@<string>:4" in (children["tmp"] / "dd" / files[0]).read_text()
 
 
