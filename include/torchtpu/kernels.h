@@ -259,6 +259,15 @@ int tt_num_threads(void);
  * nest and may be taken by several threads. */
 void tt_parallel_hold_begin(void);
 void tt_parallel_hold_end(void);
+/* How many threads a parallel call uses now (kernels size their splits by
+ * it): all of tt_num_threads() while some thread waits for the device
+ * (tt_parallel_host_wait_begin/end: a step waited for, a value read, a
+ * synchronous run), else one fewer, leaving a core to the thread that
+ * records the next step while this one runs (PyTorch/XLA's asynchronous
+ * loop). TORCHTPU_HOST_CORE=0: always all. */
+int tt_parallel_width(void);
+void tt_parallel_host_wait_begin(void);
+void tt_parallel_host_wait_end(void);
 
 /* External BLAS for large f32 GEMMs (blas_ext.c): `path` names an already
  * loaded library exporting MKL's Fortran sgemm_ and

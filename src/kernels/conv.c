@@ -555,7 +555,7 @@ void tt_conv_force_col2im_for_test(int on) { tt_conv_bwd_in_col2im_ = on; }
 
 static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
   const tt_conv_geom_t *g = &c->g;
-  int64_t nt = tt_num_threads();
+  int64_t nt = tt_parallel_width();
   int64_t items = c->kind == TT_CONV_FWD    ? g->N * g->O
                   : c->kind == TT_CONV_BWD_IN ? g->N * g->C
                                               : g->O;

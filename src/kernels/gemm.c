@@ -571,7 +571,7 @@ static tt_status_t tt_sgemm_parallel(const tt_sgemm_args_t *g, const tt_ukr_t *u
   }
   tt_gemm_bufs_t bufs;
   TT_RETURN_IF_ERROR(tt_gemm_bufs_alloc(u, g->n, g->k, &bufs));
-  int64_t nt = tt_num_threads();
+  int64_t nt = tt_parallel_width();
   int64_t mpanels = (g->m + u->mr - 1) / u->mr;
   tt_gemm_par_t p = {.g = g, .u = u, .bpack = bufs.bpack};
   for (p.jc = 0; p.jc < g->n; p.jc += TT_GEMM_NC) {
@@ -726,7 +726,7 @@ static int tt_sgemm_blas(const tt_sgemm_args_t *probs, int64_t nprobs, int paral
   for (int64_t i = 0; i < nprobs; ++i)
     if (!tt_blas_accepts(&probs[i])) return 0;
   int top = parallel && !tt_in_parallel_region();
-  int64_t nt = top ? tt_num_threads() : 1;
+  int64_t nt = top ? tt_parallel_width() : 1;
   if (nt > 1 && nprobs >= 2 * nt) {
     int shared = 1;
     for (int64_t i = 1; i < nprobs; ++i) shared &= probs[i].b == probs[0].b;
@@ -777,7 +777,7 @@ static tt_status_t tt_sgemm_own(const tt_sgemm_args_t *probs, int64_t nprobs, in
   const tt_sgemm_args_t *g = &probs[0];
   const tt_ukr_t *u = tt_ukr_select_();
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
-  int64_t nt = tt_num_threads();
+  int64_t nt = tt_parallel_width();
   if (tt_gemm_is_short(g)) {
     tt_gemm_short_t job = {probs, (g->n + TT_GEMM_SHORT_NB - 1) / TT_GEMM_SHORT_NB};
     double per_item = flops * (double)TT_GEMM_SHORT_NB / (double)g->n;

@@ -25,6 +25,12 @@
  * and a training step's graph makes hundreds of parallel calls. After
  * fork() the child starts with no pool (the workers did not survive) and
  * builds a new one on demand.
+ *
+ * While no thread waits for the device, a call uses one thread fewer
+ * (tt_parallel_width): the workers past the width sit the job out. On a
+ * 2-core machine a training loop that records step k+1 while step k runs
+ * otherwise has three runnable threads on two cores, and every kernel
+ * split in two waits for whichever half lost its core to the recorder.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -54,7 +60,13 @@ typedef struct tt_pool_s {
   tt_range_fn_t fn;
   void *ctx;
   int64_t n, chunk;
+  _Atomic int allowed; /* workers (by index) that may take part in the job */
 } tt_pool_t;
+
+typedef struct {
+  tt_pool_t *pool;
+  int index;
+} tt_worker_arg_t;
 
 static tt_pool_t tt_pool_ = {
     .call_mu = PTHREAD_MUTEX_INITIALIZER,
@@ -66,6 +78,9 @@ static pthread_mutex_t tt_pool_init_mu_ = PTHREAD_MUTEX_INITIALIZER;
 /* Open tt_parallel_hold_begin calls. */
 static _Atomic int tt_pool_holds_ = 0;
 static _Thread_local int tt_in_parallel_ = 0;
+/* Threads blocked waiting for the device (or running a graph themselves). */
+static _Atomic int tt_host_waiters_ = 0;
+static _Atomic int tt_host_core_ = -1; /* TORCHTPU_HOST_CORE, read once */
 
 static int tt_pool_read_nthreads_(void) {
   long n = 0;
@@ -114,6 +129,21 @@ int tt_num_threads(void) {
   return tt_pool_.nthreads;
 }
 
+void tt_parallel_host_wait_begin(void) { atomic_fetch_add(&tt_host_waiters_, 1); }
+void tt_parallel_host_wait_end(void) { atomic_fetch_sub(&tt_host_waiters_, 1); }
+
+int tt_parallel_width(void) {
+  int n = tt_num_threads();
+  if (n <= 1 || atomic_load_explicit(&tt_host_waiters_, memory_order_relaxed) > 0) return n;
+  int on = atomic_load_explicit(&tt_host_core_, memory_order_relaxed);
+  if (on < 0) {
+    const char *env = getenv("TORCHTPU_HOST_CORE");
+    on = !(env && env[0] == '0' && env[1] == '\0');
+    atomic_store_explicit(&tt_host_core_, on, memory_order_relaxed);
+  }
+  return on ? n - 1 : n;
+}
+
 static inline void tt_cpu_relax_(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -154,7 +184,10 @@ static void tt_pool_run_chunks_(tt_pool_t *p, uint32_t gen) {
 }
 
 static void *tt_pool_worker_(void *arg) {
-  tt_pool_t *p = (tt_pool_t *)arg;
+  tt_worker_arg_t *wa = (tt_worker_arg_t *)arg;
+  tt_pool_t *p = wa->pool;
+  const int index = wa->index;
+  free(wa);
   tt_in_parallel_ = 1;
   uint32_t seen = tt_job_gen_(atomic_load(&p->job));
   for (;;) {
@@ -170,7 +203,8 @@ static void *tt_pool_worker_(void *arg) {
     while (tt_job_gen_(atomic_load(&p->job)) == seen) pthread_cond_wait(&p->work_cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
     seen = tt_job_gen_(atomic_load(&p->job));
-    tt_pool_run_chunks_(p, seen);
+    if (index < atomic_load_explicit(&p->allowed, memory_order_acquire))
+      tt_pool_run_chunks_(p, seen);
   }
   return NULL;
 }
@@ -184,7 +218,14 @@ static void tt_pool_start_(tt_pool_t *p) {
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   for (int i = 0; i < p->nthreads - 1; ++i) {
     pthread_t th;
-    if (pthread_create(&th, &attr, tt_pool_worker_, p) != 0) break; /* run with fewer */
+    tt_worker_arg_t *wa = malloc(sizeof(*wa));
+    if (!wa) break; /* run with fewer */
+    wa->pool = p;
+    wa->index = i;
+    if (pthread_create(&th, &attr, tt_pool_worker_, wa) != 0) {
+      free(wa);
+      break;
+    }
     ++p->nworkers;
   }
   pthread_attr_destroy(&attr);
@@ -213,7 +254,7 @@ void tt_parallel_hold_end(void) {
 void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
-  int nthreads = tt_num_threads();
+  int nthreads = tt_parallel_width();
   if (tt_in_parallel_ || nthreads <= 1 || n <= grain) {
     fn(ctx, 0, n);
     return;
@@ -226,8 +267,9 @@ void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx) {
     fn(ctx, 0, n);
     return;
   }
+  int workers = nthreads - 1 < p->nworkers ? nthreads - 1 : p->nworkers;
   int64_t nchunks = (n + grain - 1) / grain;
-  int64_t max_chunks = (int64_t)(p->nworkers + 1) * 4;
+  int64_t max_chunks = (int64_t)(workers + 1) * 4;
   if (nchunks > max_chunks) nchunks = max_chunks;
   int64_t chunk = (n + nchunks - 1) / nchunks;
   nchunks = (n + chunk - 1) / chunk;
@@ -239,6 +281,7 @@ void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx) {
   p->n = n;
   p->chunk = chunk;
   atomic_store(&p->done, 0);
+  atomic_store_explicit(&p->allowed, workers, memory_order_release);
   uint32_t gen = ++p->last_gen;
   pthread_mutex_lock(&p->mu);
   atomic_store_explicit(&p->job, (uint64_t)gen << 32 | (uint64_t)nchunks << 16,

@@ -274,7 +274,11 @@ void tt_buffer_mark_ready(tt_buffer_t *b, tt_status_t error) {
 
 tt_status_t tt_buffer_wait(tt_buffer_t *b) {
   pthread_mutex_lock(&tt_rt_lock_);
-  while (!b->ready) pthread_cond_wait(&tt_rt_done_, &tt_rt_lock_);
+  if (!b->ready) {
+    tt_parallel_host_wait_begin(); /* the kernels may take every core */
+    while (!b->ready) pthread_cond_wait(&tt_rt_done_, &tt_rt_lock_);
+    tt_parallel_host_wait_end();
+  }
   tt_status_t err = b->error ? tt_status_make(tt_status_code(b->error), "%s",
                                               tt_status_message(b->error))
                              : NULL;
@@ -416,7 +420,10 @@ void tt_runtime_wait(int32_t device) {
   pthread_mutex_lock(&tt_rt_lock_);
   for (int32_t i = 0; i < tt_num_devices_; ++i) {
     if (device >= 0 && i != device) continue;
+    if (tt_devices_[i].queued == 0) continue;
+    tt_parallel_host_wait_begin(); /* the kernels may take every core */
     while (tt_devices_[i].queued > 0) pthread_cond_wait(&tt_rt_done_, &tt_rt_lock_);
+    tt_parallel_host_wait_end();
   }
   pthread_mutex_unlock(&tt_rt_lock_);
 }

@@ -917,5 +917,8 @@ done:
 
 tt_status_t tt_executable_run(tt_executable_t *e, const tt_input_value_t *inputs,
                               void *const *outputs) {
-  return tt_executable_execute(e, -1, inputs, outputs);
+  tt_parallel_host_wait_begin(); /* run on the calling thread: no one else records */
+  tt_status_t st = tt_executable_execute(e, -1, inputs, outputs);
+  tt_parallel_host_wait_end();
+  return st;
 }

@@ -128,11 +128,52 @@ static void *pf_thread(void *arg) {
   return NULL;
 }
 
+/* The distinct threads that ran chunks of a call. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_t ids[64];
+  int n;
+} pf_threads_t;
+
+static void pf_note_thread(void *arg, int64_t b, int64_t e) {
+  pf_threads_t *t = (pf_threads_t *)arg;
+  volatile double x = 0;
+  for (int64_t i = b; i < e; ++i) x += (double)i; /* some work per chunk */
+  pthread_mutex_lock(&t->mu);
+  int seen = 0;
+  for (int k = 0; k < t->n; ++k) seen |= pthread_equal(t->ids[k], pthread_self());
+  if (!seen && t->n < 64) t->ids[t->n++] = pthread_self();
+  pthread_mutex_unlock(&t->mu);
+}
+
+static int pf_count_threads(void) {
+  pf_threads_t t = {PTHREAD_MUTEX_INITIALIZER, {0}, 0};
+  for (int rep = 0; rep < 20; ++rep) tt_parallel_for(1 << 16, 256, pf_note_thread, &t);
+  return t.n;
+}
+
+/* With no thread waiting for the device a call runs on one thread fewer
+ * than the pool has (a core stays free for the thread recording the next
+ * step); while one waits it may use them all. */
+static void test_parallel_width(void) {
+  int all = tt_num_threads();
+  CHECK(tt_parallel_width() == (all > 1 ? all - 1 : 1), "width without a waiter");
+  CHECK(pf_count_threads() <= (all > 1 ? all - 1 : 1), "threads without a waiter");
+  tt_parallel_host_wait_begin();
+  tt_parallel_host_wait_begin();
+  CHECK(tt_parallel_width() == all, "width with waiters");
+  tt_parallel_host_wait_end();
+  CHECK(tt_parallel_width() == all, "width with one waiter left");
+  tt_parallel_host_wait_end();
+  CHECK(tt_parallel_width() == (all > 1 ? all - 1 : 1), "width after the waits");
+}
+
 static void test_parallel(void) {
   CHECK(tt_num_threads() >= 1, "num_threads >= 1");
   int64_t n = 100003;
   _Atomic int *hits = calloc((size_t)n, sizeof(*hits));
   pf_ctx_t c = {hits, 0};
+  tt_parallel_host_wait_begin(); /* the full width, as when a step is waited for */
   tt_parallel_for(n, 1000, pf_mark, &c);
   CHECK(pf_all_once(hits, n, 1), "every index exactly once");
   CHECK(tt_num_threads() == 1 || atomic_load(&c.calls) > 1, "work was split");
@@ -184,6 +225,7 @@ static void test_parallel(void) {
   tt_parallel_for(n, 1000, pf_mark, &after);
   CHECK(pf_all_once(hits, n, 1), "after the holds: every index exactly once");
   free(hits);
+  tt_parallel_host_wait_end();
 }
 
 /* ---- unary ---------------------------------------------------------------- */
@@ -791,6 +833,7 @@ static void test_broadcast_fill_iota(void) {
 int main(void) {
   test_dtype();
   test_parallel();
+  test_parallel_width();
   test_unary();
   test_binary();
   test_where();
