@@ -131,6 +131,30 @@ def _pair(v, n=2):
     return v * n if len(v) == 1 else v
 
 
+def _single_window(in_hw, out_hw, k, p, d, groups):
+    """A convolution with a 1x1 output plane reads one window of the padded
+    input, so it is a single GEMM over C*KH*KW: ResNet's last stage on 32x32
+    images (3x3 kernels over 1x1 or 2x2 planes) ran as one matrix-vector
+    product per image, and its 3x3 taps over padding as work. Returns the
+    (lows, highs) that PAD the input to exactly that window, or None."""
+    if list(out_hw) != [1, 1] or list(d) != [1, 1] or groups != 1:
+        return None
+    lows = [p[0], p[1]]
+    highs = [k[i] - p[i] - in_hw[i] for i in range(2)]
+    return lows, highs
+
+
+def _pad4(h, lows, highs):
+    """h [N, C, H, W] padded with zeros (negative: cropped) on H and W."""
+    if not any(lows) and not any(highs):
+        return h
+    return op(PAD, [h], (0, 0, lows[0], lows[1], 0, 0, highs[0], highs[1]), (0.0,))
+
+
+def _conv_out_hw(xs, ks, s, p, d):
+    return [(xs[i] + 2 * p[i] - d[i] * (ks[i] - 1) - 1) // s[i] + 1 for i in range(2)]
+
+
 @lowers(aten.convolution.default)
 def convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     from torchtpu.lowering.fallback import fallback
@@ -159,7 +183,16 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
         wh = reshape(wh, [w.shape[0], w.shape[1], 1, w.shape[2]])
         stride, padding, dilation = [1, stride[0]], [0, padding[0]], [1, dilation[0]]
     s, p, d = _pair(stride), _pair(padding), _pair(dilation)
-    out = op(CONV2D, [xh, wh], (*s, *p, *d, groups))
+    win = _single_window(xh.shape[2:], _conv_out_hw(xh.shape[2:], wh.shape[2:], s, p, d),
+                         wh.shape[2:], p, d, groups)
+    if win:
+        n, o = xh.shape[0], wh.shape[0]
+        ckk = wh.shape[1] * wh.shape[2] * wh.shape[3]
+        xw = _pad4(xh, win[0], win[1])
+        out = op(DOT, [reshape(xw, [1, n, ckk]), reshape(wh, [1, o, ckk])], (0, 1))
+        out = reshape(out, [n, o, 1, 1])
+    else:
+        out = op(CONV2D, [xh, wh], (*s, *p, *d, groups))
     if bias is not None:
         out = op(BINARY, [out, reshape(bias._h, [1, bias.shape[0], 1, 1])], (BIN["add"],))
     if conv1d:
@@ -276,15 +309,30 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
         xh = reshape(xh, [x.shape[0], x.shape[1], 1, x.shape[2]])
         wh = reshape(wh, [w.shape[0], w.shape[1], 1, w.shape[2]])
         stride, padding, dilation = [1, stride[0]], [0, padding[0]], [1, dilation[0]]
-    attrs = (*_pair(stride), *_pair(padding), *_pair(dilation), groups)
+    s, p, d = _pair(stride), _pair(padding), _pair(dilation)
+    attrs = (*s, *p, *d, groups)
+    win = _single_window(xh.shape[2:], gh.shape[2:], wh.shape[2:], p, d, groups)
+    if win:  # the forward's single GEMM, differentiated
+        n, o = xh.shape[0], wh.shape[0]
+        ckk = wh.shape[1] * wh.shape[2] * wh.shape[3]
+        g2 = reshape(gh, [1, n, o])
+        w2 = reshape(wh, [1, o, ckk])
     gi = gw = gb = None
     if output_mask[0]:
-        gi = op(CONV2D_BWD_INPUT, [gh, wh], attrs + tuple(xh.shape))
+        if win:
+            gw_in = reshape(op(DOT, [g2, w2], (0, 0)), [n, wh.shape[1], *wh.shape[2:]])
+            gi = _pad4(gw_in, [-v for v in win[0]], [-v for v in win[1]])
+        else:
+            gi = op(CONV2D_BWD_INPUT, [gh, wh], attrs + tuple(xh.shape))
         if conv1d:
             gi = reshape(gi, list(x.shape))
         gi = wrap(gi)
     if output_mask[1]:
-        gw = op(CONV2D_BWD_WEIGHT, [gh, xh], attrs + tuple(wh.shape))
+        if win:
+            xw = reshape(_pad4(xh, win[0], win[1]), [1, n, ckk])
+            gw = reshape(op(DOT, [g2, xw], (1, 0)), list(wh.shape))
+        else:
+            gw = op(CONV2D_BWD_WEIGHT, [gh, xh], attrs + tuple(wh.shape))
         if conv1d:
             gw = reshape(gw, list(w.shape))
         gw = wrap(gw)
