@@ -249,8 +249,6 @@ int64_t tt_lazy_live_tensors(void) {
   return n;
 }
 
-/* Cuts the pending tensors in ts (all on device) into one graph, compiles
- * or fetches it from the cache, and queues it. Engine lock held. */
 /* A live tensor derived from another one's new data by a movement (see
  * tt_derive_roots_). */
 typedef struct {
@@ -367,6 +365,9 @@ static void tt_attach_derived_(const tt_derived_t *d, int32_t nd) {
   if (nd) tt_counter_add("DerivedSyncTensor", nd);
 }
 
+/* Cuts the pending tensors in ts (all on device) into one graph, compiles
+ * or fetches it from the cache, and queues it. Engine lock held. derive:
+ * a step's sync, which may leave views' bases pending (tt_derive_roots_). */
 static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int derive) {
   tt_node_t **roots = malloc(sizeof(*roots) * (size_t)(n ? n : 1));
   tt_tensor_t **owners = malloc(sizeof(*owners) * (size_t)(n ? n : 1));
