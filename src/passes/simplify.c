@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "torchtpu/kernels.h"
 #include "torchtpu/passes.h"
 
 static int tt_is_identity_perm(const tt_instr_t *in) {
@@ -106,12 +107,101 @@ static void tt_fold_transpose_of_dot(tt_work_t *w, int32_t t, int32_t **uses) {
   (*uses)[t] = 0;
 }
 
+/* Whether instruction p pads with zeros along dim d alone; sets [lo, end)
+ * to the span its operand covers. */
+static int tt_zero_pad_on_(const tt_instr_t *p, int32_t d, int64_t *lo, int64_t *end) {
+  if (p->op != TT_OP_PAD || p->fattrs[0] != 0.0) return 0;
+  int32_t r = p->shape.rank;
+  for (int32_t k = 0; k < r; ++k)
+    if (k != d && (p->iattrs[k] != 0 || p->iattrs[r + k] != 0)) return 0;
+  if (p->iattrs[d] < 0 || p->iattrs[r + d] < 0) return 0;
+  *lo = p->iattrs[d];
+  *end = p->shape.dims[d] - p->iattrs[r + d];
+  return 1;
+}
+
+/* add(pad(a), pad(b)) with zeros, where a and b cover adjacent spans of
+ * one dim -> pad(concat(a, b)): the backward of selecting or slicing one
+ * stacked tensor (nn.MultiheadAttention's q, k and v of one projection)
+ * places each gradient in zeros and sums them, three full writes and a
+ * three-way add where one concatenation does (the sum differs only in the
+ * sign of a zero: -0 + 0 is +0). The later of the two pads is rewritten
+ * into the concatenation (both operands are defined before it) and the
+ * add into the pad; a concatenation operand that is itself a
+ * concatenation along the dim with no other user is spliced in. */
+static void tt_fold_add_of_pads(tt_work_t *w, int32_t i, int32_t **uses) {
+  tt_instr_t *in = &w->instrs[i];
+  if (in->iattrs[0] != TT_BIN_ADD || in->num_operands != 2) return;
+  int32_t pa = tt_work_resolve(w, in->operands[0]), pb = tt_work_resolve(w, in->operands[1]);
+  const tt_instr_t *A = &w->instrs[pa], *B = &w->instrs[pb];
+  if (pa == pb || A->op != TT_OP_PAD || B->op != TT_OP_PAD || A->dtype != in->dtype ||
+      B->dtype != in->dtype || !tt_shape_equal(&A->shape, &in->shape) ||
+      !tt_shape_equal(&B->shape, &in->shape))
+    return;
+  int32_t r = in->shape.rank, d = -1;
+  for (int32_t k = 0; k < r && d < 0; ++k)
+    if (A->iattrs[k] || A->iattrs[r + k] || B->iattrs[k] || B->iattrs[r + k]) d = k;
+  int64_t alo, aend, blo, bend;
+  if (d < 0 || !tt_zero_pad_on_(A, d, &alo, &aend) || !tt_zero_pad_on_(B, d, &blo, &bend))
+    return;
+  if (aend != blo && bend != alo) return;
+  if (!*uses) *uses = tt_work_use_counts(w);
+  if (!*uses || (*uses)[pa] != 1 || (*uses)[pb] != 1) return;
+  int first_a = aend == blo;
+  int32_t x[2] = {tt_work_resolve(w, A->operands[0]), tt_work_resolve(w, B->operands[0])};
+  if (!first_a) {
+    int32_t t = x[0];
+    x[0] = x[1];
+    x[1] = t;
+  }
+  int64_t lo = first_a ? alo : blo, end = first_a ? bend : aend;
+  /* the operands of the concatenation, splicing concatenations along d */
+  int32_t nops = 0, cap = 0;
+  for (int k = 0; k < 2; ++k) {
+    const tt_instr_t *xi = &w->instrs[x[k]];
+    cap += xi->op == TT_OP_CONCAT && xi->iattrs[0] == d && (*uses)[x[k]] == 1 ? xi->num_operands
+                                                                               : 1;
+  }
+  int32_t *ops = malloc(sizeof(int32_t) * (size_t)cap);
+  if (!ops) return;
+  for (int k = 0; k < 2; ++k) {
+    const tt_instr_t *xi = &w->instrs[x[k]];
+    if (xi->op == TT_OP_CONCAT && xi->iattrs[0] == d && (*uses)[x[k]] == 1) {
+      for (int32_t q = 0; q < xi->num_operands; ++q)
+        ops[nops++] = tt_work_resolve(w, xi->operands[q]);
+      (*uses)[x[k]] = 0;
+    } else {
+      ops[nops++] = x[k];
+    }
+  }
+  int32_t j = pa > pb ? pa : pb, dead = pa > pb ? pb : pa;
+  tt_instr_t *cj = &w->instrs[j];
+  free(cj->operands);
+  cj->operands = ops;
+  cj->num_operands = nops;
+  cj->op = TT_OP_CONCAT;
+  cj->num_iattrs = 1;
+  cj->iattrs[0] = d;
+  cj->shape.dims[d] = end - lo;
+  (*uses)[dead] = 0;
+  /* the add becomes the pad of the concatenation */
+  in->op = TT_OP_PAD;
+  in->operands[0] = j;
+  in->num_operands = 1;
+  in->num_iattrs = 2 * r;
+  for (int32_t k = 0; k < 2 * r; ++k) in->iattrs[k] = 0;
+  in->iattrs[d] = lo;
+  in->iattrs[r + d] = in->shape.dims[d] - end;
+  in->fattrs[0] = 0.0;
+}
+
 tt_status_t tt_pass_simplify(tt_work_t *w) {
   int32_t *uses = NULL;
   for (int32_t i = 0; i < w->num_instrs; ++i) {
     if (w->forward[i] != i) continue;
     if (w->instrs[i].op == TT_OP_DOT) tt_fold_dot_transpose(w, &w->instrs[i], &uses);
     if (w->instrs[i].op == TT_OP_TRANSPOSE) tt_fold_transpose_of_dot(w, i, &uses);
+    if (w->instrs[i].op == TT_OP_BINARY) tt_fold_add_of_pads(w, i, &uses);
     if (w->forward[i] != i) continue;
     tt_instr_t *in = &w->instrs[i];
     if (in->num_operands < 1) continue;
@@ -132,6 +222,12 @@ tt_status_t tt_pass_simplify(tt_work_t *w) {
           in->operands[0] = tt_work_resolve(w, src->operands[0]);
         /* convert(convert(y)) is not folded: the inner convert may round. */
         break;
+      case TT_OP_PAD: {
+        int none = same_shape;
+        for (int32_t k = 0; k < in->num_iattrs && none; ++k) none = in->iattrs[k] == 0;
+        if (none) w->forward[i] = x; /* no padding on any side */
+        break;
+      }
       case TT_OP_TRANSPOSE:
         if (tt_is_identity_perm(in)) {
           w->forward[i] = x;

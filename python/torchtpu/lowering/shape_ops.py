@@ -233,6 +233,41 @@ def slice_scatter(x, src, dim=0, start=None, end=None, step=1):
     return wrap(op(SLICE_SCATTER, [x._h, src_h], starts + limits + steps))
 
 
+# The backward of select and of a unit-step slice: the gradient placed in
+# zeros. PyTorch's decomposition writes zeros and then scatters (two full
+# passes, the zero a runtime scalar); a pad with its constant zero writes
+# the output once. The qkv projection of nn.MultiheadAttention takes three
+# selects of one stacked tensor per layer.
+@lowers(aten.select_backward.default)
+def select_backward(grad, input_sizes, dim, index):
+    sizes = [int(v) for v in input_sizes]
+    dim = norm_dim(dim, len(sizes))
+    size = sizes[dim]
+    if index < -size or index >= size:
+        raise IndexError(f"select_backward(): index {index} out of range for size {size}")
+    index %= size
+    shape = list(sizes)
+    shape[dim] = 1
+    h = reshape(grad._h, shape)
+    lo, hi = [0] * len(sizes), [0] * len(sizes)
+    lo[dim], hi[dim] = index, size - index - 1
+    return wrap(op(PAD, [h], lo + hi, (0.0,)))
+
+
+@lowers(aten.slice_backward.default)
+def slice_backward(grad, input_sizes, dim, start, end, step):
+    sizes = [int(v) for v in input_sizes]
+    dim = norm_dim(dim, len(sizes))
+    s, e, st = _norm_slice(sizes[dim], start, end, step)
+    if st != 1:
+        from torch._decomp import decomposition_table
+        return decomposition_table[aten.slice_backward.default](
+            grad, input_sizes, dim, start, end, step)
+    lo, hi = [0] * len(sizes), [0] * len(sizes)
+    lo[dim], hi[dim] = s, sizes[dim] - s - grad.shape[dim]
+    return wrap(op(PAD, [grad._h], lo + hi, (0.0,)))
+
+
 @lowers(aten.select_scatter.default)
 def select_scatter(x, src, dim, index):
     dim = norm_dim(dim, x.dim())
