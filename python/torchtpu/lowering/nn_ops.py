@@ -320,8 +320,8 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
     gi = gw = gb = None
     if output_mask[0]:
         if win:
-            gw_in = reshape(op(DOT, [g2, w2], (0, 0)), [n, wh.shape[1], *wh.shape[2:]])
-            gi = _pad4(gw_in, [-v for v in win[0]], [-v for v in win[1]])
+            g_window = reshape(op(DOT, [g2, w2], (0, 0)), [n, wh.shape[1], *wh.shape[2:]])
+            gi = _pad4(g_window, [-v for v in win[0]], [-v for v in win[1]])
         else:
             gi = op(CONV2D_BWD_INPUT, [gh, wh], attrs + tuple(xh.shape))
         if conv1d:
