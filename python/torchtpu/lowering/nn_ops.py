@@ -7,7 +7,7 @@ from torchtpu.lowering.core import (
     BROADCAST, CONV2D, CONV2D_BWD_INPUT, CONV2D_BWD_WEIGHT, DOT, INDEX_ADD, INDEX_SELECT,
     MAX_POOL2D, MAX_POOL2D_BWD, MAX_POOL2D_INDICES, REDUCE, RED_MAX, RED_MEAN, RED_SUM, SOFTMAX,
     SOFTMAX_BWD, TT_BF16, TT_F16, TT_F32, TT_I64, UN, UNARY, WHERE, PAD, SLICE, aten, broadcast, convert, handle, lowers, norm_dim, op,
-    is_xla, reshape, result_type, scalar, tt, wrap)
+    iota, is_xla, reshape, result_type, scalar, tt, wrap)
 
 
 def _check_mm_dtypes(a, b, name):
@@ -805,6 +805,45 @@ lowers(aten._native_batch_norm_legit.default)(
     _bn_forward(aten._native_batch_norm_legit.default))
 lowers(aten._native_batch_norm_legit.no_stats)(
     _bn_forward(aten._native_batch_norm_legit.no_stats, 3, has_stats=False))
+
+
+# ------------------------------------------------------------ nll loss
+# nll_loss_backward over [N, C] as one select: -grad (over total_weight for
+# the mean, times weight[target] when weighted) where the column is the
+# target and the target is not ignore_index, else 0. PyTorch's
+# decomposition writes zeros, scatters -1 and multiplies (three passes
+# over [N, C]; the decoder's LM head: [2048, 1000], 3.9 ms a step).
+@lowers(aten.nll_loss_backward.default)
+def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, total_weight):
+    if (x.dim() != 2 or not x.dtype.is_floating_point or grad_output.dtype != x.dtype or
+            target.dtype != torch.int64 or target.dim() != 1 or not is_xla(target) or
+            not is_xla(grad_output) or (weight is not None and
+                                        (not is_xla(weight) or weight.dtype != x.dtype))):
+        from torch._decomp import decomposition_table
+        return decomposition_table[aten.nll_loss_backward.default](
+            grad_output, x, target, weight, reduction, ignore_index, total_weight)
+    dev, dt = x._h.device, x._h.dtype
+    n, c = x.shape
+    tgt = reshape(target._h, [n, 1])
+    # the column test in float32 (exact below 2**24 classes), which the
+    # elementwise fusion takes, so the [N, C] result is written once
+    cols, rows = reshape(iota(dev, c), [1, c]), tgt
+    if c < 1 << 24:
+        cols, rows = convert(cols, TT_F32), convert(tgt, TT_F32)
+    hit = op(BINARY, [cols, rows], (BIN["eq"],))
+    valid = op(BINARY, [tgt, scalar(dev, TT_I64, ignore_index)], (BIN["ne"],))
+    g = grad_output._h
+    if reduction == 1:  # mean
+        g = op(BINARY, [g, handle(total_weight, dev, dt)], (BIN["div"],))
+    if reduction == 0:  # none: one gradient per row
+        g = reshape(g, [n, 1])
+    val = op(UNARY, [g], (UN["neg"],), (0.0, 0.0))
+    if weight is not None:
+        safe = op(WHERE, [valid, tgt, scalar(dev, TT_I64, 0)])
+        wt = reshape(op(INDEX_SELECT, [weight._h, reshape(safe, [n])], (0,)), [n, 1])
+        val = op(BINARY, [val, wt], (BIN["mul"],))
+    cond = op(BINARY, [hit, valid], (BIN["logical_and"],))
+    return wrap(op(WHERE, [cond, val, scalar(dev, dt, 0)]))
 
 
 # ------------------------------------------------------- 3-d convolution
