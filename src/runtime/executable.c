@@ -73,6 +73,21 @@ static int32_t tt_forwarded_producer_(const tt_executable_t *e, const tt_graph_t
   return p;
 }
 
+/* group_last[i]: the last instruction reading i or any reshape chain
+ * hanging off it (all of which may end up sharing i's bytes), and, with
+ * epi_src, any in-place epilogue that takes i's buffer over. */
+static void tt_group_last_(const tt_graph_t *g, const int32_t *epi_src,
+                           const int32_t *direct_output, int32_t *group_last) {
+  int32_t n = g->num_instrs;
+  for (int32_t i = 0; i < n; ++i) group_last[i] = g->instrs[i].last_use;
+  for (int32_t i = n - 1; i >= 0; --i) {
+    const tt_instr_t *in = &g->instrs[i];
+    int32_t o = in->op == TT_OP_RESHAPE ? in->operands[0] : -1;
+    if (epi_src && epi_src[i] >= 0 && direct_output[i] < 0) o = epi_src[i];
+    if (o >= 0 && group_last[i] > group_last[o]) group_last[o] = group_last[i];
+  }
+}
+
 /* Donation candidates: output r produced (written directly) by a fused
  * elementwise instruction that reads a PARAM input of the same shape and
  * dtype as its last reader, reshapes of it included; the fused kernels
@@ -83,16 +98,9 @@ static int32_t tt_forwarded_producer_(const tt_executable_t *e, const tt_graph_t
  * not donated, and the update gets a fresh buffer instead. */
 static tt_status_t tt_plan_donation(const tt_graph_t *g, const int32_t *direct_output,
                                     int32_t *donor) {
-  int32_t n = g->num_instrs;
-  int32_t *group_last = malloc(sizeof(int32_t) * ((size_t)n + 1));
+  int32_t *group_last = malloc(sizeof(int32_t) * ((size_t)g->num_instrs + 1));
   if (!group_last) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
-  for (int32_t i = 0; i < n; ++i) group_last[i] = g->instrs[i].last_use;
-  for (int32_t i = n - 1; i >= 0; --i) {
-    const tt_instr_t *in = &g->instrs[i];
-    if (in->op != TT_OP_RESHAPE) continue;
-    int32_t o = in->operands[0];
-    if (group_last[i] > group_last[o]) group_last[o] = group_last[i];
-  }
+  tt_group_last_(g, NULL, direct_output, group_last);
   for (int32_t r = 0; r < g->num_outputs; ++r) {
     donor[r] = -1;
     int32_t i = g->output_instr[r];
@@ -283,15 +291,7 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
     st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
     goto done;
   }
-  /* group_last[i]: the last instruction reading i or any reshape chain
-   * hanging off it (all of which may end up sharing i's bytes). */
-  for (int32_t i = 0; i < n; ++i) group_last[i] = g->instrs[i].last_use;
-  for (int32_t i = n - 1; i >= 0; --i) {
-    const tt_instr_t *in = &g->instrs[i];
-    int32_t o = in->op == TT_OP_RESHAPE ? in->operands[0] : -1;
-    if (e->epi_src[i] >= 0 && e->direct_output[i] < 0) o = e->epi_src[i];
-    if (o >= 0 && group_last[i] > group_last[o]) group_last[o] = group_last[i];
-  }
+  tt_group_last_(g, e->epi_src, e->direct_output, group_last);
   const char *env = getenv("TORCHTPU_BUFFER_PLAN");
   const int planned = !(env && strcmp(env, "0") == 0);
   int32_t nb = 0;

@@ -229,10 +229,7 @@ def _conv_transpose(x, w, bias, stride, padding, dilation, output_padding, group
     cout = wh.shape[1] * groups
     out = op(CONV2D_BWD_INPUT, [xh, wh], (*s, 0, 0, *d, groups, n, cout, *full))
     # output index o is full index o + p; past the full output: zeros.
-    lo = [-p[i] for i in range(2)]
-    hi = [out_hw[i] + p[i] - full[i] for i in range(2)]
-    if any(lo) or any(hi):
-        out = op(PAD, [out], (0, 0, lo[0], lo[1], 0, 0, hi[0], hi[1]), (0.0,))
+    out = _pad4(out, [-p[i] for i in range(2)], [out_hw[i] + p[i] - full[i] for i in range(2)])
     if bias is not None:
         out = op(BINARY, [out, reshape(bias._h, [1, cout, 1, 1])], (BIN["add"],))
     if conv1d:
@@ -255,10 +252,7 @@ def _conv_transpose_backward(grad, x, w, stride, padding, dilation, groups, outp
     h, wd = xh.shape[2], xh.shape[3]
     full = [(hw - 1) * s[i] + d[i] * (k[i] - 1) + 1 for i, hw in enumerate((h, wd))]
     # grad covers full indices [p, p + out); put it back on [0, full).
-    lo = [p[i] for i in range(2)]
-    hi = [full[i] - p[i] - gh.shape[2 + i] for i in range(2)]
-    if any(lo) or any(hi):
-        gh = op(PAD, [gh], (0, 0, lo[0], lo[1], 0, 0, hi[0], hi[1]), (0.0,))
+    gh = _pad4(gh, [p[i] for i in range(2)], [full[i] - p[i] - gh.shape[2 + i] for i in range(2)])
     attrs = (*s, 0, 0, *d, groups)
     gi = gw = gb = None
     if output_mask[0]:
@@ -669,6 +663,18 @@ def addbmm_finish(prod, bh, beta, alpha):
     return op(BINARY, [prod, bh], (BIN["add"],))
 
 
+def _centred_rstd(h, mask, dev, ct, eps):
+    """(mean, x - mean, biased var, 1/sqrt(var + eps)) over the dims in
+    mask, kept as size-1 dims: two-pass statistics, as PyTorch's
+    decompositions."""
+    mean = op(REDUCE, [h], (RED_MEAN, mask, 1, ct))
+    xc = op(BINARY, [h, mean], (BIN["sub"],))
+    var = op(REDUCE, [op(BINARY, [xc, xc], (BIN["mul"],))], (RED_MEAN, mask, 1, ct))
+    rstd = op(UNARY, [op(BINARY, [var, scalar(dev, ct, eps)], (BIN["add"],))],
+              (UN["rsqrt"],), (0.0, 0.0))
+    return mean, xc, var, rstd
+
+
 def _bn_eval_outputs(fn, training_pos=5):
     """native_batch_norm with training=False: CPU returns empty save_mean and
     save_invstd (the backward uses the running statistics); the
@@ -711,12 +717,7 @@ def _bn_geom(x):
 def _bn_train(x, weight, bias, running_mean, running_var, momentum, eps):
     dev, ct = x._h.device, x._h.dtype
     mask, cshape, n = _bn_geom(x)
-    h = x._h
-    mean = op(REDUCE, [h], (RED_MEAN, mask, 1, ct))  # [1, C, 1, ...]
-    xc = op(BINARY, [h, mean], (BIN["sub"],))
-    var = op(REDUCE, [op(BINARY, [xc, xc], (BIN["mul"],))], (RED_MEAN, mask, 1, ct))
-    invstd = op(UNARY, [op(BINARY, [var, scalar(dev, ct, eps)], (BIN["add"],))],
-                (UN["rsqrt"],), (0.0, 0.0))
+    mean, xc, var, invstd = _centred_rstd(x._h, mask, dev, ct, eps)  # [1, C, 1, ...]
     out = op(BINARY, [xc, invstd], (BIN["mul"],))
     if weight is not None:
         out = op(BINARY, [out, reshape(weight._h, cshape)], (BIN["mul"],))
@@ -992,12 +993,7 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     dev = x._h.device
     ct = TT_F32 if x.dtype in (torch.float16, torch.bfloat16) else x._h.dtype
     axis, mask, _ = _ln_geom(x, normalized_shape)
-    h = convert(x._h, ct)
-    mean = op(REDUCE, [h], (RED_MEAN, mask, 1, ct))
-    xc = op(BINARY, [h, mean], (BIN["sub"],))
-    var = op(REDUCE, [op(BINARY, [xc, xc], (BIN["mul"],))], (RED_MEAN, mask, 1, ct))
-    rstd = op(UNARY, [op(BINARY, [var, scalar(dev, ct, eps)], (BIN["add"],))],
-              (UN["rsqrt"],), (0.0, 0.0))
+    mean, xc, _, rstd = _centred_rstd(convert(x._h, ct), mask, dev, ct, eps)
     out = op(BINARY, [xc, rstd], (BIN["mul"],))
     if weight is not None:
         out = op(BINARY, [out, handle(weight, dev, ct)], (BIN["mul"],))
