@@ -8,3 +8,4 @@ from torchtpu import _C  # noqa: F401
 from torchtpu import config  # noqa: F401
 from torchtpu import bridge  # noqa: F401
 from torchtpu import inplace_meta  # noqa: F401
+from torchtpu import optim_foreach  # noqa: F401

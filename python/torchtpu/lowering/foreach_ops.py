@@ -1,0 +1,207 @@
+"""The _foreach_* ops: each lowers to its per-tensor op, element by element.
+
+An optimizer's foreach path (torch.optim with foreach=True, the default on
+xla: torch_xla/_patches.py) issues one _foreach_* call per update step for
+a whole parameter group. Functionalization turns the in-place forms
+(_foreach_mul_, ...) into these functional ones, so one dispatch through
+PyTorch records the op for every tensor of the list; the per-tensor path
+paid PyTorch's dispatch and functionalization once per tensor.
+
+The element ops are the ones the per-tensor loop would call (add.Tensor
+for _foreach_add.Scalar, addcdiv.default with the element's value for
+_foreach_addcdiv.ScalarList, ...), resolved once per foreach overload and
+run through the lowering table, so results are the per-tensor ones bit for
+bit. Length mismatches raise PyTorch's errors.
+"""
+from torchtpu.lowering.core import aten, lowers
+
+# What the element op is for each overload kind of a binary family:
+# (List / Tensor, Scalar / ScalarList).
+_BINARY = {
+    "add": (aten.add.Tensor, aten.add.Tensor),
+    "sub": (aten.sub.Tensor, aten.sub.Tensor),
+    "mul": (aten.mul.Tensor, aten.mul.Tensor),
+    "div": (aten.div.Tensor, aten.div.Tensor),
+    "pow": (aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar),
+    "clamp_min": (aten.clamp_min.Tensor, aten.clamp_min.default),
+    "clamp_max": (aten.clamp_max.Tensor, aten.clamp_max.default),
+    "maximum": (aten.maximum.default, aten.clamp_min.default),
+    "minimum": (aten.minimum.default, aten.clamp_max.default),
+}
+
+_UNARY = ["abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1",
+          "floor", "frac", "lgamma", "log", "log10", "log1p", "log2", "neg", "reciprocal",
+          "round", "rsqrt", "sigmoid", "sign", "sin", "sinh", "sqrt", "tan", "tanh", "trunc",
+          "zero"]
+
+_dispatch = [None]
+
+
+def _element(op, args, kwargs):
+    """One element op through the lowering table (complex, decompositions
+    and the counted fallback included)."""
+    if _dispatch[0] is None:
+        from torchtpu.lowering import _dispatch as d
+        _dispatch[0] = d
+    return _dispatch[0](op, args, kwargs)
+
+
+def _same_length(a, b):
+    if len(a) != len(b):
+        raise RuntimeError(
+            f"Tensor lists must have the same number of tensors, got {len(a)} and {len(b)}")
+
+
+def _scalar_list(tensors, scalars):
+    if len(tensors) != len(scalars):
+        raise RuntimeError("Tensor list must have same number of elements as scalar list, "
+                           f"got {len(tensors)} and {len(scalars)}")
+
+
+def _nonempty(tensors):
+    if len(tensors) == 0:
+        raise RuntimeError("Tensor list must have at least one tensor.")
+
+
+def _unary(name):
+    op = getattr(aten, name).default
+
+    def fn(self, **kwargs):
+        _nonempty(self)
+        return [_element(op, (x,), kwargs) for x in self]
+    return fn
+
+
+for _name in _UNARY:
+    lowers(getattr(aten, "_foreach_" + _name).default)(_unary(_name))
+
+
+@lowers(aten._foreach_clone.default)
+def foreach_clone(self, memory_format=None):
+    _nonempty(self)
+    return [_element(aten.clone.default, (x,), {"memory_format": memory_format}) for x in self]
+
+
+@lowers(aten._foreach_copy.default)
+def foreach_copy(self, src, non_blocking=False):
+    _nonempty(self)
+    _same_length(self, src)
+    return [_element(aten.copy.default, (x, s, non_blocking), {}) for x, s in zip(self, src)]
+
+
+def _binary(name, tensor_op, scalar_op):
+    def with_list(self, other, alpha=None):
+        _nonempty(self)
+        _same_length(self, other)
+        kw = {} if alpha is None else {"alpha": alpha}
+        return [_element(tensor_op, (x, o), kw) for x, o in zip(self, other)]
+
+    def with_tensor(self, other, alpha=None):
+        _nonempty(self)
+        kw = {} if alpha is None else {"alpha": alpha}
+        return [_element(tensor_op, (x, other), kw) for x in self]
+
+    def with_scalar(self, scalar):
+        _nonempty(self)
+        return [_element(scalar_op, (x, scalar), {}) for x in self]
+
+    def with_scalars(self, scalars):
+        _nonempty(self)
+        _scalar_list(self, scalars)
+        return [_element(scalar_op, (x, s), {}) for x, s in zip(self, scalars)]
+
+    packet = getattr(aten, "_foreach_" + name)
+    for overload, fn in (("List", with_list), ("Tensor", with_tensor), ("Scalar", with_scalar),
+                         ("ScalarList", with_scalars)):
+        if overload in packet.overloads():
+            lowers(getattr(packet, overload))(fn)
+
+
+for _name, (_t, _s) in _BINARY.items():
+    _binary(_name, _t, _s)
+
+
+@lowers(aten._foreach_pow.ScalarAndTensor)
+def foreach_pow_scalar_and_tensor(self, exponent):
+    _nonempty(exponent)
+    return [_element(aten.pow.Scalar, (self, e), {}) for e in exponent]
+
+
+def _addc(name):
+    op = getattr(aten, name).default
+
+    def run(self, tensor1, tensor2, values):
+        _nonempty(self)
+        _same_length(self, tensor1)
+        _same_length(self, tensor2)
+        return [_element(op, (x, a, b), {"value": v})
+                for x, a, b, v in zip(self, tensor1, tensor2, values)]
+
+    def with_scalar(self, tensor1, tensor2, value=1):
+        return run(self, tensor1, tensor2, [value] * len(self))
+
+    def with_scalars(self, tensor1, tensor2, scalars):
+        _scalar_list(self, scalars)
+        return run(self, tensor1, tensor2, scalars)
+
+    def with_tensor(self, tensor1, tensor2, scalars):
+        if scalars.dim() != 1:
+            raise RuntimeError(f"Expected scalars to be a 1-D tensor, got {scalars.dim()}-D")
+        if scalars.device.type != "cpu":
+            # PyTorch reads the values on the host as well.
+            scalars = scalars.cpu()
+        values = scalars.tolist()
+        _scalar_list(self, values)
+        return run(self, tensor1, tensor2, values)
+
+    packet = getattr(aten, "_foreach_" + name)
+    lowers(packet.Scalar)(with_scalar)
+    lowers(packet.ScalarList)(with_scalars)
+    lowers(packet.Tensor)(with_tensor)
+
+
+_addc("addcmul")
+_addc("addcdiv")
+
+
+@lowers(aten._foreach_lerp.Scalar)
+def foreach_lerp_scalar(self, tensors1, weight):
+    _nonempty(self)
+    _same_length(self, tensors1)
+    return [_element(aten.lerp.Scalar, (x, e, weight), {}) for x, e in zip(self, tensors1)]
+
+
+@lowers(aten._foreach_lerp.ScalarList)
+def foreach_lerp_scalars(self, tensors1, weight):
+    _nonempty(self)
+    _same_length(self, tensors1)
+    _scalar_list(self, weight)
+    return [_element(aten.lerp.Scalar, (x, e, w), {}) for x, e, w in zip(self, tensors1, weight)]
+
+
+@lowers(aten._foreach_lerp.List)
+def foreach_lerp_list(self, tensors1, weights):
+    _nonempty(self)
+    _same_length(self, tensors1)
+    _same_length(self, weights)
+    return [_element(aten.lerp.Tensor, (x, e, w), {}) for x, e, w in zip(self, tensors1, weights)]
+
+
+@lowers(aten._foreach_norm.Scalar)
+def foreach_norm(self, ord=2, dtype=None):
+    _nonempty(self)
+    return [_element(aten.linalg_vector_norm.default, (x, ord), {"dtype": dtype}) for x in self]
+
+
+@lowers(aten._foreach_max.default)
+def foreach_max(self):
+    _nonempty(self)
+    return [_element(aten.max.default, (x,), {}) for x in self]
+
+
+@lowers(aten._foreach_mm.default)
+def foreach_mm(self, mat2):
+    _nonempty(self)
+    _same_length(self, mat2)
+    return [_element(aten.mm.default, (a, b), {}) for a, b in zip(self, mat2)]
+
