@@ -11,8 +11,14 @@
  * a masked softmax. The absolute error is below 1.2e-38.
  * tanhf: Cephes' odd polynomial below 0.625, 1 - 2/(exp(2|x|) + 1) above;
  * a few ulp; branch-free.
- * erff: x * P(x^2) below 1, 1 - exp(-x^2) * G(1/|x|) above (least-squares
- * fits, max relative error about 2e-7); saturates at |x| = 4. */
+ * erff: x * P(x^2) / Q(x^2) on x clamped to [-4, 4], P of degree 6 and Q
+ * of degree 5 (our own fit: weighted least squares iterated towards the
+ * minimax error, 2.8e-9 in exact arithmetic; evaluated in float32 the
+ * error is at most 3.9e-7 absolute and relative, against 2e-7 for the
+ * two-branch form this replaced, which evaluated a polynomial, an exp and
+ * a divide for every element: 1M elements 1.49 -> 0.77 ms at one thread).
+ * Exactly +-1 from |x| = 3.919206 on, where erf rounds to 1 in float32
+ * (so gelu(-inf) is NaN and gelu(-40) is -0, as PyTorch's); NaN passes. */
 #ifndef TORCHTPU_KERNELS_FASTMATH_H_
 #define TORCHTPU_KERNELS_FASTMATH_H_
 
@@ -57,27 +63,24 @@
   return ax < 0.625f ? small : big; \
   } \
   static inline __attribute__((always_inline)) float tt_erff_fast(float x) { \
-  float ax = fabsf(x); \
-  float z = x * x; \
-  float p = -5.696599048e-04f; \
-  p = p * z + 4.934494904e-03f; \
-  p = p * z - 2.672697316e-02f; \
-  p = p * z + 1.128078854e-01f; \
-  p = p * z - 3.761241470e-01f; \
-  p = p * z + 1.128379150e+00f; \
-  float small = x * p; \
-  float axc = ax > 4.0f ? 4.0f : ax; \
-  float u = 1.0f / axc; \
-  float g = -1.868913360e-02f; \
-  g = g * u + 1.244308918e-01f; \
-  g = g * u - 3.611178066e-01f; \
-  g = g * u + 5.825368162e-01f; \
-  g = g * u - 5.096867230e-01f; \
-  g = g * u + 5.220809572e-02f; \
-  g = g * u + 5.575376220e-01f; \
-  g = g * u + 3.638235926e-04f; \
-  float big = copysignf(1.0f - tt_expf_fast(-axc * axc) * g, x); \
-  return ax < 1.0f ? small : big; \
+  float xc = x > 4.0f ? 4.0f : (x < -4.0f ? -4.0f : x); \
+  float z = xc * xc; \
+  float p = -1.4012284665909647e-08f; \
+  p = p * z + 4.851492576563032e-06f; \
+  p = p * z + 3.851846558973193e-04f; \
+  p = p * z + 3.837947268038988e-03f; \
+  p = p * z + 5.436185747385025e-02f; \
+  p = p * z + 1.844734400510788e-01f; \
+  p = p * z + 1.128379225730896e+00f; \
+  float q = 6.468559877248481e-05f; \
+  q = q * z + 1.312651438638568e-03f; \
+  q = q * z + 1.5458592213690281e-02f; \
+  q = q * z + 1.1378220468759537e-01f; \
+  q = q * z + 4.968188405036926e-01f; \
+  q = q * z + 1.0f; \
+  float r = xc * p / q; \
+  r = r > 1.0f ? 1.0f : (r < -1.0f ? -1.0f : r); \
+  return fabsf(x) >= 3.919206f ? copysignf(1.0f, x) : r; \
   }
 
 TT_FASTMATH_DEFS
