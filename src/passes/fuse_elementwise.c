@@ -2,7 +2,13 @@
  * read only inside the group and have the group's shape are merged into
  * one TT_OP_FUSED instruction, so the intermediates never touch
  * memory. Fused programs compute in f32 and round each step to its own
- * dtype (BF16/F16/BOOL), so results equal the unfused graph's. */
+ * dtype (BF16/F16/BOOL), so results equal the unfused graph's.
+ *
+ * A cheap producer (add, sub, mul, convert) read by several elementwise
+ * consumers of its shape is duplicated into each consumer's group instead
+ * of being written once and read back by all (XLA's producer
+ * duplication): a linear layer's bias add read by the activation and by
+ * the activation's gradient. Its own operands stay materialised. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +53,26 @@ static int tt_fusible(const tt_work_t *w, const tt_instr_t *in) {
   }
 }
 
+/* Whether fusible instruction p may be recomputed in every group that
+ * reads it: cheap, not an output, and every user an elementwise op of its
+ * shape (so each user's group takes a copy and p itself dies). */
+static int tt_duplicable(const tt_work_t *w, int32_t p, const int32_t *user_start,
+                         const int32_t *users) {
+  const tt_instr_t *pi = &w->instrs[p];
+  if (pi->op == TT_OP_BINARY) {
+    int64_t code = pi->iattrs[0];
+    if (code != TT_BIN_ADD && code != TT_BIN_SUB && code != TT_BIN_MUL) return 0;
+  } else if (pi->op != TT_OP_CONVERT) {
+    return 0;
+  }
+  if (user_start[p + 1] - user_start[p] < 2) return 0;
+  for (int32_t u = user_start[p]; u < user_start[p + 1]; ++u) {
+    const tt_instr_t *ui = &w->instrs[users[u]];
+    if (!tt_fusible(w, ui) || !tt_shape_equal(&ui->shape, &pi->shape)) return 0;
+  }
+  return 1;
+}
+
 typedef struct tt_group_s {
   int32_t *members; /* instruction indices, ascending once sorted */
   int32_t count, cap;
@@ -75,7 +101,9 @@ tt_status_t tt_pass_fuse_elementwise(tt_work_t *w) {
   uint8_t *is_output = calloc((size_t)n + 1, 1);
   uint8_t *claimed = calloc((size_t)n + 1, 1);
   int32_t *user_start = NULL, *users = NULL, *fill = NULL;
-  uint8_t *in_group = NULL;
+  uint8_t *in_group = NULL; /* 1: member of the group being built, 2: a duplicated copy */
+  uint8_t *duplicated = NULL; /* copied into a group: never a root itself */
+  uint8_t *copyable = NULL;   /* tt_duplicable, judged on the graph before fusion */
   int32_t *step_of = malloc(sizeof(int32_t) * ((size_t)n + 1));
   tt_group_t group = {0};
   tt_status_t st = NULL;
@@ -88,7 +116,9 @@ tt_status_t tt_pass_fuse_elementwise(tt_work_t *w) {
    * consumers can join a group once all of them are members. */
   user_start = calloc((size_t)n + 2, sizeof(int32_t));
   in_group = calloc((size_t)n + 1, 1);
-  if (!user_start || !in_group) goto oom;
+  duplicated = calloc((size_t)n + 1, 1);
+  copyable = calloc((size_t)n + 1, 1);
+  if (!user_start || !in_group || !duplicated || !copyable) goto oom;
   for (int32_t i = 0; i < n; ++i) {
     if (w->forward[i] != i || uses[i] == 0) continue;
     for (int32_t k = 0; k < w->instrs[i].num_operands; ++k)
@@ -105,16 +135,27 @@ tt_status_t tt_pass_fuse_elementwise(tt_work_t *w) {
       users[user_start[o] + fill[o]++] = i;
     }
   }
+  for (int32_t i = 0; i < n; ++i)
+    copyable[i] = w->forward[i] == i && uses[i] > 0 && !is_output[i] &&
+                  tt_fusible(w, &w->instrs[i]) && tt_duplicable(w, i, user_start, users);
   for (int32_t c = n - 1; c >= 0; --c) {
     tt_instr_t *root = &w->instrs[c];
-    if (w->forward[c] != c || claimed[c] || uses[c] == 0 || !tt_fusible(w, root)) continue;
+    if (w->forward[c] != c || claimed[c] || duplicated[c] || uses[c] == 0 ||
+        !tt_fusible(w, root))
+      continue;
     group.count = 0;
     if (!tt_group_add(&group, c)) goto oom;
     in_group[c] = 1;
-    for (int changed = 1; changed;) {
+    /* Whole members to a fixed point first; then copies of the cheap
+     * producers still outside (deciding on a copy earlier would miss
+     * users that join later). */
+    for (int changed = 1, allow_copy = 0; changed || !allow_copy;) {
+      if (!changed) allow_copy = 1;
       changed = 0;
       for (int32_t g = 0; g < group.count; ++g) {
         const tt_instr_t *m = &w->instrs[group.members[g]];
+        /* A copy's operands are read from memory by every copy. */
+        if (in_group[group.members[g]] == 2) continue;
         for (int32_t k = 0; k < m->num_operands; ++k) {
           int32_t p = tt_work_resolve(w, m->operands[k]);
           const tt_instr_t *pi = &w->instrs[p];
@@ -123,16 +164,18 @@ tt_status_t tt_pass_fuse_elementwise(tt_work_t *w) {
             continue;
           int all_inside = 1;
           for (int32_t u = user_start[p]; u < user_start[p + 1]; ++u)
-            all_inside &= in_group[users[u]];
-          if (!all_inside) continue;
+            all_inside &= in_group[users[u]] == 1;
+          if (!all_inside && !(allow_copy && copyable[p])) continue;
           if (!tt_group_add(&group, p)) goto oom;
-          in_group[p] = 1;
+          in_group[p] = all_inside ? 1 : 2;
           changed = 1;
         }
       }
     }
-    for (int32_t g = 0; g < group.count; ++g) in_group[group.members[g]] = 0;
-    if (group.count < 2) continue;
+    if (group.count < 2) {
+      in_group[c] = 0;
+      continue;
+    }
     qsort(group.members, (size_t)group.count, sizeof(int32_t), tt_cmp_i32);
     /* Steps in index order (a topological order); external inputs are the
      * operands that are not members. */
@@ -182,7 +225,14 @@ tt_status_t tt_pass_fuse_elementwise(tt_work_t *w) {
     root->op = TT_OP_FUSED;
     root->num_iattrs = 0;
     root->fused = f;
-    for (int32_t g = 0; g < group.count; ++g) claimed[group.members[g]] = 1;
+    for (int32_t g = 0; g < group.count; ++g) {
+      int32_t m = group.members[g];
+      if (in_group[m] == 2)
+        duplicated[m] = 1;
+      else
+        claimed[m] = 1;
+      in_group[m] = 0;
+    }
   }
   goto done;
 oom:
@@ -196,6 +246,8 @@ done:
   free(users);
   free(fill);
   free(in_group);
+  free(duplicated);
+  free(copyable);
   free(step_of);
   return st;
 }

@@ -113,6 +113,67 @@ static void test_fusion_matches_unfused(void) {
   free(b);
 }
 
+/* A cheap producer read by several groups (y = x * k, read by tanh(y) and
+ * by exp(y) - y) is copied into each: no standalone multiply remains, and
+ * the results equal the unfused graph's. An expensive one (tanh(y), read
+ * by exp(-t) and sqrt(t * t)) is computed once, in a group of its own. */
+static void test_fusion_duplicates_cheap_producer(void) {
+  enum { N = 1000 };
+  float *data = malloc(sizeof(float) * N), *a = malloc(sizeof(float) * 3 * N),
+        *b = malloc(sizeof(float) * 3 * N);
+  for (int i = 0; i < N; ++i) data[i] = (float)((i % 89) - 44) / 23.0f;
+  tt_buffer_t *buf = NULL;
+  CHECK_OK(tt_buffer_from_host(0, data, sizeof(float) * N, &buf));
+  tt_shape_t s = {2, {10, 100}};
+  tt_node_t *x = tt_node_create_param(buf, TT_F32, &s, 0);
+  tt_node_t *k = tt_node_create_scalar(TT_F32, 0.5, 0, 0);
+  tt_node_t *y = binary(x, k, TT_BIN_MUL);
+  tt_node_t *t = unary(y, TT_UN_TANH);
+  tt_node_t *e = unary(y, TT_UN_EXP), *d = binary(e, y, TT_BIN_SUB);
+  tt_node_t *nt = unary(t, TT_UN_NEG), *t1 = unary(nt, TT_UN_EXP);
+  tt_node_t *tt_ = binary(t, t, TT_BIN_MUL), *t2 = unary(tt_, TT_UN_SQRT);
+  tt_node_t *roots[3] = {t1, d, t2};
+  tt_graph_t *g = NULL;
+  CHECK_OK(tt_graph_build(roots, 3, &g, NULL));
+  tt_optimize_options_t off = {0, 1, 1}, on = {1, 1, 1};
+  tt_graph_t *g0 = NULL, *g1 = NULL;
+  CHECK_OK(tt_graph_optimize(g, &off, &g0));
+  CHECK_OK(tt_graph_optimize(g, &on, &g1));
+  if (g0 && g1) {
+    /* (y, tanh), (y, exp, sub), (neg, exp), (mul, sqrt). */
+    CHECK(count_op(g1, TT_OP_FUSED) == 4);
+    CHECK(count_op(g1, TT_OP_BINARY) == 0 && count_op(g1, TT_OP_UNARY) == 0);
+    float *outs[2] = {a, b};
+    tt_graph_t *gs[2] = {g0, g1};
+    for (int r = 0; r < 2; ++r) {
+      tt_executable_t *exe = NULL;
+      CHECK_OK(tt_executable_create(gs[r], &exe));
+      tt_input_value_t in[2];
+      memset(in, 0, sizeof(in));
+      in[0].buffer = buf;
+      in[1].scalar_f = 0.5;
+      void *ov[3] = {outs[r], outs[r] + N, outs[r] + 2 * N};
+      if (exe) CHECK_OK(tt_executable_run(exe, in, ov));
+      tt_executable_release(exe);
+    }
+    int same = 1;
+    for (int i = 0; i < 3 * N; ++i) same &= a[i] == b[i];
+    CHECK(same);
+    CHECK(fabsf(b[N + 7] - (expf(data[7] * 0.5f) - data[7] * 0.5f)) < 1e-5f);
+  }
+  else {
+    tt_graph_destroy(g0);
+    tt_graph_destroy(g1);
+  }
+  tt_node_t *all[] = {x, k, y, t, e, d, nt, t1, tt_, t2};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tt_node_release(all[i]);
+  tt_graph_destroy(g);
+  tt_buffer_release(buf);
+  free(data);
+  free(a);
+  free(b);
+}
+
 static void test_cse_simplify_dce(void) {
   float data[6] = {1, 2, 3, 4, 5, 6};
   tt_buffer_t *buf = NULL;
@@ -397,8 +458,11 @@ static void test_reduce_fusion_layer_norm(void) {
   CHECK_OK(tt_graph_optimize(g, &elem, &g1));
   CHECK_OK(tt_graph_optimize(g, &both, &g2));
   CHECK(g && g->num_instrs == 11);
-  /* Elementwise fusion alone: x - mean is stored (a reduction reads it). */
-  CHECK(g1 && count_op(g1, TT_OP_REDUCE) == 2 && g1->num_instrs == 9);
+  /* Elementwise fusion alone: x - mean is copied into both its readers'
+   * kernels (the squares the reduction reads, and the output), where it
+   * used to be stored; the [A, 1] epilogue is the third kernel. */
+  CHECK(g1 && count_op(g1, TT_OP_REDUCE) == 2 && g1->num_instrs == 8 &&
+        count_op(g1, TT_OP_FUSED) == 3);
   /* x, 1/n, eps, mean, fused variance->rsqrt, fused output. */
   CHECK(g2 && g2->num_instrs == 6 && count_op(g2, TT_OP_REDUCE) == 1 &&
         count_op(g2, TT_OP_FUSED) == 2);
@@ -870,6 +934,7 @@ static void test_conv_epilogue_plans(void) {
 int main(void) {
   CHECK_OK(tt_runtime_init(1));
   test_fusion_matches_unfused();
+  test_fusion_duplicates_cheap_producer();
   test_cse_simplify_dce();
   test_verifier_catches_bad_graph();
   test_reduce_fusion_layer_norm();
