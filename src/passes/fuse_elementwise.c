@@ -54,8 +54,9 @@ static int tt_fusible(const tt_work_t *w, const tt_instr_t *in) {
 }
 
 /* Whether fusible instruction p may be recomputed in every group that
- * reads it: cheap, not an output, and every user an elementwise op of its
- * shape (so each user's group takes a copy and p itself dies). */
+ * reads it: cheap, not an output, every user an elementwise op of its
+ * shape (so each user's group takes a copy and p itself dies), and the
+ * copies read no more memory than storing p would cost. */
 static int tt_duplicable(const tt_work_t *w, int32_t p, const int32_t *user_start,
                          const int32_t *users) {
   const tt_instr_t *pi = &w->instrs[p];
@@ -65,7 +66,16 @@ static int tt_duplicable(const tt_work_t *w, int32_t p, const int32_t *user_star
   } else if (pi->op != TT_OP_CONVERT) {
     return 0;
   }
-  if (user_start[p + 1] - user_start[p] < 2) return 0;
+  int32_t readers = user_start[p + 1] - user_start[p];
+  if (readers < 2) return 0;
+  /* Memory passes: stored, (full-size operands) + 1 write + readers;
+   * copied, readers x full-size operands. Copy only if not more. */
+  int32_t full = 0;
+  for (int32_t k = 0; k < pi->num_operands; ++k) {
+    const tt_instr_t *o = &w->instrs[tt_work_resolve(w, pi->operands[k])];
+    full += tt_shape_numel(&o->shape) == tt_shape_numel(&pi->shape);
+  }
+  if ((int64_t)readers * full > full + 1 + readers) return 0;
   for (int32_t u = user_start[p]; u < user_start[p + 1]; ++u) {
     const tt_instr_t *ui = &w->instrs[users[u]];
     if (!tt_fusible(w, ui) || !tt_shape_equal(&ui->shape, &pi->shape)) return 0;

@@ -174,6 +174,39 @@ static void test_fusion_duplicates_cheap_producer(void) {
   free(b);
 }
 
+/* A copy must not cost more memory passes than storing: x + x read by
+ * three kernels is copied into each (3 x 2 reads against 2 + 1 + 3), read
+ * by four it is stored (8 reads against 2 + 1 + 4). */
+static void test_fusion_copy_limit(void) {
+  float data[64] = {0};
+  tt_buffer_t *buf = NULL;
+  CHECK_OK(tt_buffer_from_host(0, data, sizeof(data), &buf));
+  tt_shape_t s = {1, {64}};
+  for (int readers = 3; readers <= 4; ++readers) {
+    tt_node_t *x = tt_node_create_param(buf, TT_F32, &s, 0);
+    tt_node_t *y = binary(x, x, TT_BIN_ADD);
+    int64_t codes[4] = {TT_UN_EXP, TT_UN_TANH, TT_UN_NEG, TT_UN_SQRT};
+    tt_node_t *r[4];
+    for (int i = 0; i < readers; ++i) r[i] = unary(y, codes[i]);
+    tt_graph_t *g = NULL, *g1 = NULL;
+    CHECK_OK(tt_graph_build(r, readers, &g, NULL));
+    tt_optimize_options_t on = {1, 1, 1};
+    CHECK_OK(tt_graph_optimize(g, &on, &g1));
+    if (g1) {
+      if (readers == 3)
+        CHECK(count_op(g1, TT_OP_FUSED) == 3 && count_op(g1, TT_OP_BINARY) == 0);
+      else
+        CHECK(count_op(g1, TT_OP_FUSED) == 0 && count_op(g1, TT_OP_BINARY) == 1);
+    }
+    tt_graph_destroy(g1);
+    tt_graph_destroy(g);
+    for (int i = 0; i < readers; ++i) tt_node_release(r[i]);
+    tt_node_release(y);
+    tt_node_release(x);
+  }
+  tt_buffer_release(buf);
+}
+
 static void test_cse_simplify_dce(void) {
   float data[6] = {1, 2, 3, 4, 5, 6};
   tt_buffer_t *buf = NULL;
@@ -935,6 +968,7 @@ int main(void) {
   CHECK_OK(tt_runtime_init(1));
   test_fusion_matches_unfused();
   test_fusion_duplicates_cheap_producer();
+  test_fusion_copy_limit();
   test_cse_simplify_dce();
   test_verifier_catches_bad_graph();
   test_reduce_fusion_layer_norm();
