@@ -1,7 +1,7 @@
 """The _foreach_* ops: each lowers to its per-tensor op, element by element.
 
 An optimizer's foreach path (torch.optim with foreach=True, the default on
-xla: torch_xla/_patches.py) issues one _foreach_* call per update step for
+xla: torchtpu/optim_foreach.py) issues one _foreach_* call per update step for
 a whole parameter group. Functionalization turns the in-place forms
 (_foreach_mul_, ...) into these functional ones, so one dispatch through
 PyTorch records the op for every tensor of the list; the per-tensor path
