@@ -164,27 +164,27 @@ _addc("addcmul")
 _addc("addcdiv")
 
 
-@lowers(aten._foreach_lerp.Scalar)
-def foreach_lerp_scalar(self, tensors1, weight):
+def _lerp_each(op, self, tensors1, weights):
     _nonempty(self)
     _same_length(self, tensors1)
-    return [_element(aten.lerp.Scalar, (x, e, weight), {}) for x, e in zip(self, tensors1)]
+    return [_element(op, (x, e, w), {}) for x, e, w in zip(self, tensors1, weights)]
+
+
+@lowers(aten._foreach_lerp.Scalar)
+def foreach_lerp_scalar(self, tensors1, weight):
+    return _lerp_each(aten.lerp.Scalar, self, tensors1, [weight] * len(self))
 
 
 @lowers(aten._foreach_lerp.ScalarList)
 def foreach_lerp_scalars(self, tensors1, weight):
-    _nonempty(self)
-    _same_length(self, tensors1)
     _scalar_list(self, weight)
-    return [_element(aten.lerp.Scalar, (x, e, w), {}) for x, e, w in zip(self, tensors1, weight)]
+    return _lerp_each(aten.lerp.Scalar, self, tensors1, weight)
 
 
 @lowers(aten._foreach_lerp.List)
 def foreach_lerp_list(self, tensors1, weights):
-    _nonempty(self)
-    _same_length(self, tensors1)
     _same_length(self, weights)
-    return [_element(aten.lerp.Tensor, (x, e, w), {}) for x, e, w in zip(self, tensors1, weights)]
+    return _lerp_each(aten.lerp.Tensor, self, tensors1, weights)
 
 
 @lowers(aten._foreach_norm.Scalar)
