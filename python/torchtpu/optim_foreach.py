@@ -22,14 +22,7 @@ import torch.utils._foreach_utils as _foreach_utils
 
 
 def _with_xla(devices):
-    if getattr(devices, "_torchtpu_xla", False):
-        return devices
-
-    def with_xla():
-        return devices() + ["xla"]
-    with_xla._torchtpu_xla = True
-    with_xla.__doc__ = devices.__doc__
-    return with_xla
+    return lambda: devices() + ["xla"]
 
 
 def install():

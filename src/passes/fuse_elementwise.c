@@ -53,9 +53,8 @@ static int tt_fusible(const tt_work_t *w, const tt_instr_t *in) {
   }
 }
 
-/* Whether fusible instruction p may be recomputed in every group that
- * reads it: cheap, not an output, every user an elementwise op of its
- * shape (so each user's group takes a copy and p itself dies), and the
+/* Whether fusible, non-output instruction p may be recomputed in every
+ * group that reads it: cheap, every user an elementwise op of its shape (so each user's group takes a copy and p itself dies), and the
  * copies read no more memory than storing p would cost. */
 static int tt_duplicable(const tt_work_t *w, int32_t p, const int32_t *user_start,
                          const int32_t *users) {

@@ -36,8 +36,9 @@ static int count_op(const tt_graph_t *g, tt_op_t op) {
   return c;
 }
 
-/* Runs graph g over one f32 param (data) and one scalar into out. */
-static tt_status_t run(tt_graph_t *g, const float *data, double scalar, float *out) {
+/* Runs graph g (consumed) over one f32 param (data) and one scalar into
+ * outs, one pointer per output. */
+static tt_status_t run_outs(tt_graph_t *g, const float *data, double scalar, void **outs) {
   tt_executable_t *exe = NULL;
   TT_RETURN_IF_ERROR(tt_executable_create(g, &exe));
   tt_buffer_t *buf = NULL;
@@ -51,11 +52,15 @@ static tt_status_t run(tt_graph_t *g, const float *data, double scalar, float *o
   memset(in, 0, sizeof(in));
   in[0].buffer = buf;
   in[1].scalar_f = scalar;
-  void *outs[1] = {out};
   st = tt_executable_run(exe, in, outs);
   tt_buffer_release(buf);
   tt_executable_release(exe);
   return st;
+}
+
+static tt_status_t run(tt_graph_t *g, const float *data, double scalar, float *out) {
+  void *outs[1] = {out};
+  return run_outs(g, data, scalar, outs);
 }
 
 static void test_fusion_matches_unfused(void) {
@@ -143,19 +148,9 @@ static void test_fusion_duplicates_cheap_producer(void) {
     /* (y, tanh), (y, exp, sub), (neg, exp), (mul, sqrt). */
     CHECK(count_op(g1, TT_OP_FUSED) == 4);
     CHECK(count_op(g1, TT_OP_BINARY) == 0 && count_op(g1, TT_OP_UNARY) == 0);
-    float *outs[2] = {a, b};
-    tt_graph_t *gs[2] = {g0, g1};
-    for (int r = 0; r < 2; ++r) {
-      tt_executable_t *exe = NULL;
-      CHECK_OK(tt_executable_create(gs[r], &exe));
-      tt_input_value_t in[2];
-      memset(in, 0, sizeof(in));
-      in[0].buffer = buf;
-      in[1].scalar_f = 0.5;
-      void *ov[3] = {outs[r], outs[r] + N, outs[r] + 2 * N};
-      if (exe) CHECK_OK(tt_executable_run(exe, in, ov));
-      tt_executable_release(exe);
-    }
+    void *oa[3] = {a, a + N, a + 2 * N}, *ob[3] = {b, b + N, b + 2 * N};
+    CHECK_OK(run_outs(g0, data, 0.5, oa));
+    CHECK_OK(run_outs(g1, data, 0.5, ob));
     int same = 1;
     for (int i = 0; i < 3 * N; ++i) same &= a[i] == b[i];
     CHECK(same);

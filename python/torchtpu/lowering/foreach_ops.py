@@ -13,6 +13,7 @@ _foreach_addcdiv.ScalarList, ...), resolved once per foreach overload and
 run through the lowering table, so results are the per-tensor ones bit for
 bit. Length mismatches raise PyTorch's errors.
 """
+from torchtpu import lowering
 from torchtpu.lowering.core import aten, lowers
 
 # What the element op is for each overload kind of a binary family:
@@ -34,17 +35,6 @@ _UNARY = ["abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "
           "round", "rsqrt", "sigmoid", "sign", "sin", "sinh", "sqrt", "tan", "tanh", "trunc",
           "zero"]
 
-_dispatch = [None]
-
-
-def _element(op, args, kwargs):
-    """One element op through the lowering table (complex, decompositions
-    and the counted fallback included)."""
-    if _dispatch[0] is None:
-        from torchtpu.lowering import _dispatch as d
-        _dispatch[0] = d
-    return _dispatch[0](op, args, kwargs)
-
 
 def _same_length(a, b):
     if len(a) != len(b):
@@ -58,18 +48,23 @@ def _scalar_list(tensors, scalars):
                            f"got {len(tensors)} and {len(scalars)}")
 
 
-def _nonempty(tensors):
-    if len(tensors) == 0:
+def _check(self, *lists):
+    if len(self) == 0:
         raise RuntimeError("Tensor list must have at least one tensor.")
+    for other in lists:
+        _same_length(self, other)
+
+
+def _each(op, self, *lists, **kwargs):
+    """[op(self[i], lists[0][i], ..., **kwargs)], each through the lowering
+    table (complex, decompositions and the counted fallback included)."""
+    _check(self, *lists)
+    return [lowering._dispatch(op, args, kwargs) for args in zip(self, *lists)]
 
 
 def _unary(name):
     op = getattr(aten, name).default
-
-    def fn(self, **kwargs):
-        _nonempty(self)
-        return [_element(op, (x,), kwargs) for x in self]
-    return fn
+    return lambda self: _each(op, self)
 
 
 for _name in _UNARY:
@@ -78,37 +73,27 @@ for _name in _UNARY:
 
 @lowers(aten._foreach_clone.default)
 def foreach_clone(self, memory_format=None):
-    _nonempty(self)
-    return [_element(aten.clone.default, (x,), {"memory_format": memory_format}) for x in self]
+    return _each(aten.clone.default, self, memory_format=memory_format)
 
 
 @lowers(aten._foreach_copy.default)
 def foreach_copy(self, src, non_blocking=False):
-    _nonempty(self)
-    _same_length(self, src)
-    return [_element(aten.copy.default, (x, s, non_blocking), {}) for x, s in zip(self, src)]
+    return _each(aten.copy.default, self, src, [non_blocking] * len(self))
 
 
 def _binary(name, tensor_op, scalar_op):
     def with_list(self, other, alpha=None):
-        _nonempty(self)
-        _same_length(self, other)
-        kw = {} if alpha is None else {"alpha": alpha}
-        return [_element(tensor_op, (x, o), kw) for x, o in zip(self, other)]
+        return _each(tensor_op, self, other, **({} if alpha is None else {"alpha": alpha}))
 
     def with_tensor(self, other, alpha=None):
-        _nonempty(self)
-        kw = {} if alpha is None else {"alpha": alpha}
-        return [_element(tensor_op, (x, other), kw) for x in self]
+        return with_list(self, [other] * len(self), alpha)
 
     def with_scalar(self, scalar):
-        _nonempty(self)
-        return [_element(scalar_op, (x, scalar), {}) for x in self]
+        return _each(scalar_op, self, [scalar] * len(self))
 
     def with_scalars(self, scalars):
-        _nonempty(self)
         _scalar_list(self, scalars)
-        return [_element(scalar_op, (x, s), {}) for x, s in zip(self, scalars)]
+        return _each(scalar_op, self, scalars)
 
     packet = getattr(aten, "_foreach_" + name)
     for overload, fn in (("List", with_list), ("Tensor", with_tensor), ("Scalar", with_scalar),
@@ -123,18 +108,16 @@ for _name, (_t, _s) in _BINARY.items():
 
 @lowers(aten._foreach_pow.ScalarAndTensor)
 def foreach_pow_scalar_and_tensor(self, exponent):
-    _nonempty(exponent)
-    return [_element(aten.pow.Scalar, (self, e), {}) for e in exponent]
+    return _each(aten.pow.Scalar, [self] * len(exponent), exponent)
 
 
 def _addc(name):
     op = getattr(aten, name).default
 
     def run(self, tensor1, tensor2, values):
-        _nonempty(self)
-        _same_length(self, tensor1)
-        _same_length(self, tensor2)
-        return [_element(op, (x, a, b), {"value": v})
+        # value is keyword-only in the element op: not one of _each's lists
+        _check(self, tensor1, tensor2)
+        return [lowering._dispatch(op, (x, a, b), {"value": v})
                 for x, a, b, v in zip(self, tensor1, tensor2, values)]
 
     def with_scalar(self, tensor1, tensor2, value=1):
@@ -150,9 +133,7 @@ def _addc(name):
         if scalars.device.type != "cpu":
             # PyTorch reads the values on the host as well.
             scalars = scalars.cpu()
-        values = scalars.tolist()
-        _scalar_list(self, values)
-        return run(self, tensor1, tensor2, values)
+        return with_scalars(self, tensor1, tensor2, scalars.tolist())
 
     packet = getattr(aten, "_foreach_" + name)
     lowers(packet.Scalar)(with_scalar)
@@ -164,44 +145,32 @@ _addc("addcmul")
 _addc("addcdiv")
 
 
-def _lerp_each(op, self, tensors1, weights):
-    _nonempty(self)
-    _same_length(self, tensors1)
-    return [_element(op, (x, e, w), {}) for x, e, w in zip(self, tensors1, weights)]
-
-
 @lowers(aten._foreach_lerp.Scalar)
 def foreach_lerp_scalar(self, tensors1, weight):
-    return _lerp_each(aten.lerp.Scalar, self, tensors1, [weight] * len(self))
+    return _each(aten.lerp.Scalar, self, tensors1, [weight] * len(self))
 
 
 @lowers(aten._foreach_lerp.ScalarList)
 def foreach_lerp_scalars(self, tensors1, weight):
     _scalar_list(self, weight)
-    return _lerp_each(aten.lerp.Scalar, self, tensors1, weight)
+    return _each(aten.lerp.Scalar, self, tensors1, weight)
 
 
 @lowers(aten._foreach_lerp.List)
 def foreach_lerp_list(self, tensors1, weights):
-    _same_length(self, weights)
-    return _lerp_each(aten.lerp.Tensor, self, tensors1, weights)
+    return _each(aten.lerp.Tensor, self, tensors1, weights)
 
 
 @lowers(aten._foreach_norm.Scalar)
 def foreach_norm(self, ord=2, dtype=None):
-    _nonempty(self)
-    return [_element(aten.linalg_vector_norm.default, (x, ord), {"dtype": dtype}) for x in self]
+    return _each(aten.linalg_vector_norm.default, self, [ord] * len(self), dtype=dtype)
 
 
 @lowers(aten._foreach_max.default)
 def foreach_max(self):
-    _nonempty(self)
-    return [_element(aten.max.default, (x,), {}) for x in self]
+    return _each(aten.max.default, self)
 
 
 @lowers(aten._foreach_mm.default)
 def foreach_mm(self, mat2):
-    _nonempty(self)
-    _same_length(self, mat2)
-    return [_element(aten.mm.default, (a, b), {}) for a, b in zip(self, mat2)]
-
+    return _each(aten.mm.default, self, mat2)
