@@ -672,8 +672,11 @@ def test_op(case, dtype):
     want = _flat(case.fn(*cpu_args))
     got = _flat(case.fn(*xla_args))
     assert len(got) == len(want)
-    atol, rtol = case.tol.get(dtype, TOL.get(dtype, (0, 0)))
     for k, (g, w) in enumerate(zip(got, want)):
+        # An integer input with a floating result (log of int32) is compared
+        # at the result's tolerance: PyTorch's own float kernels differ by an
+        # ulp between its AVX2 and AVX-512 builds.
+        atol, rtol = case.tol.get(dtype, TOL.get(dtype, TOL.get(w.dtype, (0, 0))))
         _check(g, w, atol, rtol, f"output {k}")
     _no_fallback("forward")
 

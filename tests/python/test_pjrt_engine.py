@@ -45,12 +45,6 @@ KNOWN_DEVIATIONS = {
 }
 KNOWN_DEVIATIONS.update({k.replace("float32", "bfloat16"): v
                          for k, v in list(KNOWN_DEVIATIONS.items())})
-# int64 inputs with float results are compared exactly by the table; XLA's
-# log/rsqrt/tanh approximations differ from PyTorch's in the last bit or two
-# (relative error up to ~2.4e-7 measured).
-_LAST_ULP = "XLA's CPU math differs from PyTorch's in the last ulp (the int64 row is exact)"
-KNOWN_DEVIATIONS.update({"log-int64": _LAST_ULP, "rsqrt-int64": _LAST_ULP,
-                         "tanh-int64": _LAST_ULP})
 
 
 # ---- the child ---------------------------------------------------------------
