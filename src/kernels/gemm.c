@@ -37,8 +37,12 @@
 
 #include "kernels/kernel_util.h"
 
+#ifndef TT_GEMM_KC
 #define TT_GEMM_KC TT_GEMM_KC_MAX
+#endif
+#ifndef TT_GEMM_NC
 #define TT_GEMM_NC 512
+#endif
 #define TT_GEMM_MR_MAX 12
 #define TT_GEMM_NR_MAX TT_GEMM_PANEL_MAX
 
@@ -283,6 +287,81 @@ __attribute__((target("avx512f"))) static void tt_pack_a_cm_f32_avx512(
 }
 #endif
 
+#ifdef TT_HAVE_X86_UKR
+/* The AVX2 kernel's (MR 6, NR 16) forms of the packing above, over 8x8
+ * blocks: rows of A, and the stored rows of a transposed B, are loaded 8 k
+ * at a time, transposed in registers and stored a k at a time. */
+__attribute__((target("avx2"))) static inline void tt_transpose8_avx2(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i + 0] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  /* u[4g + c]: lane L holds column 4L + c of rows 4g..4g+3. */
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
+
+/* Lanes below n set (0 <= n <= 8), for maskload. */
+__attribute__((target("avx2"))) static inline __m256i tt_mask8_avx2(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* A row-major f32 A panel for the AVX2 kernel (MR 6); rows at or past mr
+ * are zero. Each k's 6 values are one 4-wide and one 2-wide store. */
+__attribute__((target("avx2"))) static void tt_pack_a_f32_avx2(
+    const float *a, int64_t rsa, int64_t mr, int64_t kc, float *dst) {
+  const int MR = 6;
+  for (int64_t k0 = 0; k0 < kc; k0 += 8) {
+    int64_t kw = kc - k0 < 8 ? kc - k0 : 8;
+    __m256i km = tt_mask8_avx2(kw);
+    __m256 r[8];
+    for (int i = 0; i < 8; ++i) {
+      r[i] = i < mr ? (kw == 8 ? _mm256_loadu_ps(a + i * rsa + k0)
+                               : _mm256_maskload_ps(a + i * rsa + k0, km))
+                    : _mm256_setzero_ps();
+    }
+    tt_transpose8_avx2(r);
+    for (int64_t kk = 0; kk < kw; ++kk) {
+      float *d = dst + (k0 + kk) * MR;
+      _mm_storeu_ps(d, _mm256_castps256_ps128(r[kk]));
+      _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[kk], 1));
+    }
+  }
+}
+
+/* A transposed f32 B panel for the AVX2 kernel (NR 16); columns at or
+ * past w are zero. */
+__attribute__((target("avx2"))) static void tt_pack_bt_f32_avx2(
+    const float *b, int64_t csb, int64_t kc, int64_t w, float *panel) {
+  const int nr = 16;
+  for (int j0 = 0; j0 < nr; j0 += 8) {
+    int64_t jw = w - j0;
+    if (jw > 8) jw = 8;
+    for (int64_t k0 = 0; k0 < kc; k0 += 8) {
+      int64_t kw = kc - k0 < 8 ? kc - k0 : 8;
+      __m256i km = tt_mask8_avx2(kw);
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j) {
+        const float *src = b + (j0 + j) * csb + k0;
+        r[j] = j < jw ? (kw == 8 ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, km))
+                      : _mm256_setzero_ps();
+      }
+      tt_transpose8_avx2(r);
+      for (int64_t kk = 0; kk < kw; ++kk) _mm256_storeu_ps(panel + (k0 + kk) * nr + j0, r[kk]);
+    }
+  }
+}
+#endif
+
 /* Packs B(pc.., jc..) (kc x nc) into NR-wide panels, zero-padding the last. */
 static TT_ALWAYS_INLINE void tt_pack_b_body(const tt_sgemm_args_t *g,
                                             tt_dtype_t dt, int64_t pc,
@@ -314,6 +393,10 @@ static TT_ALWAYS_INLINE void tt_pack_b_body(const tt_sgemm_args_t *g,
 #ifdef TT_HAVE_X86_UKR
     if (dt == TT_F32 && nr == 32 && g->rsb == 1) { /* NR 32: only the AVX-512 kernel */
       tt_pack_bt_f32_avx512((const float *)g->b + base, g->csb, kc, w, panel);
+      continue;
+    }
+    if (dt == TT_F32 && nr == 16 && g->rsb == 1) { /* NR 16: the AVX2 kernel */
+      tt_pack_bt_f32_avx2((const float *)g->b + base, g->csb, kc, w, panel);
       continue;
     }
 #endif
@@ -366,6 +449,10 @@ static TT_ALWAYS_INLINE void tt_pack_a_body(const tt_sgemm_args_t *g,
   }
   if (dt == TT_F32 && MR == 12 && g->rsa == 1) {
     tt_pack_a_cm_f32_avx512((const float *)g->a + base, g->csa, mr, kc, dst);
+    return;
+  }
+  if (dt == TT_F32 && MR == 6 && g->csa == 1) { /* MR 6: the AVX2 kernel */
+    tt_pack_a_f32_avx2((const float *)g->a + base, g->rsa, mr, kc, dst);
     return;
   }
 #endif
