@@ -21,7 +21,7 @@ ext = Extension(
     include_dirs=["include", "src"],
     extra_compile_args=["-std=c11", "-O3", "-D_GNU_SOURCE", "-Wall", "-Wextra",
                         "-Wno-unused-parameter", "-Wno-missing-field-initializers",
-                        "-fno-strict-aliasing", "-pthread"],
+                        "-fno-strict-aliasing", "-fno-trapping-math", "-pthread"],
     extra_link_args=["-pthread", "-lm"],
 )
 

@@ -1,7 +1,7 @@
 /* Throughput of the CPU kernels (absolute numbers: GFLOP/s, GB/s, ms).
  *
  * Build and run from the repository root:
- *   cc -std=c11 -O3 -D_GNU_SOURCE -Iinclude -Isrc -pthread
+ *   cc -std=c11 -O3 -D_GNU_SOURCE -fno-trapping-math -Iinclude -Isrc -pthread
  *      -o build/bench_kernels bench/bench_kernels.c src/base/[star].c
  *      src/kernels/[star].c -lm
  * (one line; [star] is the shell glob *).

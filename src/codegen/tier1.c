@@ -27,7 +27,7 @@
 #include "torchtpu/metrics.h"
 
 #define TT_ENGINE_VERSION "0.1.0"
-#define TT_CFLAGS "-O3 -march=native -mprefer-vector-width=512 -fPIC -shared -fno-math-errno -std=c11"
+#define TT_CFLAGS "-O3 -march=native -mprefer-vector-width=512 -fPIC -shared -fno-math-errno -fno-trapping-math -std=c11"
 
 static pthread_mutex_t tt_t1_lock_ = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tt_t1_cond_ = PTHREAD_COND_INITIALIZER;
