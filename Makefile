@@ -5,7 +5,7 @@
 # the sanitizer, which test_pjrt_multi loads when TORCHTPU_PJRT_CPU_PLUGIN
 # names it.)
 CC ?= cc
-CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude -Isrc -pthread
+CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -fno-trapping-math -Wall -Wextra -Werror -Iinclude -Isrc -pthread
 SAN = -fsanitize=address,undefined -fno-omit-frame-pointer
 SRCS = $(shell find src -name '*.c' | sort)
 HDRS = $(shell find include src -name '*.h')
