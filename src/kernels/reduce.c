@@ -122,34 +122,35 @@ static double tt_sum_f32_row(const float *x, int64_t n) {
   return s;
 }
 
-/* GCC vector extensions: explicit 16-lane code that the target clones
- * compile to AVX-512, AVX2 or SSE (no vector-typed parameters, so no ABI
- * concerns). aligned(4) allows unaligned loads through memcpy. */
-typedef float tt_v16f_t __attribute__((vector_size(64), aligned(4)));
-typedef int32_t tt_v16i_t __attribute__((vector_size(64), aligned(4)));
-
-/* Max (want_max) or min of a contiguous f32 row; NaN if any element is. */
+/* Max (want_max) or min of a contiguous f32 row; NaN if any element is.
+ * 16 lanes as plain arrays, which gcc vectorises for each target clone
+ * (64-byte GNU vector types were lowered through the stack in the AVX2
+ * clone). */
 TT_TARGET_CLONES
 static float tt_minmax_f32_row(const float *x, int64_t n, int want_max) {
   float init = want_max ? -INFINITY : INFINITY;
-  tt_v16f_t m = (tt_v16f_t){0} + init;
-  tt_v16i_t nanm = {0};
+  float m[16];
+  int32_t nanm[16];
+  for (int j = 0; j < 16; ++j) {
+    m[j] = init;
+    nanm[j] = 0;
+  }
   int64_t i = 0;
   if (want_max) {
     for (; i + 16 <= n; i += 16) {
-      tt_v16f_t v;
-      memcpy(&v, x + i, sizeof v);
-      nanm |= v != v;
-      tt_v16i_t take = v > m;
-      m = (tt_v16f_t)(((tt_v16i_t)v & take) | ((tt_v16i_t)m & ~take));
+      for (int j = 0; j < 16; ++j) {
+        float v = x[i + j];
+        nanm[j] |= v != v;
+        m[j] = v > m[j] ? v : m[j];
+      }
     }
   } else {
     for (; i + 16 <= n; i += 16) {
-      tt_v16f_t v;
-      memcpy(&v, x + i, sizeof v);
-      nanm |= v != v;
-      tt_v16i_t take = v < m;
-      m = (tt_v16f_t)(((tt_v16i_t)v & take) | ((tt_v16i_t)m & ~take));
+      for (int j = 0; j < 16; ++j) {
+        float v = x[i + j];
+        nanm[j] |= v != v;
+        m[j] = v < m[j] ? v : m[j];
+      }
     }
   }
   float r = init;
