@@ -164,6 +164,18 @@ def test_sweep_harness_detects_wrong_values():
     exp = sb.input * sb.args[0]
     assert sweep.at_least_as_accurate(ops["mul"], sb, exp.clone(), exp, "bfloat16")
     assert not sweep.at_least_as_accurate(ops["mul"], sb, exp + 1, exp, "bfloat16")
+    # Its gradient form: CPU's own gradients pass, gradients off by more
+    # than the tolerance beyond CPU's error do not.
+    sg = sb.transform(lambda t: t.detach().requires_grad_(True)
+                      if isinstance(t, torch.Tensor) and t.is_floating_point() else t)
+    ins = [sg.input, sg.args[0]]
+    out = ops["mul"](sg.input, *sg.args, **sg.kwargs)
+    cot = torch.randn(out.shape, generator=torch.Generator().manual_seed(0)).to(out.dtype)
+    cg = list(torch.autograd.grad(out, ins, cot))
+    assert sweep.grads_at_least_as_accurate(ops["mul"], sg, [cot], [g.clone() for g in cg],
+                                            cg, "bfloat16")
+    assert not sweep.grads_at_least_as_accurate(ops["mul"], sg, [cot], [g + 1 for g in cg],
+                                                cg, "bfloat16")
 
 
 @pytest.mark.opinfo_full
