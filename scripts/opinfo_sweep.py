@@ -345,15 +345,22 @@ def at_least_as_accurate(op, cpu_s, actual, expected, dtype_name):
             if compare(a, e, dtype_name) is not None:
                 return False
             continue
-        if not isinstance(a, torch.Tensor) or not isinstance(r, torch.Tensor) or \
-                a.shape != e.shape or r.shape != e.shape or a.dtype != e.dtype:
-            return False
-        a64, e64, r64 = a.double(), e.double(), r.detach().double()
-        ok = (a64 - r64).abs() <= (e64 - r64).abs() + atol + rtol * r64.abs()
-        ok |= a64.isnan() & e64.isnan()
-        if not bool(ok.all()):
+        if not isinstance(a, torch.Tensor) or not _as_close_to_ref(a, e, r, atol, rtol):
             return False
     return True
+
+
+def _as_close_to_ref(a, e, r, atol, rtol):
+    """Tensor a is, elementwise, no further from the reference r than e is,
+    up to (atol, rtol); NaN where e is NaN counts as close."""
+    torch = _torch()
+    if not isinstance(r, torch.Tensor) or a.shape != e.shape or r.shape != e.shape or \
+            a.dtype != e.dtype:
+        return False
+    a64, e64, r64 = a.double(), e.double(), r.detach().double()
+    ok = (a64 - r64).abs() <= (e64 - r64).abs() + atol + rtol * r64.abs()
+    ok |= a64.isnan() & e64.isnan()
+    return bool(ok.all())
 
 
 def grads_at_least_as_accurate(op, cpu_s, cots, xg, cg, dtype_name):
@@ -384,12 +391,7 @@ def grads_at_least_as_accurate(op, cpu_s, cots, xg, cg, dtype_name):
     for a, e, r in zip(xg, cg, rg):
         if r is None:
             r = torch.zeros_like(e, dtype=torch.float64)
-        if a.shape != e.shape or r.shape != e.shape or a.dtype != e.dtype:
-            return False
-        a64, e64, r64 = a.double(), e.double(), r.detach().double()
-        ok = (a64 - r64).abs() <= (e64 - r64).abs() + atol + rtol * r64.abs()
-        ok |= a64.isnan() & e64.isnan()
-        if not bool(ok.all()):
+        if not _as_close_to_ref(a, e, r, atol, rtol):
             return False
     return True
 

@@ -37,14 +37,8 @@
 
 #include "kernels/kernel_util.h"
 
-#ifndef TT_GEMM_KC
 #define TT_GEMM_KC TT_GEMM_KC_MAX
-#endif
-#ifndef TT_GEMM_NC
 #define TT_GEMM_NC 512
-#endif
-/* (Both overridable with -D for blocking experiments; bench_kernels.c.) */
-_Static_assert(TT_GEMM_KC <= TT_GEMM_KC_MAX, "the A panel buffers hold TT_GEMM_KC_MAX k");
 #define TT_GEMM_MR_MAX 12
 #define TT_GEMM_NR_MAX TT_GEMM_PANEL_MAX
 

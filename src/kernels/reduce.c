@@ -122,49 +122,10 @@ static double tt_sum_f32_row(const float *x, int64_t n) {
   return s;
 }
 
-/* Max (want_max) or min of a contiguous f32 row; NaN if any element is.
- * 16 lanes as plain arrays, which gcc vectorises for each target clone
- * (64-byte GNU vector types were lowered through the stack in the AVX2
- * clone). */
+/* Max (want_max) or min of a contiguous f32 row, per target clone. */
 TT_TARGET_CLONES
 static float tt_minmax_f32_row(const float *x, int64_t n, int want_max) {
-  float init = want_max ? -INFINITY : INFINITY;
-  float m[16];
-  int32_t nanm[16];
-  for (int j = 0; j < 16; ++j) {
-    m[j] = init;
-    nanm[j] = 0;
-  }
-  int64_t i = 0;
-  if (want_max) {
-    for (; i + 16 <= n; i += 16) {
-      for (int j = 0; j < 16; ++j) {
-        float v = x[i + j];
-        nanm[j] |= v != v;
-        m[j] = v > m[j] ? v : m[j];
-      }
-    }
-  } else {
-    for (; i + 16 <= n; i += 16) {
-      for (int j = 0; j < 16; ++j) {
-        float v = x[i + j];
-        nanm[j] |= v != v;
-        m[j] = v < m[j] ? v : m[j];
-      }
-    }
-  }
-  float r = init;
-  int nan = 0;
-  for (int j = 0; j < 16; ++j) {
-    nan |= nanm[j] != 0;
-    r = want_max ? (m[j] > r ? m[j] : r) : (m[j] < r ? m[j] : r);
-  }
-  for (; i < n; ++i) {
-    float v = x[i];
-    nan |= v != v;
-    r = want_max ? (v > r ? v : r) : (v < r ? v : r);
-  }
-  return nan ? NAN : r;
+  return tt_row_minmax_f32(x, n, want_max);
 }
 
 /* Column accumulation of one f32 row into w accumulators. */

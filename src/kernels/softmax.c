@@ -17,39 +17,8 @@
 #define TT_SM_COLS 64
 
 /* 16 independent lanes as plain float arrays: gcc vectorises the lane
- * loops for whichever ISA the clone targets. (GNU vector types of 64 bytes
- * did the same on AVX-512 but were lowered through the stack in the AVX2
- * clone: a softmax ran 5x under eager's.) */
+ * loops for whichever ISA the clone targets (see tt_row_minmax_f32). */
 #define TT_SM_LANES 16
-
-/* Max of a contiguous row, NaN if any element is NaN. */
-static TT_ALWAYS_INLINE float tt_row_max_f32(const float *x, int64_t L) {
-  float m[TT_SM_LANES];
-  int32_t nanm[TT_SM_LANES];
-  for (int q = 0; q < TT_SM_LANES; ++q) {
-    m[q] = -INFINITY;
-    nanm[q] = 0;
-  }
-  int64_t l = 0;
-  for (; l + TT_SM_LANES <= L; l += TT_SM_LANES) {
-    for (int q = 0; q < TT_SM_LANES; ++q) {
-      float v = x[l + q];
-      nanm[q] |= v != v;
-      m[q] = v > m[q] ? v : m[q];
-    }
-  }
-  float r = -INFINITY;
-  int nan = 0;
-  for (int q = 0; q < TT_SM_LANES; ++q) {
-    nan |= nanm[q] != 0;
-    r = m[q] > r ? m[q] : r;
-  }
-  for (; l < L; ++l) {
-    nan |= x[l] != x[l];
-    r = x[l] > r ? x[l] : r;
-  }
-  return nan ? NAN : r;
-}
 
 /* Sum of a contiguous row in 16 lanes (of a * b when b is given). */
 static TT_ALWAYS_INLINE float tt_row_sum_f32(const float *a, const float *b, int64_t L) {
@@ -76,7 +45,7 @@ static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
   if (w == 1 && ld == 1) {
     /* Contiguous row: exp into y (also for log_softmax, whose last pass
      * overwrites it), then a 16-lane sum. */
-    float mm = tt_row_max_f32(x, L);
+    float mm = tt_row_minmax_f32(x, L, 1);
     for (int64_t l = 0; l < L; ++l) y[l] = tt_expf_fast(x[l] - mm);
     float sum = tt_row_sum_f32(y, NULL, L);
     int64_t l;
