@@ -134,6 +134,27 @@ static void bench_linear(int64_t m, int64_t k, int64_t n) {
   free(d.c.data);
 }
 
+/* A product as a training step has it: C[m, n] = op(A) op(B), with /ta
+ * (A stored [k, m]: a weight gradient's x^T) or /tb (B stored [n, k]: a
+ * linear layer's weight), as TORCHTPU_EXEC_PROFILE=shapes names them. */
+static void bench_dot(int64_t m, int64_t n, int64_t k, int ta, int tb) {
+  char name[96];
+  snprintf(name, sizeof name, "gemm float32 dot [%lld,%lld] k %lld%s%s", (long long)m,
+           (long long)n, (long long)k, ta ? "/ta" : "", tb ? "/tb" : "");
+  if (!wanted(name)) return;
+  dot_arg_t d = {.ta = ta, .tb = tb};
+  int64_t da[3] = {1, ta ? k : m, ta ? m : k}, db[3] = {1, tb ? n : k, tb ? k : n};
+  int64_t dc[3] = {1, m, n};
+  d.a = make(TT_F32, 3, da);
+  d.b = make(TT_F32, 3, db);
+  d.c = make(TT_F32, 3, dc);
+  double t = time_it(run_dot, &d);
+  printf("%-48s %9.3f ms %8.1f GFLOP/s\n", name, t * 1e3, 2.0 * (double)(m * k * n) / t * 1e-9);
+  free(d.a.data);
+  free(d.b.data);
+  free(d.c.data);
+}
+
 /* ---- conv ---------------------------------------------------------------- */
 
 typedef struct {
@@ -233,6 +254,17 @@ int main(int argc, char **argv) {
   bench_linear(128, 768, 768);
   bench_linear(128, 768, 3072);
   bench_linear(128, 3072, 768);
+  /* The GPT-style decoder of bench_training.py (2048 tokens, d 128, FFN
+   * 512, vocab 1000) and the MLP (batch 32): forward, input and weight
+   * gradients. */
+  bench_dot(2048, 512, 128, 0, 1);
+  bench_dot(2048, 128, 512, 0, 0);
+  bench_dot(512, 128, 2048, 1, 0);
+  bench_dot(1000, 128, 2048, 1, 0);
+  bench_dot(128, 512, 2048, 1, 0);
+  bench_dot(32, 1024, 1024, 0, 1);
+  bench_dot(32, 1024, 1024, 0, 0);
+  bench_dot(1024, 1024, 32, 1, 0);
   bench_gemm(TT_BF16, 1024, 0, 1);
   bench_conv(8, 64, 56, 64, 3, 1);
   bench_conv(8, 64, 56, 64, 3, 64);

@@ -275,6 +275,12 @@ void tt_parallel_host_wait_end(void);
  * installed; NULL or "" uninstalls. tt_blas_calls counts the products it
  * ran. */
 int tt_blas_install(const char *path);
+/* Which products the installed BLAS takes: every large plain f32 product
+ * (ALL, TORCHTPU_BLAS=mkl), or (AUTO, the default) all of them on a CPU
+ * with AVX-512 and only small-batch products on a weight elsewhere
+ * (blas_ext.c). */
+typedef enum { TT_BLAS_POLICY_AUTO = 0, TT_BLAS_POLICY_ALL = 1 } tt_blas_policy_t;
+void tt_blas_set_policy(tt_blas_policy_t policy);
 int tt_blas_active(void);
 int64_t tt_blas_calls(void);
 /* Packed weights (blas_ext.c): tt_kernel_dot_keyed's b_key names b's

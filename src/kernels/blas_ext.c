@@ -117,10 +117,35 @@ static int tt_blas_plan(const tt_sgemm_args_t *g, tt_blas_call_t *c) {
   return 1;
 }
 
+/* Which products MKL takes (tt_blas_set_policy). On a CPU without
+ * AVX-512 the engine's AVX2 kernel ran at or above MKL's speed on the
+ * training shapes (docs/kernels.md, "AVX2 routing"), and MKL kept the lead
+ * only on small-batch products with a weight B, where its packed weights
+ * pay: so there, "auto" hands MKL only keyed products of at most
+ * TT_BLAS_AVX2_MAX_M rows. */
+#define TT_BLAS_AVX2_MAX_M 256
+static _Atomic int tt_blas_policy_ = TT_BLAS_POLICY_AUTO;
+
+void tt_blas_set_policy(tt_blas_policy_t policy) { atomic_store(&tt_blas_policy_, (int)policy); }
+
+static int tt_blas_wants_(const tt_sgemm_args_t *g) {
+  if (atomic_load_explicit(&tt_blas_policy_, memory_order_relaxed) == TT_BLAS_POLICY_ALL) return 1;
+  static int wide = -1;
+  if (wide < 0) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    wide = __builtin_cpu_supports("avx512f") ? 1 : 0;
+#else
+    wide = 1;
+#endif
+  }
+  return wide || (g->b_key && g->m <= TT_BLAS_AVX2_MAX_M);
+}
+
 int tt_blas_accepts(const tt_sgemm_args_t *g) {
   tt_blas_call_t c;
   return 2.0 * (double)g->m * (double)g->n * (double)g->k >= TT_BLAS_MIN_FLOPS &&
-         tt_blas_plan(g, &c);
+         tt_blas_wants_(g) && tt_blas_plan(g, &c);
 }
 
 /* ---- packed weights ----------------------------------------------------

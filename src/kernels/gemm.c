@@ -6,11 +6,15 @@
  *
  *   for jc over N in blocks of NC:
  *     for pc over K in blocks of KC:
- *       pack B[pc:pc+KC, jc:jc+NC] into NR-wide panels    (L2 resident)
- *       for ic over M in steps of MR:
- *         pack A[ic:ic+MR, pc:pc+KC] into one MR-tall panel (L1 resident)
- *         for jr over NC in steps of NR:
- *           micro-kernel: C[ic:ic+MR, jc+jr:+NR] (+)= Apanel * Bpanel
+ *       pack B[pc:pc+KC, jc:jc+NC] into NR-wide panels    (L2/L3 resident)
+ *       for ib over M in blocks of MB (48 rows):
+ *         pack A[ib:ib+MB, pc:pc+KC] into MR-tall panels      (L2 resident)
+ *         for ic over the block in steps of MR:
+ *           for jr over NC in steps of NR:
+ *             micro-kernel: C[ic:ic+MR, jc+jr:+NR] (+)= Apanel * Bpanel
+ *
+ * (A column-major A, a weight gradient's x^T, is packed whole for each
+ * (jc, pc) instead, one pass over its source rows: tt_gemm_a_whole.)
  *
  * Micro-kernel contract: given kc >= 1, a packed A panel (MR floats per k)
  * and a packed B panel (NR floats per k, 64-byte aligned), compute the full
@@ -40,6 +44,11 @@
 #define TT_GEMM_KC TT_GEMM_KC_MAX
 #define TT_GEMM_NC 512
 #define TT_GEMM_MR_MAX 12
+/* Rows of A packed together (a multiple of every kernel's MR): packing
+ * a column-major A (a weight gradient's x^T) one MR panel at a time read
+ * MR floats of a new cache line, and page, per k; 48 rows read three
+ * whole lines per k (docs/kernels.md). */
+#define TT_GEMM_MB 48
 #define TT_GEMM_NR_MAX TT_GEMM_PANEL_MAX
 
 typedef void (*tt_ukr_fn_t)(int64_t kc, const float *a, const float *b,
@@ -82,18 +91,31 @@ __attribute__((target("avx2,fma"))) static void tt_ukr_avx2_6x16(
   __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-    __m256 av;
-#define TT_ROW(i)                              \
-  av = _mm256_broadcast_ss(a + i);             \
-  c##i##0 = _mm256_fmadd_ps(av, b0, c##i##0);  \
+  /* Four k steps per trip: with one step, the loop's pointer updates and
+   * branch cost ~10% of the FMA rate on Zen 3 (81 -> 75 GFLOP/s hot in
+   * L1; docs/kernels.md). The B panel is 64-byte aligned. */
+  __m256 b0, b1, av;
+#define TT_ROW(i, u)                             \
+  av = _mm256_broadcast_ss(a + 6 * (u) + (i));   \
+  c##i##0 = _mm256_fmadd_ps(av, b0, c##i##0);    \
   c##i##1 = _mm256_fmadd_ps(av, b1, c##i##1);
-    TT_ROW(0) TT_ROW(1) TT_ROW(2) TT_ROW(3) TT_ROW(4) TT_ROW(5)
-#undef TT_ROW
+#define TT_STEP(u)                               \
+  b0 = _mm256_load_ps(b + 16 * (u));             \
+  b1 = _mm256_load_ps(b + 16 * (u) + 8);         \
+  TT_ROW(0, u) TT_ROW(1, u) TT_ROW(2, u) TT_ROW(3, u) TT_ROW(4, u) TT_ROW(5, u)
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
+    TT_STEP(0) TT_STEP(1) TT_STEP(2) TT_STEP(3)
+    a += 24;
+    b += 64;
+  }
+  for (; k < kc; ++k) {
+    TT_STEP(0)
     a += 6;
     b += 16;
   }
+#undef TT_STEP
+#undef TT_ROW
 #define TT_STORE(i)                                                    \
   if (accumulate) {                                                    \
     c##i##0 = _mm256_add_ps(c##i##0, _mm256_loadu_ps(c + i * ldc));    \
@@ -373,7 +395,16 @@ static TT_ALWAYS_INLINE void tt_pack_b_body(const tt_sgemm_args_t *g,
         int64_t w = tt_min64(nr, nc - j0);
         float *d = dst + j0 * kc + k * nr;
         if (dt == TT_F32 && w == nr) {
-          memcpy(d, (const float *)g->b + row + j0, (size_t)nr * sizeof(float));
+          /* Constant sizes, so the copies are inlined (a memcpy call per
+           * 64 bytes cost ~5% of a 1024^3 product). */
+          const float *s = (const float *)g->b + row + j0;
+          if (nr == 16) {
+            memcpy(d, s, 16 * sizeof(float));
+          } else if (nr == 32) {
+            memcpy(d, s, 32 * sizeof(float));
+          } else {
+            memcpy(d, s, (size_t)nr * sizeof(float));
+          }
           continue;
         }
         for (int64_t j = 0; j < w; ++j) d[j] = tt_gemm_ld(g->b, dt, row + j0 + j);
@@ -479,10 +510,65 @@ static void tt_pack_a(const tt_sgemm_args_t *g, int64_t ic, int64_t mr,
   }
 }
 
+/* Whether A is a column-major f32 matrix (a weight gradient's x^T): its
+ * panels are packed a source row (one k) at a time, dealt out to every
+ * panel, rather than panel by panel, which read MR floats of a new cache
+ * line and page per k (docs/kernels.md). */
+static int tt_gemm_a_colmajor(const tt_sgemm_args_t *g) {
+  return g->a_dtype == TT_F32 && g->rsa == 1 && g->csa != 1;
+}
+
+/* Packs A rows [ic, ic + rows) as consecutive MR panels, panel q at
+ * dst + q * MR * kc, for k in [k0, k1) of the block at pc (a column-major
+ * A may be packed in k ranges by several threads; any other A takes
+ * k0 = 0, k1 = kc). */
+static void tt_pack_a_rows(const tt_sgemm_args_t *g, int64_t ic, int64_t rows, int64_t pc,
+                           int64_t kc, int64_t k0, int64_t k1, int MR, float *dst) {
+  int64_t np = (rows + MR - 1) / MR;
+  if (tt_gemm_a_colmajor(g)) {
+    /* Eight source rows at a time: each panel then takes 8 * MR floats in
+     * one run. (One row at a time wrote to every panel per k, and panels
+     * MR * kc floats apart, a multiple of 4 KiB, all fall in one L1 set.) */
+    for (int64_t kb = k0; kb < k1; kb += 8) {
+      int64_t ke = tt_min64(k1, kb + 8);
+      const float *src = (const float *)g->a + ic + (pc + kb) * g->csa;
+      for (int64_t q = 0; q < np; ++q) {
+        int64_t r0 = q * MR, w = tt_min64(MR, rows - r0);
+        float *d = dst + q * MR * kc + kb * MR;
+        const float *s = src + r0;
+        for (int64_t k = kb; k < ke; ++k, d += MR, s += g->csa) {
+          if (w == MR && MR == 6) {
+            memcpy(d, s, 6 * sizeof(float));
+          } else if (w == MR && MR == 12) {
+            memcpy(d, s, 12 * sizeof(float));
+          } else {
+            for (int64_t i = 0; i < w; ++i) d[i] = s[i];
+            for (int64_t i = w; i < MR; ++i) d[i] = 0.0f;
+          }
+        }
+      }
+    }
+    return;
+  }
+  for (int64_t q = 0; q < np; ++q) {
+    tt_pack_a(g, ic + q * MR, tt_min64(MR, rows - q * MR), pc, kc, MR, dst + q * MR * kc);
+  }
+}
+
+/* A column-major A of at most this many bytes per KC block is packed whole
+ * (all its rows, in one pass over the source rows) for each block. */
+#define TT_GEMM_A_WHOLE_MAX ((int64_t)16 << 20)
+
+static int tt_gemm_a_whole(const tt_sgemm_args_t *g) {
+  return tt_gemm_a_colmajor(g) &&
+         (g->m + TT_GEMM_MB) * tt_min64(TT_GEMM_KC, g->k) * (int64_t)sizeof(float) <=
+             TT_GEMM_A_WHOLE_MAX;
+}
+
 /* ---- serial driver -------------------------------------------------------- */
 
 typedef struct tt_gemm_bufs_s {
-  float *apack; /* KC * MR */
+  float *apack; /* KC * TT_GEMM_MB, or KC * round_up(m, MB) (tt_gemm_a_whole) */
   float *bpack; /* KC * round_up(min(NC, n), NR) */
 } tt_gemm_bufs_t;
 
@@ -495,7 +581,7 @@ typedef struct tt_gemm_cache_s {
   size_t bytes;
 } tt_gemm_cache_t;
 
-static pthread_key_t tt_gemm_cache_key_;
+static pthread_key_t tt_gemm_cache_key_[2];
 static pthread_once_t tt_gemm_cache_once_ = PTHREAD_ONCE_INIT;
 
 static void tt_gemm_cache_destroy_(void *p) {
@@ -505,16 +591,19 @@ static void tt_gemm_cache_destroy_(void *p) {
 }
 
 static void tt_gemm_cache_init_(void) {
-  (void)pthread_key_create(&tt_gemm_cache_key_, tt_gemm_cache_destroy_);
+  for (int i = 0; i < 2; ++i) (void)pthread_key_create(&tt_gemm_cache_key_[i], tt_gemm_cache_destroy_);
 }
 
-/* This thread's buffer of at least `bytes` (64-byte aligned), or NULL. */
-static float *tt_gemm_cache_get_(size_t bytes) {
+/* This thread's buffer `slot` of at least `bytes` (64-byte aligned), or
+ * NULL. Slot 0: a whole problem's buffers (tt_gemm_bufs_alloc); slot 1:
+ * the A blocks of a parallel item, which may run on the thread that holds
+ * the shared B block in its slot 0. */
+static float *tt_gemm_cache_get_(int slot, size_t bytes) {
   pthread_once(&tt_gemm_cache_once_, tt_gemm_cache_init_);
-  tt_gemm_cache_t *c = (tt_gemm_cache_t *)pthread_getspecific(tt_gemm_cache_key_);
+  tt_gemm_cache_t *c = (tt_gemm_cache_t *)pthread_getspecific(tt_gemm_cache_key_[slot]);
   if (!c) {
     c = (tt_gemm_cache_t *)calloc(1, sizeof(*c));
-    if (!c || pthread_setspecific(tt_gemm_cache_key_, c)) {
+    if (!c || pthread_setspecific(tt_gemm_cache_key_[slot], c)) {
       free(c);
       return NULL;
     }
@@ -527,14 +616,16 @@ static float *tt_gemm_cache_get_(size_t bytes) {
   return c->buf;
 }
 
-static tt_status_t tt_gemm_bufs_alloc(const tt_ukr_t *u, int64_t n, int64_t k,
+static tt_status_t tt_gemm_bufs_alloc(const tt_ukr_t *u, const tt_sgemm_args_t *g,
                                       tt_gemm_bufs_t *bufs) {
-  int64_t kc = tt_min64(TT_GEMM_KC, tt_max64(k, 1));
-  int64_t nc = tt_min64(TT_GEMM_NC, tt_max64(n, 1));
+  int64_t kc = tt_min64(TT_GEMM_KC, tt_max64(g->k, 1));
+  int64_t nc = tt_min64(TT_GEMM_NC, tt_max64(g->n, 1));
   nc = (nc + u->nr - 1) / u->nr * u->nr;
-  size_t asz = ((size_t)(kc * u->mr) * sizeof(float) + 63) / 64 * 64;
+  int64_t arows = tt_gemm_a_whole(g) ? (g->m + TT_GEMM_MB - 1) / TT_GEMM_MB * TT_GEMM_MB
+                                     : TT_GEMM_MB;
+  size_t asz = ((size_t)(kc * arows) * sizeof(float) + 63) / 64 * 64;
   size_t bsz = ((size_t)(kc * nc) * sizeof(float) + 63) / 64 * 64;
-  float *buf = tt_gemm_cache_get_(asz + bsz);
+  float *buf = tt_gemm_cache_get_(0, asz + bsz);
   if (!buf) {
     return tt_status_make(TT_RESOURCE_EXHAUSTED,
                           "gemm: cannot allocate %zu bytes of packing buffers",
@@ -588,6 +679,7 @@ static void tt_sgemm_serial(const tt_sgemm_args_t *g, const tt_ukr_t *u,
     tt_gemm_zero_c(g);
     return;
   }
+  int whole = tt_gemm_a_whole(g);
   for (int64_t jc = 0; jc < g->n; jc += TT_GEMM_NC) {
     int64_t nc = tt_min64(TT_GEMM_NC, g->n - jc);
     int64_t npanels = (nc + u->nr - 1) / u->nr;
@@ -595,11 +687,15 @@ static void tt_sgemm_serial(const tt_sgemm_args_t *g, const tt_ukr_t *u,
       int64_t kc = tt_min64(TT_GEMM_KC, g->k - pc);
       int acc = g->accumulate || pc > 0;
       tt_pack_b(g, pc, kc, jc, nc, u->nr, bufs->bpack);
-      for (int64_t ic = 0; ic < g->m; ic += u->mr) {
-        int64_t mr = tt_min64(u->mr, g->m - ic);
-        tt_pack_a(g, ic, mr, pc, kc, u->mr, bufs->apack);
-        tt_gemm_panel(g, u, bufs->apack, bufs->bpack, ic, mr, jc, nc, kc, acc,
-                      0, npanels);
+      if (whole) tt_pack_a_rows(g, 0, g->m, pc, kc, 0, kc, u->mr, bufs->apack);
+      for (int64_t ib = 0; ib < g->m; ib += TT_GEMM_MB) {
+        int64_t rows = tt_min64(TT_GEMM_MB, g->m - ib);
+        float *ap = bufs->apack + (whole ? ib * kc : 0);
+        if (!whole) tt_pack_a_rows(g, ib, rows, pc, kc, 0, kc, u->mr, ap);
+        for (int64_t r = 0; r < rows; r += u->mr) {
+          tt_gemm_panel(g, u, ap + r * kc, bufs->bpack, ib + r, tt_min64(u->mr, rows - r),
+                        jc, nc, kc, acc, 0, npanels);
+        }
       }
     }
   }
@@ -608,7 +704,8 @@ static void tt_sgemm_serial(const tt_sgemm_args_t *g, const tt_ukr_t *u,
 /* ---- parallel drivers ------------------------------------------------------ */
 
 /* One large GEMM: each (jc, pc) block of B is packed once, in parallel, into
- * a shared buffer; then items = (A panel, group of B panels) run in
+ * a shared buffer (and a column-major A whole, tt_gemm_a_whole); then items = (A block of TT_GEMM_MB rows, group of B
+ * panels) run in
  * parallel, claimed dynamically so a slow thread does not hold the rest
  * back. Every C tile is computed by one item in a fixed order, so the
  * result does not depend on the thread count. */
@@ -616,9 +713,11 @@ typedef struct tt_gemm_par_s {
   const tt_sgemm_args_t *g;
   const tt_ukr_t *u;
   float *bpack;
+  float *apack; /* the whole packed A block, or NULL: each item packs its rows */
   int64_t jc, nc, pc, kc;
   int acc;
   int64_t npanels, ngroups;
+  _Atomic int failed; /* an item could not get its A buffer */
 } tt_gemm_par_t;
 
 static void tt_gemm_pack_range(void *arg, int64_t begin, int64_t end) {
@@ -628,22 +727,37 @@ static void tt_gemm_pack_range(void *arg, int64_t begin, int64_t end) {
   tt_pack_b(p->g, p->pc, p->kc, p->jc + j0, j1 - j0, (int)NR, p->bpack + j0 * p->kc);
 }
 
-static void tt_gemm_compute_range(void *arg, int64_t begin, int64_t end) {
+/* Items [begin, end) of the whole-A pack: ranges of 16 k. */
+static void tt_gemm_pack_a_range(void *arg, int64_t begin, int64_t end) {
   const tt_gemm_par_t *p = (const tt_gemm_par_t *)arg;
+  tt_pack_a_rows(p->g, 0, p->g->m, p->pc, p->kc, begin * 16, tt_min64(p->kc, end * 16),
+                 p->u->mr, p->apack);
+}
+
+static void tt_gemm_compute_range(void *arg, int64_t begin, int64_t end) {
+  tt_gemm_par_t *p = (tt_gemm_par_t *)arg;
   const tt_ukr_t *u = p->u;
-  float apack[TT_GEMM_MR_MAX * TT_GEMM_KC] __attribute__((aligned(64)));
+  float *apack = p->apack;
+  if (!apack) apack = tt_gemm_cache_get_(1, (size_t)(TT_GEMM_MB * TT_GEMM_KC) * sizeof(float));
+  if (!apack) {
+    p->failed = 1;
+    return;
+  }
   int64_t packed = -1;
   for (int64_t t = begin; t < end; ++t) {
-    int64_t panel = t / p->ngroups, grp = t % p->ngroups;
-    int64_t ic = panel * u->mr, mr = tt_min64(u->mr, p->g->m - ic);
-    if (panel != packed) {
-      tt_pack_a(p->g, ic, mr, p->pc, p->kc, u->mr, apack);
-      packed = panel;
+    int64_t blk = t / p->ngroups, grp = t % p->ngroups;
+    int64_t ib = blk * TT_GEMM_MB, rows = tt_min64(TT_GEMM_MB, p->g->m - ib);
+    float *ap = p->apack ? apack + ib * p->kc : apack;
+    if (!p->apack && blk != packed) {
+      tt_pack_a_rows(p->g, ib, rows, p->pc, p->kc, 0, p->kc, u->mr, ap);
+      packed = blk;
     }
     int64_t q0 = grp * p->npanels / p->ngroups;
     int64_t q1 = (grp + 1) * p->npanels / p->ngroups;
-    tt_gemm_panel(p->g, u, apack, p->bpack, ic, mr, p->jc, p->nc, p->kc, p->acc,
-                  q0, q1);
+    for (int64_t r = 0; r < rows; r += u->mr) {
+      tt_gemm_panel(p->g, u, ap + r * p->kc, p->bpack, ib + r,
+                    tt_min64(u->mr, rows - r), p->jc, p->nc, p->kc, p->acc, q0, q1);
+    }
   }
 }
 
@@ -652,22 +766,28 @@ static tt_status_t tt_sgemm_parallel(const tt_sgemm_args_t *g, const tt_ukr_t *u
     tt_gemm_zero_c(g);
     return NULL;
   }
-  tt_gemm_bufs_t bufs;
-  TT_RETURN_IF_ERROR(tt_gemm_bufs_alloc(u, g->n, g->k, &bufs));
+  tt_gemm_bufs_t bufs = {NULL, NULL};
+  TT_RETURN_IF_ERROR(tt_gemm_bufs_alloc(u, g, &bufs));
   int64_t nt = tt_parallel_width();
-  int64_t mpanels = (g->m + u->mr - 1) / u->mr;
-  tt_gemm_par_t p = {.g = g, .u = u, .bpack = bufs.bpack};
+  int64_t mblocks = (g->m + TT_GEMM_MB - 1) / TT_GEMM_MB;
+  tt_gemm_par_t p = {
+      .g = g, .u = u, .bpack = bufs.bpack, .apack = tt_gemm_a_whole(g) ? bufs.apack : NULL};
   for (p.jc = 0; p.jc < g->n; p.jc += TT_GEMM_NC) {
     p.nc = tt_min64(TT_GEMM_NC, g->n - p.jc);
     p.npanels = (p.nc + u->nr - 1) / u->nr;
     /* Enough items for dynamic balancing; split B panels only when M is
      * too short to provide them. */
-    p.ngroups = mpanels >= 4 * nt ? 1 : tt_min64(p.npanels, (4 * nt + mpanels - 1) / mpanels);
+    p.ngroups = mblocks >= 4 * nt ? 1 : tt_min64(p.npanels, (4 * nt + mblocks - 1) / mblocks);
     for (p.pc = 0; p.pc < g->k; p.pc += TT_GEMM_KC) {
       p.kc = tt_min64(TT_GEMM_KC, g->k - p.pc);
       p.acc = g->accumulate || p.pc > 0;
       tt_parallel_for(p.npanels, 1, tt_gemm_pack_range, &p);
-      tt_parallel_for(mpanels * p.ngroups, 1, tt_gemm_compute_range, &p);
+      if (p.apack) tt_parallel_for((p.kc + 15) / 16, 1, tt_gemm_pack_a_range, &p);
+      tt_parallel_for(mblocks * p.ngroups, 1, tt_gemm_compute_range, &p);
+      if (p.failed) {
+        return tt_status_make(TT_RESOURCE_EXHAUSTED,
+                              "gemm: cannot allocate an A packing buffer");
+      }
     }
   }
   tt_gemm_bufs_free(&bufs);
@@ -684,8 +804,8 @@ typedef struct tt_gemm_batch_s {
 static void tt_gemm_batch_range(void *arg, int64_t begin, int64_t end) {
   tt_gemm_batch_t *job = (tt_gemm_batch_t *)arg;
   const tt_sgemm_args_t *g0 = &job->probs[begin];
-  tt_gemm_bufs_t bufs;
-  tt_status_t st = tt_gemm_bufs_alloc(job->u, g0->n, g0->k, &bufs);
+  tt_gemm_bufs_t bufs = {NULL, NULL};
+  tt_status_t st = tt_gemm_bufs_alloc(job->u, g0, &bufs);
   if (st) {
     tt_status_free(st);
     job->failed = 1;

@@ -97,6 +97,9 @@ static void test_dot(void) {
       {1, 1, 100, 200, 300}, {3, 3, 5, 7, 0},      {1, 1, 1, 300, 500},
       {1, 1, 777, 33, 400},  {1, 1, 50, 900, 40},  {4, 1, 20, 20, 20},
       {3, 3, 24, 64, 16},    {5, 1, 31, 47, 800},  {2, 1, 3, 700, 300},
+      /* A weight gradient's shape: A transposed, K over several KC blocks,
+       * M past several 48-row A blocks and not a multiple of them. */
+      {1, 1, 130, 70, 1100},
   };
   const struct { tt_sgemm_isa_t isa; const char *name; } isas[] = {
       {TT_SGEMM_ISA_GENERIC, "generic"},
@@ -111,10 +114,18 @@ static void test_dot(void) {
     CHECK(strcmp(tt_sgemm_isa_name(), isas[v].name) == 0, "forced isa %s", isas[v].name);
     for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
       for (int t = 0; t < 4; ++t) {
-        if (t != 0 && ci != 1 && ci != 3 && ci != 6 && ci != 9 && ci != 11) continue;
+        if (t != 0 && ci != 1 && ci != 3 && ci != 6 && ci != 9 && ci != 11 && ci != 12) continue;
         run_dot(TT_F32, &cases[ci], t & 1, t >> 1, isas[v].name);
       }
     }
+    /* With a thread waiting for the device the products split over every
+     * core (tt_parallel_width): the parallel driver, whose column-major A
+     * is packed whole by several threads. */
+    tt_parallel_host_wait_begin();
+    run_dot(TT_F32, &cases[12], 1, 0, isas[v].name);
+    run_dot(TT_F32, &cases[6], 1, 1, isas[v].name);
+    run_dot(TT_F32, &cases[11], 0, 0, isas[v].name);
+    tt_parallel_host_wait_end();
     run_dot(TT_F16, &cases[3], 1, 0, isas[v].name);
     run_dot(TT_BF16, &cases[9], 0, 1, isas[v].name);
   }

@@ -223,3 +223,35 @@ def test_small_plane_conv_chunks(choice, restore_blas):
     for a, b in ((got, ref), (xd.grad, x.grad), (wd.grad, w.grad)):
         a = a.cpu()
         assert ((a - b).abs().max() / b.abs().max()).item() < 1e-5
+
+
+def _cpu_has_avx512():
+    with open("/proc/cpuinfo") as f:
+        return "avx512f" in f.read().split()
+
+
+def test_auto_policy_by_cpu(restore_blas):
+    """TORCHTPU_BLAS=auto: with AVX-512 MKL takes every large plain
+    product; without, only small-batch products on a weight (a graph
+    input), and activations-times-activations products (weight gradients)
+    and large-batch ones stay on the engine's AVX2 kernel, which measured
+    at or above MKL there (docs/kernels.md)."""
+    assert config.install_blas("auto")
+    g = torch.Generator().manual_seed(4)
+    a, b = torch.randn(256, 300, generator=g), torch.randn(300, 200, generator=g)
+    c0 = _mkl_calls()
+    got = ((a.to(dev()) + 0) @ (b.to(dev()) + 0)).cpu()  # intermediates: no key
+    assert torch.allclose(got, a @ b, atol=1e-4)
+    unkeyed = _mkl_calls() - c0
+    c0 = _mkl_calls()
+    ref, outs, _ = _linear_runs(128, 256, 384, seed=5)  # x @ W^T, W a graph input
+    keyed = _mkl_calls() - c0
+    for o in outs:
+        assert torch.allclose(o, ref, atol=1e-4)
+    c0 = _mkl_calls()
+    _linear_runs(512, 256, 384, seed=6)
+    large_batch = _mkl_calls() - c0
+    if _cpu_has_avx512():
+        assert unkeyed > 0 and keyed > 0 and large_batch > 0, (unkeyed, keyed, large_batch)
+    else:
+        assert unkeyed == 0 and keyed > 0 and large_batch == 0, (unkeyed, keyed, large_batch)

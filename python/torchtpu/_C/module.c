@@ -751,7 +751,9 @@ static PyObject *py_persistent_cache_init(PyObject *m, PyObject *args) {
 static PyObject *py_blas_install(PyObject *m, PyObject *args) {
   (void)m;
   const char *path = NULL;
-  if (!PyArg_ParseTuple(args, "z", &path)) return NULL;
+  int all = 0;
+  if (!PyArg_ParseTuple(args, "z|p", &path, &all)) return NULL;
+  tt_blas_set_policy(all ? TT_BLAS_POLICY_ALL : TT_BLAS_POLICY_AUTO);
   return PyBool_FromLong(tt_blas_install(path));
 }
 
@@ -1069,7 +1071,7 @@ static PyMethodDef methods[] = {
      "persistent_cache_init(path, readonly=False)"},
     {"tier1_wait", py_tier1_wait, METH_NOARGS, "wait for background tier-1 compiles"},
     {"blas_install", py_blas_install, METH_VARARGS,
-     "blas_install(path): MKL's sgemm from that loaded library for large f32 GEMMs"},
+     "blas_install(path, all=False): MKL's sgemm from that loaded library for large f32 GEMMs (all: every one it can take, else the CPU's default share)"},
     {"blas_info", py_blas_info, METH_NOARGS, "(active, products run by the external BLAS)"},
     {"blas_set_packed_limit", py_blas_set_packed_limit, METH_VARARGS,
      "bytes of packed weight copies kept at most (0: none)"},
