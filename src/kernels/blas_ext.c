@@ -4,7 +4,8 @@
  * running torch_xla has loaded. tt_blas_install(path) looks that library
  * up (RTLD_NOLOAD: it is never loaded for us), takes its Fortran `sgemm_`
  * and `mkl_set_num_threads_local_`, and from then on tt_sgemm hands plain
- * f32 products of at least TT_BLAS_MIN_FLOPS to it (gemm.c). Implicit
+ * f32 products of at least TT_BLAS_MIN_FLOPS to it (gemm.c), all of them
+ * on an AVX-512 CPU and a share elsewhere (tt_blas_set_policy). Implicit
  * operands (convolutions' im2col callbacks), narrow dtypes and small or
  * skinny products stay on the engine's own micro-kernels, as does every
  * process without such a library (the C tests, TORCHTPU_BLAS=own).
