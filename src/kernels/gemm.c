@@ -92,8 +92,8 @@ __attribute__((target("avx2,fma"))) static void tt_ukr_avx2_6x16(
   __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
   /* Four k steps per trip: with one step, the loop's pointer updates and
-   * branch cost ~10% of the FMA rate on Zen 3 (81 -> 75 GFLOP/s hot in
-   * L1; docs/kernels.md). The B panel is 64-byte aligned. */
+   * branch cost ~10% of the FMA rate on Zen 3 (hot in L1: 72-77 -> 80-85
+   * GFLOP/s; docs/kernels.md). The B panel is 64-byte aligned. */
   __m256 b0, b1, av;
 #define TT_ROW(i, u)                             \
   av = _mm256_broadcast_ss(a + 6 * (u) + (i));   \
@@ -526,9 +526,9 @@ static void tt_pack_a_rows(const tt_sgemm_args_t *g, int64_t ic, int64_t rows, i
                            int64_t kc, int64_t k0, int64_t k1, int MR, float *dst) {
   int64_t np = (rows + MR - 1) / MR;
   if (tt_gemm_a_colmajor(g)) {
-    /* Eight source rows at a time: each panel then takes 8 * MR floats in
-     * one run. (One row at a time wrote to every panel per k, and panels
-     * MR * kc floats apart, a multiple of 4 KiB, all fall in one L1 set.) */
+    /* Eight source rows at a time, each panel taking 8 * MR floats in one
+     * run (measured the same as one row at a time dealt to every panel;
+     * reading the operand itself is most of the cost). */
     for (int64_t kb = k0; kb < k1; kb += 8) {
       int64_t ke = tt_min64(k1, kb + 8);
       const float *src = (const float *)g->a + ic + (pc + kb) * g->csa;
@@ -556,7 +556,8 @@ static void tt_pack_a_rows(const tt_sgemm_args_t *g, int64_t ic, int64_t rows, i
 }
 
 /* A column-major A of at most this many bytes per KC block is packed whole
- * (all its rows, in one pass over the source rows) for each block. */
+ * (all its rows, in one pass over the source rows) for each block. The
+ * buffer stays with the calling thread, like the B block's. */
 #define TT_GEMM_A_WHOLE_MAX ((int64_t)16 << 20)
 
 static int tt_gemm_a_whole(const tt_sgemm_args_t *g) {
