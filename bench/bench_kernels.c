@@ -97,22 +97,27 @@ static void run_dot(void *p) {
   check(tt_kernel_dot(&d->a, &d->b, d->ta, d->tb, &d->c));
 }
 
+/* Times tt_kernel_dot on fresh operands of these dims and prints one row. */
+static void bench_dot_dims(const char *name, tt_dtype_t dt, int ta, int tb, const int64_t da[3],
+                           const int64_t db[3], const int64_t dc[3], double flops) {
+  dot_arg_t d = {.ta = ta, .tb = tb};
+  d.a = make(dt, 3, da);
+  d.b = make(dt, 3, db);
+  d.c = make(dt, 3, dc);
+  double t = time_it(run_dot, &d);
+  printf("%-48s %9.3f ms %8.1f GFLOP/s\n", name, t * 1e3, flops / t * 1e-9);
+  free(d.a.data);
+  free(d.b.data);
+  free(d.c.data);
+}
+
 static void bench_gemm(tt_dtype_t dt, int64_t n, int tb, int64_t batch) {
   char name[96];
   snprintf(name, sizeof name, "gemm %s %lldx%lld%s batch %lld", tt_dtype_name(dt),
            (long long)n, (long long)n, tb ? " (B transposed)" : "", (long long)batch);
   if (!wanted(name)) return;
-  dot_arg_t d = {.ta = 0, .tb = tb};
   int64_t dims[3] = {batch, n, n};
-  d.a = make(dt, 3, dims);
-  d.b = make(dt, 3, dims);
-  d.c = make(dt, 3, dims);
-  double t = time_it(run_dot, &d);
-  printf("%-48s %9.3f ms %8.1f GFLOP/s\n", name, t * 1e3,
-         2.0 * (double)(batch * n * n * n) / t * 1e-9);
-  free(d.a.data);
-  free(d.b.data);
-  free(d.c.data);
+  bench_dot_dims(name, dt, 0, tb, dims, dims, dims, 2.0 * (double)(batch * n * n * n));
 }
 
 /* A linear layer's GEMM: x [m, k] times a weight stored [n, k] (B
@@ -122,16 +127,8 @@ static void bench_linear(int64_t m, int64_t k, int64_t n) {
   snprintf(name, sizeof name, "gemm float32 linear %lldx%lld @ (%lldx%lld)^T", (long long)m,
            (long long)k, (long long)n, (long long)k);
   if (!wanted(name)) return;
-  dot_arg_t d = {.ta = 0, .tb = 1};
   int64_t da[3] = {1, m, k}, db[3] = {1, n, k}, dc[3] = {1, m, n};
-  d.a = make(TT_F32, 3, da);
-  d.b = make(TT_F32, 3, db);
-  d.c = make(TT_F32, 3, dc);
-  double t = time_it(run_dot, &d);
-  printf("%-48s %9.3f ms %8.1f GFLOP/s\n", name, t * 1e3, 2.0 * (double)(m * k * n) / t * 1e-9);
-  free(d.a.data);
-  free(d.b.data);
-  free(d.c.data);
+  bench_dot_dims(name, TT_F32, 0, 1, da, db, dc, 2.0 * (double)(m * k * n));
 }
 
 /* A product as a training step has it: C[m, n] = op(A) op(B), with /ta
@@ -142,17 +139,9 @@ static void bench_dot(int64_t m, int64_t n, int64_t k, int ta, int tb) {
   snprintf(name, sizeof name, "gemm float32 dot [%lld,%lld] k %lld%s%s", (long long)m,
            (long long)n, (long long)k, ta ? "/ta" : "", tb ? "/tb" : "");
   if (!wanted(name)) return;
-  dot_arg_t d = {.ta = ta, .tb = tb};
   int64_t da[3] = {1, ta ? k : m, ta ? m : k}, db[3] = {1, tb ? n : k, tb ? k : n};
   int64_t dc[3] = {1, m, n};
-  d.a = make(TT_F32, 3, da);
-  d.b = make(TT_F32, 3, db);
-  d.c = make(TT_F32, 3, dc);
-  double t = time_it(run_dot, &d);
-  printf("%-48s %9.3f ms %8.1f GFLOP/s\n", name, t * 1e3, 2.0 * (double)(m * k * n) / t * 1e-9);
-  free(d.a.data);
-  free(d.b.data);
-  free(d.c.data);
+  bench_dot_dims(name, TT_F32, ta, tb, da, db, dc, 2.0 * (double)(m * k * n));
 }
 
 /* ---- conv ---------------------------------------------------------------- */

@@ -131,16 +131,14 @@ void tt_blas_set_policy(tt_blas_policy_t policy) { atomic_store(&tt_blas_policy_
 
 static int tt_blas_wants_(const tt_sgemm_args_t *g) {
   if (atomic_load_explicit(&tt_blas_policy_, memory_order_relaxed) == TT_BLAS_POLICY_ALL) return 1;
-  static int wide = -1;
-  if (wide < 0) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    wide = __builtin_cpu_supports("avx512f") ? 1 : 0;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return 1;
+  return g->b_key && g->m <= TT_BLAS_AVX2_MAX_M;
 #else
-    wide = 1;
+  (void)g;
+  return 1;
 #endif
-  }
-  return wide || (g->b_key && g->m <= TT_BLAS_AVX2_MAX_M);
 }
 
 int tt_blas_accepts(const tt_sgemm_args_t *g) {

@@ -291,18 +291,6 @@ __attribute__((target("avx512f"))) static void tt_pack_a_f32_avx512(
   }
 }
 
-/* A column-major f32 A panel (rows contiguous, as the transposed operand of
- * the convolution backward GEMMs) for the AVX-512 kernel: one masked
- * 12-lane copy per k; rows at or past mr are zero. */
-__attribute__((target("avx512f"))) static void tt_pack_a_cm_f32_avx512(
-    const float *a, int64_t csa, int64_t mr, int64_t kc, float *dst) {
-  const int MR = 12;
-  __mmask16 m = (__mmask16)((1u << mr) - 1u);
-  for (int64_t k = 0; k < kc; ++k) {
-    __m512 v = _mm512_maskz_loadu_ps(m, a + k * csa);
-    _mm512_mask_storeu_ps(dst + k * MR, (__mmask16)0x0FFF, v);
-  }
-}
 #endif
 
 #ifdef TT_HAVE_X86_UKR
@@ -472,10 +460,6 @@ static TT_ALWAYS_INLINE void tt_pack_a_body(const tt_sgemm_args_t *g,
 #ifdef TT_HAVE_X86_UKR
   if (dt == TT_F32 && MR == 12 && g->csa == 1) { /* MR 12: only the AVX-512 kernel */
     tt_pack_a_f32_avx512((const float *)g->a + base, g->rsa, mr, kc, dst);
-    return;
-  }
-  if (dt == TT_F32 && MR == 12 && g->rsa == 1) {
-    tt_pack_a_cm_f32_avx512((const float *)g->a + base, g->csa, mr, kc, dst);
     return;
   }
   if (dt == TT_F32 && MR == 6 && g->csa == 1) { /* MR 6: the AVX2 kernel */
