@@ -194,49 +194,14 @@ const char *tt_sgemm_isa_name(void);
 void tt_philox4x32_10_for_test(const uint32_t ctr[4], const uint32_t key[2],
                                uint32_t out[4]);
 
-/* Max (want_max) or min of a contiguous f32 row; NaN if any element is.
- * Inlined into target-clone callers (reduce.c, softmax.c). 16 lanes as
- * plain arrays, which gcc vectorises for each clone (64-byte GNU vector
- * types were lowered through the stack in the AVX2 clone). */
-static TT_ALWAYS_INLINE float tt_row_minmax_f32(const float *x, int64_t n, int want_max) {
-  float init = want_max ? -INFINITY : INFINITY;
-  float m[16];
-  int32_t nanm[16];
-  for (int j = 0; j < 16; ++j) {
-    m[j] = init;
-    nanm[j] = 0;
-  }
-  int64_t i = 0;
-  if (want_max) {
-    for (; i + 16 <= n; i += 16) {
-      for (int j = 0; j < 16; ++j) {
-        float v = x[i + j];
-        nanm[j] |= v != v;
-        m[j] = v > m[j] ? v : m[j];
-      }
-    }
-  } else {
-    for (; i + 16 <= n; i += 16) {
-      for (int j = 0; j < 16; ++j) {
-        float v = x[i + j];
-        nanm[j] |= v != v;
-        m[j] = v < m[j] ? v : m[j];
-      }
-    }
-  }
-  float r = init;
-  int nan = 0;
-  for (int j = 0; j < 16; ++j) {
-    nan |= nanm[j] != 0;
-    r = want_max ? (m[j] > r ? m[j] : r) : (m[j] < r ? m[j] : r);
-  }
-  for (; i < n; ++i) {
-    float v = x[i];
-    nan |= v != v;
-    r = want_max ? (v > r ? v : r) : (v < r ? v : r);
-  }
-  return nan ? NAN : r;
-}
+/* Max (want_max) or min of a contiguous f32 row; NaN if any element is
+ * (kernel_util.c). Explicit AVX-512 / AVX2 loops picked at run time: gcc
+ * vectorises no form of a NaN-propagating select loop (the plain-array
+ * version ran scalar in every clone, 3 GB/s). */
+float tt_row_minmax_f32(const float *x, int64_t n, int want_max);
+/* The same through one variant (AVX-512, AVX2, or GENERIC = scalar; one
+ * the CPU lacks falls back to the next), for the tests. */
+float tt_row_minmax_f32_isa(const float *x, int64_t n, int want_max, tt_sgemm_isa_t isa);
 
 #include "kernels/fastmath.h"
 

@@ -122,12 +122,6 @@ static double tt_sum_f32_row(const float *x, int64_t n) {
   return s;
 }
 
-/* Max (want_max) or min of a contiguous f32 row, per target clone. */
-TT_TARGET_CLONES
-static float tt_minmax_f32_row(const float *x, int64_t n, int want_max) {
-  return tt_row_minmax_f32(x, n, want_max);
-}
-
 /* Column accumulation of one f32 row into w accumulators. */
 TT_TARGET_CLONES
 static void tt_colsum_f32(const float *row, double *acc, int64_t w) {
@@ -160,7 +154,7 @@ static void tt_acc_row(tt_reduce_op_t op, const tt_view_t *x, int64_t off,
     return;
   }
   if (x->dtype == TT_F32 && (op == TT_RED_MAX || op == TT_RED_MIN) && len > 0) {
-    double v = tt_minmax_f32_row((const float *)x->data + off, len,
+    double v = tt_row_minmax_f32((const float *)x->data + off, len,
                                  op == TT_RED_MAX);
     tt_acc_f64_one(op, s, v, 0);
     return;

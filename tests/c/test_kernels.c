@@ -830,6 +830,51 @@ static void test_broadcast_fill_iota(void) {
   tensor_free(&big);
 }
 
+/* ---- row max / min (kernel_util.c) ------------------------------------------
+ * Every variant against a plain loop: lengths around the 64/32/16/8 blocks,
+ * NaN in each position class (main loop, 16-wide loop, tail), infinities. */
+static float rowmm_ref(const float *x, int64_t n, int want_max) {
+  float r = want_max ? -INFINITY : INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] != x[i]) return NAN;
+    r = want_max ? (x[i] > r ? x[i] : r) : (x[i] < r ? x[i] : r);
+  }
+  return r;
+}
+
+static void test_row_minmax(void) {
+  float x[203];
+  tt_sgemm_isa_t isas[] = {TT_SGEMM_ISA_GENERIC, TT_SGEMM_ISA_AVX2, TT_SGEMM_ISA_AVX512,
+                           TT_SGEMM_ISA_AUTO};
+  int bad = 0, cases = 0;
+  for (int64_t n = 0; n <= 203; n += (n < 70 ? 1 : 19)) {
+    for (int64_t at = -1; at < n; at += (n < 8 ? 1 : 7)) {
+      for (int kind = 0; kind < 3; ++kind) { /* at: 0 the extreme, 1 NaN, 2 +-inf */
+        for (int64_t i = 0; i < n; ++i) x[i] = (float)((i * 37) % 101) - 50.0f;
+        for (int want_max = 0; want_max < 2; ++want_max) {
+          if (at >= 0) {
+            x[at] = kind == 1 ? NAN : kind == 2 ? (want_max ? INFINITY : -INFINITY)
+                                                : (want_max ? 1000.0f : -1000.0f);
+          }
+          float want = rowmm_ref(x, n, want_max);
+          for (size_t v = 0; v < sizeof isas / sizeof isas[0]; ++v) {
+            float got = tt_row_minmax_f32_isa(x, n, want_max, isas[v]);
+            int same = (got != got && want != want) || got == want;
+            if (!same && bad++ < 5) {
+              fprintf(stderr, "row %s n %lld at %lld kind %d isa %d: %g, want %g\n",
+                      want_max ? "max" : "min", (long long)n, (long long)at, kind,
+                      (int)isas[v], got, want);
+            }
+            cases++;
+          }
+        }
+      }
+    }
+  }
+  CHECK(bad == 0, "row min/max variants");
+  CHECK(cases > 1000, "row min/max case count");
+}
+
 int main(void) {
   test_dtype();
   test_parallel();
@@ -839,5 +884,6 @@ int main(void) {
   test_where();
   test_convert();
   test_broadcast_fill_iota();
+  test_row_minmax();
   return test_summary();
 }
