@@ -200,7 +200,7 @@ void tt_philox4x32_10_for_test(const uint32_t ctr[4], const uint32_t key[2],
  * version ran scalar in every clone, 3 GB/s). */
 float tt_row_minmax_f32(const float *x, int64_t n, int want_max);
 /* The same through one variant (AVX-512, AVX2, or GENERIC = scalar; one
- * the CPU lacks falls back to the next), for the tests. */
+ * the CPU lacks runs the scalar loop; AUTO = the best), for the tests. */
 float tt_row_minmax_f32_isa(const float *x, int64_t n, int want_max, tt_sgemm_isa_t isa);
 
 #include "kernels/fastmath.h"

@@ -16,8 +16,9 @@
 
 #define TT_SM_COLS 64
 
-/* 16 independent lanes as plain float arrays: gcc vectorises the lane
- * loops for whichever ISA the clone targets (see tt_row_minmax_f32). */
+/* 16 independent lanes as plain float arrays: gcc vectorises these sum
+ * loops for whichever ISA the clone targets (not the NaN-propagating max,
+ * which is tt_row_minmax_f32's explicit loops). */
 #define TT_SM_LANES 16
 
 /* Sum of a contiguous row in 16 lanes (of a * b when b is given). */
