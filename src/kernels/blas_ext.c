@@ -5,7 +5,8 @@
  * up (RTLD_NOLOAD: it is never loaded for us), takes its Fortran `sgemm_`
  * and `mkl_set_num_threads_local_`, and from then on tt_sgemm hands plain
  * f32 products of at least TT_BLAS_MIN_FLOPS to it (gemm.c), all of them
- * on an AVX-512 CPU and a share elsewhere (tt_blas_set_policy). Implicit
+ * on an Intel AVX-512 CPU, a share on other Intel CPUs and none on
+ * others (tt_blas_set_policy). Implicit
  * operands (convolutions' im2col callbacks), narrow dtypes and small or
  * skinny products stay on the engine's own micro-kernels, as does every
  * process without such a library (the C tests, TORCHTPU_BLAS=own).
@@ -118,7 +119,7 @@ static int tt_blas_plan(const tt_sgemm_args_t *g, tt_blas_call_t *c) {
   return 1;
 }
 
-/* Which products MKL takes (tt_blas_set_policy). On a CPU without
+/* Which products MKL takes (tt_blas_set_policy). On an Intel CPU without
  * AVX-512 the engine's AVX2 kernel ran at or above MKL's speed on the
  * training shapes (docs/kernels.md, "AVX2 routing"), and MKL kept the lead
  * only on small-batch products with a weight B, where its packed weights
@@ -133,6 +134,10 @@ static int tt_blas_wants_(const tt_sgemm_args_t *g) {
   if (atomic_load_explicit(&tt_blas_policy_, memory_order_relaxed) == TT_BLAS_POLICY_ALL) return 1;
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
+  /* Not an Intel CPU: MKL's code paths for it trailed the engine's own
+   * kernels on every shape measured (a Zen 4 host: docs/kernels.md, "MKL
+   * on AMD"), so "auto" keeps every product on them. */
+  if (!__builtin_cpu_is("intel")) return 0;
   if (__builtin_cpu_supports("avx512f")) return 1;
   return g->b_key && g->m <= TT_BLAS_AVX2_MAX_M;
 #else

@@ -183,51 +183,110 @@ static void tt_max_pool_range(void *arg, int64_t begin, int64_t end) {
   tt_planebuf_free(&b);
 }
 
-/* f32 without indices (inference): each plane is copied into a -inf
- * border wide enough for every window (ceil_mode's overhang included), so
- * a tap is one branch-free pass over an output row. Taps are visited in
- * the window's row-major order with the same comparison as the general
- * loop above, so the results are the same. */
+/* f32: each plane is copied into a -inf border wide enough for every
+ * window (ceil_mode's overhang included), split by column into `stride`
+ * phase planes, so every tap of an output row is one contiguous,
+ * branch-free pass. Taps are visited in the window's row-major order with
+ * the general loop's comparison (a NaN wins, a later NaN too), so values
+ * and indices are the same as its; a border tap is -inf and never wins,
+ * and a window whose taps are all -inf keeps its first in-plane tap, as
+ * the general loop does. */
 static TT_ALWAYS_INLINE float tt_max_nan_f32(float m, float v) {
   return (v > m || v != v) ? v : m;
 }
 
+/* One plane's geometry on the phase planes. */
+typedef struct tt_phase_geom_s {
+  int64_t OH, OW, W, KH, KW, sh, sw, dh, dw, ph, pw, Wq, phase;
+} tt_phase_geom_t;
+
+/* One output plane from its phase planes xq: values into y, and (when
+ * best is set) flat input indices, starting from best0 (each window's
+ * first in-plane tap). One call per plane, so the dispatch and the loop
+ * set-up are paid per plane, not per output row and tap. */
 TT_TARGET_CLONES
-static void tt_max_pool_row_f32(const float *r, int64_t sw, int64_t OW, float *acc) {
-  for (int64_t ow = 0; ow < OW; ++ow) acc[ow] = tt_max_nan_f32(acc[ow], r[ow * sw]);
+static void tt_max_pool_plane_f32(const float *xq, const tt_phase_geom_t *g, float *y,
+                                  int64_t *best, const int64_t *best0) {
+  const int64_t OW = g->OW;
+  if (best) memcpy(best, best0, (size_t)(g->OH * OW) * sizeof(int64_t));
+  for (int64_t oh = 0; oh < g->OH; ++oh) {
+    float *acc = y + oh * OW;
+    int64_t *bi = best ? best + oh * OW : NULL;
+    for (int64_t ow = 0; ow < OW; ++ow) acc[ow] = -INFINITY;
+    for (int64_t i = 0; i < g->KH; ++i) {
+      int64_t prow = oh * g->sh + i * g->dh;
+      for (int64_t j = 0; j < g->KW; ++j) {
+        int64_t pc = j * g->dw;
+        const float *r = xq + (pc % g->sw) * g->phase + prow * g->Wq + pc / g->sw;
+        if (bi) {
+          int64_t base = (prow - g->ph) * g->W + pc - g->pw, sw = g->sw;
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            float v = r[ow];
+            int take = v > acc[ow] || v != v;
+            acc[ow] = take ? v : acc[ow];
+            bi[ow] = take ? base + ow * sw : bi[ow];
+          }
+        } else {
+          for (int64_t ow = 0; ow < OW; ++ow) acc[ow] = tt_max_nan_f32(acc[ow], r[ow]);
+        }
+      }
+    }
+  }
 }
 
 static void tt_max_pool_f32_range(void *arg, int64_t begin, int64_t end) {
   tt_pool_ctx_t *c = (tt_pool_ctx_t *)arg;
   const tt_pool2d_params_t *p = c->p;
   const tt_planes_t *pl = &c->pl;
-  int64_t KH = p->kernel[0], KW = p->kernel[1], sh = p->stride[0], sw = p->stride[1];
-  int64_t dh = p->dilation[0], dw = p->dilation[1];
-  int64_t Hp = tt_max64(pl->H + 2 * p->pad[0], (pl->OH - 1) * sh + (KH - 1) * dh + 1);
-  int64_t Wp = tt_max64(pl->W + 2 * p->pad[1], (pl->OW - 1) * sw + (KW - 1) * dw + 1);
-  float *xp = (float *)tt_scratch_alloc((size_t)(Hp * Wp) * sizeof(float));
-  if (!xp) {
+  tt_phase_geom_t g = {.OH = pl->OH, .OW = pl->OW, .W = pl->W,
+                       .KH = p->kernel[0], .KW = p->kernel[1],
+                       .sh = p->stride[0], .sw = p->stride[1],
+                       .dh = p->dilation[0], .dw = p->dilation[1],
+                       .ph = p->pad[0], .pw = p->pad[1]};
+  int64_t Hp = tt_max64(pl->H + 2 * g.ph, (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1);
+  int64_t Wp = tt_max64(pl->W + 2 * g.pw, (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1);
+  g.Wq = (Wp + g.sw - 1) / g.sw;
+  g.phase = Hp * g.Wq;
+  int64_t *idx = c->indices_out ? (int64_t *)c->indices_out->data : NULL;
+  size_t nplane = ((size_t)(g.sw * g.phase) + 1) & ~(size_t)1; /* best0 stays 8-byte aligned */
+  size_t nbest = idx ? (size_t)(g.OH * g.OW) : 0;
+  float *xq = (float *)tt_scratch_alloc(nplane * sizeof(float) + nbest * sizeof(int64_t));
+  if (!xq) {
     c->failed = 1;
     return;
   }
-  for (int64_t k = 0; k < Hp * Wp; ++k) xp[k] = -INFINITY;
+  int64_t *best0 = (int64_t *)(xq + nplane); /* each window's first in-plane tap */
+  for (size_t k = 0; k < nplane; ++k) xq[k] = -INFINITY;
+  for (int64_t oh = 0; oh < g.OH && idx; ++oh) {
+    int64_t ih0 = oh * g.sh - g.ph;
+    while (ih0 < 0) ih0 += g.dh;
+    for (int64_t ow = 0; ow < g.OW; ++ow) {
+      int64_t iw0 = ow * g.sw - g.pw;
+      while (iw0 < 0) iw0 += g.dw;
+      best0[oh * g.OW + ow] = ih0 * g.W + iw0;
+    }
+  }
   const float *x = (const float *)c->in->data;
   float *y = (float *)c->out->data;
   for (int64_t q = begin; q < end; ++q) {
     for (int64_t h = 0; h < pl->H; ++h) {
-      memcpy(xp + (h + p->pad[0]) * Wp + p->pad[1], x + (q * pl->H + h) * pl->W,
-             (size_t)pl->W * sizeof(float));
-    }
-    for (int64_t oh = 0; oh < pl->OH; ++oh) {
-      float *acc = y + (q * pl->OH + oh) * pl->OW;
-      for (int64_t ow = 0; ow < pl->OW; ++ow) acc[ow] = -INFINITY;
-      for (int64_t i = 0; i < KH; ++i) {
-        const float *row = xp + (oh * sh + i * dh) * Wp;
-        for (int64_t j = 0; j < KW; ++j) tt_max_pool_row_f32(row + j * dw, sw, pl->OW, acc);
+      const float *src = x + (q * pl->H + h) * pl->W;
+      float *dst = xq + (h + g.ph) * g.Wq;
+      if (g.sw == 1) {
+        memcpy(dst + g.pw, src, (size_t)pl->W * sizeof(float));
+        continue;
+      }
+      /* Padded column pc = w + pw goes to phase pc % sw, column pc / sw. */
+      for (int64_t f = 0; f < g.sw; ++f) {
+        int64_t w = ((f - g.pw) % g.sw + g.sw) % g.sw;
+        float *d = dst + f * g.phase + (w + g.pw) / g.sw;
+        for (int64_t k = 0; w + k * g.sw < pl->W; ++k) d[k] = src[w + k * g.sw];
       }
     }
+    tt_max_pool_plane_f32(xq, &g, y + q * g.OH * g.OW, idx ? idx + q * g.OH * g.OW : NULL,
+                          best0);
   }
-  tt_scratch_free(xp);
+  tt_scratch_free(xq);
 }
 
 tt_status_t tt_kernel_max_pool2d(const tt_view_t *x, const tt_pool2d_params_t *p,
@@ -245,7 +304,7 @@ tt_status_t tt_kernel_max_pool2d(const tt_view_t *x, const tt_pool2d_params_t *p
     }
   }
   if (tt_view_numel(out) == 0) return NULL;
-  int f32 = x->dtype == TT_F32 && out->dtype == TT_F32 && !indices;
+  int f32 = x->dtype == TT_F32 && out->dtype == TT_F32;
   tt_parallel_for(c.pl.P, 1, f32 ? tt_max_pool_f32_range : tt_max_pool_range, &c);
   if (c.failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", name);
   return NULL;

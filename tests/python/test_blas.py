@@ -61,6 +61,9 @@ def run_all(calls=None):
 
 @pytest.fixture
 def restore_blas():
+    # The runtime installs the default choice when it starts: start it
+    # first, so the choice a test installs is the one its products meet.
+    dev()
     yield
     config.install_blas()
 
@@ -230,8 +233,15 @@ def _cpu_has_avx512():
         return "avx512f" in f.read().split()
 
 
+def _cpu_is_intel():
+    with open("/proc/cpuinfo") as f:
+        return "GenuineIntel" in f.read().split()
+
+
 def test_auto_policy_by_cpu(restore_blas):
-    """TORCHTPU_BLAS=auto: with AVX-512 MKL takes every large plain
+    """TORCHTPU_BLAS=auto: on a CPU that is not Intel's MKL takes no
+    product (the engine's kernels led it on every shape measured on a Zen 4
+    host). On Intel's, with AVX-512 MKL takes every large plain
     product; without, only small-batch products on a weight (a graph
     input), and activations-times-activations products (weight gradients)
     and large-batch ones stay on the engine's AVX2 kernel, which measured
@@ -251,7 +261,9 @@ def test_auto_policy_by_cpu(restore_blas):
     c0 = _mkl_calls()
     _linear_runs(512, 256, 384, seed=6)
     large_batch = _mkl_calls() - c0
-    if _cpu_has_avx512():
+    if not _cpu_is_intel():
+        assert unkeyed == 0 and keyed == 0 and large_batch == 0, (unkeyed, keyed, large_batch)
+    elif _cpu_has_avx512():
         assert unkeyed > 0 and keyed > 0 and large_batch > 0, (unkeyed, keyed, large_batch)
     else:
         assert unkeyed == 0 and keyed > 0 and large_batch == 0, (unkeyed, keyed, large_batch)
