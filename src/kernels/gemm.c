@@ -566,7 +566,7 @@ typedef struct tt_gemm_cache_s {
   size_t bytes;
 } tt_gemm_cache_t;
 
-static pthread_key_t tt_gemm_cache_key_[2];
+static pthread_key_t tt_gemm_cache_key_[3];
 static pthread_once_t tt_gemm_cache_once_ = PTHREAD_ONCE_INIT;
 
 static void tt_gemm_cache_destroy_(void *p) {
@@ -576,13 +576,14 @@ static void tt_gemm_cache_destroy_(void *p) {
 }
 
 static void tt_gemm_cache_init_(void) {
-  for (int i = 0; i < 2; ++i) (void)pthread_key_create(&tt_gemm_cache_key_[i], tt_gemm_cache_destroy_);
+  for (int i = 0; i < 3; ++i) (void)pthread_key_create(&tt_gemm_cache_key_[i], tt_gemm_cache_destroy_);
 }
 
 /* This thread's buffer `slot` of at least `bytes` (64-byte aligned), or
  * NULL. Slot 0: a whole problem's buffers (tt_gemm_bufs_alloc); slot 1:
  * the A blocks of a parallel item, which may run on the thread that holds
- * the shared B block in its slot 0. */
+ * the shared B block in its slot 0; slot 2: the partial products of a
+ * split-K product (tt_gemm_ksplits), held by the thread that started it. */
 static float *tt_gemm_cache_get_(int slot, size_t bytes) {
   pthread_once(&tt_gemm_cache_once_, tt_gemm_cache_init_);
   tt_gemm_cache_t *c = (tt_gemm_cache_t *)pthread_getspecific(tt_gemm_cache_key_[slot]);
@@ -593,6 +594,7 @@ static float *tt_gemm_cache_get_(int slot, size_t bytes) {
       return NULL;
     }
   }
+  bytes = (bytes + 63) / 64 * 64; /* aligned_alloc: a multiple of the alignment */
   if (c->bytes < bytes) {
     free(c->buf);
     c->buf = (float *)aligned_alloc(64, bytes);
@@ -658,8 +660,8 @@ static void tt_gemm_zero_c(const tt_sgemm_args_t *g) {
   }
 }
 
-static void tt_sgemm_serial(const tt_sgemm_args_t *g, const tt_ukr_t *u,
-                            tt_gemm_bufs_t *bufs) {
+static void tt_sgemm_serial_whole(const tt_sgemm_args_t *g, const tt_ukr_t *u,
+                                  tt_gemm_bufs_t *bufs) {
   if (g->k == 0) {
     tt_gemm_zero_c(g);
     return;
@@ -684,6 +686,118 @@ static void tt_sgemm_serial(const tt_sgemm_args_t *g, const tt_ukr_t *u,
       }
     }
   }
+}
+
+/* ---- split K ---------------------------------------------------------------
+ * A long-K product with a small output (a weight gradient x^T g summed over
+ * every token of a batch: [128, 2048] x [2048, 512]) has too few C tiles to
+ * keep the threads busy and in step: split over its C tiles it ran at 1.2x
+ * one thread's speed on two. Split into S pieces along K instead, each a
+ * whole serial GEMM (piece 0 into C, piece s into a partial product), the
+ * partials then added to C in order. S follows from the shape alone, and
+ * the serial and parallel forms add the same partials in the same order,
+ * so the result does not depend on the thread count. */
+#define TT_GEMM_KSPLIT_K 1024          /* K per piece, at least */
+#define TT_GEMM_KSPLIT_MAX 8
+#define TT_GEMM_KSPLIT_MAX_MN (1 << 19) /* output elements (2 MiB of f32) */
+
+static int64_t tt_gemm_ksplits(const tt_sgemm_args_t *g) {
+  if (g->pack_b || g->k < 2 * TT_GEMM_KSPLIT_K || g->m * g->n > TT_GEMM_KSPLIT_MAX_MN)
+    return 1;
+  return tt_min64(g->k / TT_GEMM_KSPLIT_K, TT_GEMM_KSPLIT_MAX);
+}
+
+/* Piece s of S of g: its K range, into c (ldc) with accumulate acc. */
+static tt_sgemm_args_t tt_gemm_kpiece(const tt_sgemm_args_t *g, int64_t s, int64_t S,
+                                      float *c, int64_t ldc, int acc) {
+  int64_t k0 = s * g->k / S / 16 * 16, k1 = s + 1 == S ? g->k : (s + 1) * g->k / S / 16 * 16;
+  tt_sgemm_args_t p = *g;
+  p.k = k1 - k0;
+  p.a = (const char *)g->a + (size_t)(k0 * g->csa) * tt_dtype_size(g->a_dtype);
+  p.b = (const char *)g->b + (size_t)(k0 * g->rsb) * tt_dtype_size(g->b_dtype);
+  p.c = c;
+  p.ldc = ldc;
+  p.accumulate = acc;
+  p.b_key = 0;
+  p.b_packed = NULL;
+  return p;
+}
+
+/* C rows [r0, r1) += partial (m x n, dense). */
+static void tt_gemm_add_rows(const tt_sgemm_args_t *g, const float *part, int64_t r0,
+                             int64_t r1) {
+  for (int64_t i = r0; i < r1; ++i) {
+    float *c = g->c + i * g->ldc;
+    const float *q = part + i * g->n;
+    for (int64_t j = 0; j < g->n; ++j) c[j] += q[j];
+  }
+}
+
+static void tt_sgemm_serial(const tt_sgemm_args_t *g, const tt_ukr_t *u,
+                            tt_gemm_bufs_t *bufs) {
+  int64_t S = tt_gemm_ksplits(g);
+  float *part = S > 1 ? tt_gemm_cache_get_(2, (size_t)(g->m * g->n) * sizeof(float)) : NULL;
+  if (!part) { /* unsplit, or no memory for a partial: the same sums, one order */
+    tt_sgemm_serial_whole(g, u, bufs);
+    return;
+  }
+  tt_sgemm_args_t p0 = tt_gemm_kpiece(g, 0, S, g->c, g->ldc, g->accumulate);
+  tt_sgemm_serial_whole(&p0, u, bufs);
+  for (int64_t s = 1; s < S; ++s) {
+    tt_sgemm_args_t ps = tt_gemm_kpiece(g, s, S, part, g->n, 0);
+    tt_sgemm_serial_whole(&ps, u, bufs);
+    tt_gemm_add_rows(g, part, 0, g->m);
+  }
+}
+
+typedef struct tt_gemm_ksplit_s {
+  const tt_sgemm_args_t *g;
+  const tt_ukr_t *u;
+  int64_t S;
+  float *parts; /* S - 1 partials of m x n */
+  _Atomic int failed;
+} tt_gemm_ksplit_t;
+
+static void tt_gemm_kpiece_range(void *arg, int64_t begin, int64_t end) {
+  tt_gemm_ksplit_t *j = (tt_gemm_ksplit_t *)arg;
+  const tt_sgemm_args_t *g = j->g;
+  for (int64_t s = begin; s < end; ++s) {
+    tt_sgemm_args_t p = s == 0 ? tt_gemm_kpiece(g, 0, j->S, g->c, g->ldc, g->accumulate)
+                               : tt_gemm_kpiece(g, s, j->S, j->parts + (s - 1) * g->m * g->n,
+                                                g->n, 0);
+    tt_gemm_bufs_t bufs = {NULL, NULL};
+    tt_status_t st = tt_gemm_bufs_alloc(j->u, &p, &bufs);
+    if (st) {
+      tt_status_free(st);
+      j->failed = 1;
+      return;
+    }
+    tt_sgemm_serial_whole(&p, j->u, &bufs);
+  }
+}
+
+static void tt_gemm_kreduce_range(void *arg, int64_t begin, int64_t end) {
+  const tt_gemm_ksplit_t *j = (const tt_gemm_ksplit_t *)arg;
+  for (int64_t s = 1; s < j->S; ++s)
+    tt_gemm_add_rows(j->g, j->parts + (s - 1) * j->g->m * j->g->n, begin, end);
+}
+
+/* The parallel form: 1 when it ran (or failed: *st), 0 when g is not split. */
+static int tt_sgemm_ksplit_parallel(const tt_sgemm_args_t *g, const tt_ukr_t *u,
+                                    tt_status_t *st) {
+  *st = NULL;
+  int64_t S = tt_gemm_ksplits(g);
+  if (S < 2) return 0;
+  float *parts = tt_gemm_cache_get_(2, (size_t)((S - 1) * g->m * g->n) * sizeof(float));
+  if (!parts) return 0;
+  tt_gemm_ksplit_t j = {.g = g, .u = u, .S = S, .parts = parts};
+  tt_parallel_for(S, 1, tt_gemm_kpiece_range, &j);
+  if (j.failed) {
+    *st = tt_status_make(TT_RESOURCE_EXHAUSTED, "gemm: cannot allocate packing buffers");
+    return 1;
+  }
+  tt_parallel_for(g->m, tt_max64(1, 16384 / tt_max64(g->n, 1)), tt_gemm_kreduce_range, &j);
+  return 1;
 }
 
 /* ---- parallel drivers ------------------------------------------------------ */
@@ -751,6 +865,8 @@ static tt_status_t tt_sgemm_parallel(const tt_sgemm_args_t *g, const tt_ukr_t *u
     tt_gemm_zero_c(g);
     return NULL;
   }
+  tt_status_t kst;
+  if (tt_sgemm_ksplit_parallel(g, u, &kst)) return kst;
   tt_gemm_bufs_t bufs = {NULL, NULL};
   TT_RETURN_IF_ERROR(tt_gemm_bufs_alloc(u, g, &bufs));
   int64_t nt = tt_parallel_width();

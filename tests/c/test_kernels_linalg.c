@@ -100,6 +100,9 @@ static void test_dot(void) {
       /* A weight gradient's shape: A transposed, K over several KC blocks,
        * M past several 48-row A blocks and not a multiple of them. */
       {1, 1, 130, 70, 1100},
+      /* Long K, small output: split along K (gemm.c, tt_gemm_ksplits),
+       * into 2 pieces (K not a multiple of 16) and into 4. */
+      {1, 1, 37, 45, 2100},  {1, 1, 20, 30, 4500},
   };
   const struct { tt_sgemm_isa_t isa; const char *name; } isas[] = {
       {TT_SGEMM_ISA_GENERIC, "generic"},
@@ -114,7 +117,9 @@ static void test_dot(void) {
     CHECK(strcmp(tt_sgemm_isa_name(), isas[v].name) == 0, "forced isa %s", isas[v].name);
     for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
       for (int t = 0; t < 4; ++t) {
-        if (t != 0 && ci != 1 && ci != 3 && ci != 6 && ci != 9 && ci != 11 && ci != 12) continue;
+        if (t != 0 && ci != 1 && ci != 3 && ci != 6 && ci != 9 && ci != 11 && ci != 12 &&
+            ci != 13)
+          continue;
         run_dot(TT_F32, &cases[ci], t & 1, t >> 1, isas[v].name);
       }
     }
@@ -125,6 +130,8 @@ static void test_dot(void) {
     run_dot(TT_F32, &cases[12], 1, 0, isas[v].name);
     run_dot(TT_F32, &cases[6], 1, 1, isas[v].name);
     run_dot(TT_F32, &cases[11], 0, 0, isas[v].name);
+    run_dot(TT_F32, &cases[13], 1, 0, isas[v].name);
+    run_dot(TT_F32, &cases[14], 0, 1, isas[v].name);
     tt_parallel_host_wait_end();
     run_dot(TT_F16, &cases[3], 1, 0, isas[v].name);
     run_dot(TT_BF16, &cases[9], 0, 1, isas[v].name);
@@ -159,6 +166,45 @@ static void test_dot(void) {
   CHECK_OK(tt_sgemm(&g, 1), "sgemm");
   CHECK(C[0] == 14 && C[1] == 25 && C[4] == 40 && C[5] == 51 && C[2] == -1 && C[6] == -1,
         "sgemm accumulate/ldc: %g %g %g %g", C[0], C[1], C[4], C[5]);
+
+  /* A split-K product: the same bits serial and on every thread, and
+   * accumulating into a strided C. */
+  {
+    enum { M = 24, N = 40, K = 3000, LDC = 50 };
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+    float *c1 = malloc(sizeof(float) * M * LDC), *c2 = malloc(sizeof(float) * M * LDC);
+    for (int i = 0; i < M * K; ++i) a[i] = (float)((i * 7919) % 201 - 100) / 64.0f;
+    for (int i = 0; i < K * N; ++i) b[i] = (float)((i * 7907) % 199 - 99) / 32.0f;
+    for (int i = 0; i < M * LDC; ++i) c1[i] = c2[i] = (float)(i % 13);
+    /* x^T g: A column-major, as a weight gradient's. */
+    tt_sgemm_args_t s = {.m = M, .n = N, .k = K, .a = a, .a_dtype = TT_F32, .rsa = 1,
+                         .csa = M, .b = b, .b_dtype = TT_F32, .rsb = N, .csb = 1,
+                         .c = c1, .ldc = LDC, .accumulate = 1};
+    CHECK_OK(tt_sgemm(&s, 0), "split-K sgemm, serial");
+    s.c = c2;
+    tt_parallel_host_wait_begin();
+    CHECK_OK(tt_sgemm(&s, 1), "split-K sgemm, parallel");
+    tt_parallel_host_wait_end();
+    CHECK(memcmp(c1, c2, sizeof(float) * M * LDC) == 0, "split-K: serial and parallel differ");
+    int bad = 0;
+    for (int i = 0; i < M; ++i) {
+      for (int j = 0; j < LDC; ++j) {
+        double want = (double)(float)((i * LDC + j) % 13), mag = fabs(want);
+        if (j < N) {
+          for (int k = 0; k < K; ++k) {
+            want += (double)a[k * M + i] * b[k * N + j];
+            mag += fabs((double)a[k * M + i] * b[k * N + j]);
+          }
+        }
+        bad += !(fabs(c1[i * LDC + j] - want) <= 1e-6 * mag);
+      }
+    }
+    CHECK(bad == 0, "split-K accumulate: %d of %d wrong", bad, M * LDC);
+    free(a);
+    free(b);
+    free(c1);
+    free(c2);
+  }
 }
 
 /* ---- conv2d --------------------------------------------------------------- */
