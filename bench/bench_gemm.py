@@ -33,15 +33,18 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# (name, M, K, N, B transposed): square products, and x @ W^T linear shapes
-# (the GPT-style decoder's and BERT-base's at 128 tokens).
+# (name, M, K, N, B transposed, A transposed): square products, x @ W^T
+# linear shapes (the GPT-style decoder's and BERT-base's at 128 tokens) and
+# the decoder's weight gradients x^T g, summed over its 2048 tokens.
 SHAPES = [
-    ("512x512x512", 512, 512, 512, False),
-    ("1024x1024x1024", 1024, 1024, 1024, False),
-    ("2048x2048x2048", 2048, 2048, 2048, False),
-    ("linear 2048x128 @ (512x128)^T", 2048, 128, 512, True),
-    ("linear 128x768 @ (3072x768)^T", 128, 768, 3072, True),
-    ("linear 128x3072 @ (768x3072)^T", 128, 3072, 768, True),
+    ("512x512x512", 512, 512, 512, False, False),
+    ("1024x1024x1024", 1024, 1024, 1024, False, False),
+    ("2048x2048x2048", 2048, 2048, 2048, False, False),
+    ("linear 2048x128 @ (512x128)^T", 2048, 128, 512, True, False),
+    ("linear 128x768 @ (3072x768)^T", 128, 768, 3072, True, False),
+    ("linear 128x3072 @ (768x3072)^T", 128, 3072, 768, True, False),
+    ("wgrad (2048x128)^T @ 2048x512", 128, 2048, 512, False, True),
+    ("wgrad (2048x384)^T @ 2048x128", 384, 2048, 128, False, True),
 ]
 PER_GRAPH = 4
 # PyTorch's OpenMP threads spin for a while after an eager op before they
@@ -70,11 +73,12 @@ def child(threads, rounds):
     dev = torch_xla.device()
     g = torch.Generator().manual_seed(0)
     res = {}
-    for name, m, k, n, bt in SHAPES:
-        a = [torch.randn(m, k, generator=g) for _ in range(PER_GRAPH)]
+    for name, m, k, n, bt, at in SHAPES:
+        a = [torch.randn(k, m, generator=g).t() if at else torch.randn(m, k, generator=g)
+             for _ in range(PER_GRAPH)]
         b = [torch.randn(n, k, generator=g).t() if bt else torch.randn(k, n, generator=g)
              for _ in range(PER_GRAPH)]
-        xa = [t.to(dev) for t in a]
+        xa = [t.t().contiguous().to(dev).t() if at else t.to(dev) for t in a]
         # A transposed weight stays a transposed view on xla, as a linear
         # layer's weight.t() is.
         xb = [t.t().contiguous().to(dev).t() if bt else t.to(dev) for t in b]
