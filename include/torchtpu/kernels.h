@@ -282,6 +282,9 @@ int tt_blas_install(const char *path);
 typedef enum { TT_BLAS_POLICY_AUTO = 0, TT_BLAS_POLICY_ALL = 1 } tt_blas_policy_t;
 void tt_blas_set_policy(tt_blas_policy_t policy);
 int tt_blas_active(void);
+/* Whether the installed library may take some f32 products under the
+ * current policy (0 on a CPU where "auto" keeps them all on our kernels). */
+int tt_blas_may_take_f32(void);
 int64_t tt_blas_calls(void);
 /* Packed weights (blas_ext.c): tt_kernel_dot_keyed's b_key names b's
  * bytes (nonzero; the same key promises the same bytes while it lives),

@@ -130,14 +130,28 @@ static _Atomic int tt_blas_policy_ = TT_BLAS_POLICY_AUTO;
 
 void tt_blas_set_policy(tt_blas_policy_t policy) { atomic_store(&tt_blas_policy_, (int)policy); }
 
-static int tt_blas_wants_(const tt_sgemm_args_t *g) {
-  if (atomic_load_explicit(&tt_blas_policy_, memory_order_relaxed) == TT_BLAS_POLICY_ALL) return 1;
+/* Whether "auto" hands MKL nothing on this CPU: one that is not Intel's,
+ * where MKL's code paths trailed the engine's own kernels on every shape
+ * measured (a Zen 4 host: docs/kernels.md, "MKL on AMD"). */
+static int tt_blas_cpu_declines_(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  /* Not an Intel CPU: MKL's code paths for it trailed the engine's own
-   * kernels on every shape measured (a Zen 4 host: docs/kernels.md, "MKL
-   * on AMD"), so "auto" keeps every product on them. */
-  if (!__builtin_cpu_is("intel")) return 0;
+  return !__builtin_cpu_is("intel");
+#else
+  return 0;
+#endif
+}
+
+int tt_blas_may_take_f32(void) {
+  if (!tt_blas_active()) return 0;
+  return atomic_load_explicit(&tt_blas_policy_, memory_order_relaxed) == TT_BLAS_POLICY_ALL ||
+         !tt_blas_cpu_declines_();
+}
+
+static int tt_blas_wants_(const tt_sgemm_args_t *g) {
+  if (atomic_load_explicit(&tt_blas_policy_, memory_order_relaxed) == TT_BLAS_POLICY_ALL) return 1;
+  if (tt_blas_cpu_declines_()) return 0;
+#if defined(__x86_64__) && defined(__GNUC__)
   if (__builtin_cpu_supports("avx512f")) return 1;
   return g->b_key && g->m <= TT_BLAS_AVX2_MAX_M;
 #else

@@ -571,7 +571,7 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
     return tt_conv_bwd_in_as_fwd(c);
   }
   /* An f32 forward MKL can take: explicit im2col chunks for it. */
-  int wide = c->kind == TT_CONV_FWD && tt_blas_active() && c->x->dtype == TT_F32 &&
+  int wide = c->kind == TT_CONV_FWD && tt_blas_may_take_f32() && c->x->dtype == TT_F32 &&
              c->w->dtype == TT_F32;
   int batched = g->Cg > 1 && tt_conv_use_batched(g, wide);
   int64_t units = g->N; /* images, or chunks of images (batched) */

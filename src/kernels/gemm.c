@@ -1074,7 +1074,7 @@ static tt_status_t tt_sgemm_many(const tt_sgemm_args_t *probs, int64_t nprobs,
   if (nprobs <= 0) return NULL;
   const tt_sgemm_args_t *g = &probs[0];
   if (g->m == 0 || g->n == 0) return NULL;
-  if (tt_blas_active() && !tt_gemm_is_short(g) && tt_sgemm_blas(probs, nprobs, parallel))
+  if (tt_blas_may_take_f32() && !tt_gemm_is_short(g) && tt_sgemm_blas(probs, nprobs, parallel))
     return NULL;
   return tt_sgemm_own(probs, nprobs, parallel);
 }
