@@ -185,10 +185,11 @@ def check_runtime_not_initialized():
 def install_blas(choice=None):
     """Large f32 GEMMs go to MKL's sgemm inside PyTorch's own
     libtorch_cpu.so when it exports one (docs/kernels.md: 1.2-1.3x our
-    micro-kernels on transformer shapes on AVX-512; on an AVX2-only CPU
-    only small-batch products on weights); TORCHTPU_BLAS=mkl sends it
+    micro-kernels on transformer shapes on an Intel AVX-512 CPU; on an
+    Intel AVX2-only CPU only small-batch products on weights; on other
+    CPUs none, where our kernels led MKL); TORCHTPU_BLAS=mkl sends it
     every product it can take, TORCHTPU_BLAS=own none. Returns whether
-    MKL is in use."""
+    MKL is installed."""
     mb = os.environ.get("TORCHTPU_PACKED_WEIGHTS_MB", "1024").strip()
     if not mb.isdigit():
         raise ValueError(f"TORCHTPU_PACKED_WEIGHTS_MB={mb!r}: expected a whole number of MiB "
@@ -205,6 +206,7 @@ def install_blas(choice=None):
     import torch
     path = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
     # 'mkl': every large plain f32 product; 'auto': all of them on an
-    # AVX-512 CPU, only small-batch products on a weight elsewhere (where
-    # the engine's AVX2 kernel measured at or above MKL: docs/kernels.md).
+    # Intel AVX-512 CPU, only small-batch products on a weight on other
+    # Intel CPUs (where the engine's AVX2 kernel measured at or above MKL),
+    # none on other vendors' (blas_ext.c; docs/kernels.md).
     return bool(_C.blas_install(path, choice == "mkl"))
