@@ -229,6 +229,32 @@ static void bench_mem(const char *name, int kind, int op, int64_t rows,
   free(m.o.data);
 }
 
+/* A rank-3 transpose swapping the outer two dims (the attention's head
+ * split and merge): rows of d2 contiguous elements move whole. */
+typedef struct {
+  tt_view_t x, o;
+} tr3_arg_t;
+
+static void run_tr3(void *p) {
+  static const int32_t perm[3] = {1, 0, 2};
+  tr3_arg_t *m = (tr3_arg_t *)p;
+  check(tt_kernel_transpose(&m->x, perm, &m->o));
+}
+
+static void bench_transpose3(int64_t d0, int64_t d1, int64_t d2) {
+  char name[96];
+  snprintf(name, sizeof name, "transpose f32 [%lld,%lld,%lld] -> [%lld,%lld,%lld]",
+           (long long)d0, (long long)d1, (long long)d2, (long long)d1, (long long)d0,
+           (long long)d2);
+  if (!wanted(name)) return;
+  int64_t xd[3] = {d0, d1, d2}, od[3] = {d1, d0, d2};
+  tr3_arg_t m = {make(TT_F32, 3, xd), make(TT_F32, 3, od)};
+  double t = time_it(run_tr3, &m);
+  printf("%-48s %9.3f ms %8.1f GB/s\n", name, t * 1e3, 2.0 * (double)numel(&m.x) * 4.0 / t * 1e-9);
+  free(m.x.data);
+  free(m.o.data);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) g_filter = argv[1];
   const char *cpu = getenv("BENCH_CPU_TIME");
@@ -271,5 +297,7 @@ int main(int argc, char **argv) {
   bench_mem("max f32 4096x1024 over dim 1", 2, TT_RED_MAX, R, C, 0, 2);
   bench_mem("softmax f32 4096x1024 dim 1", 3, 0, R, C, 0, 0);
   bench_mem("transpose f32 4096x1024", 4, 0, R, C, 0, 0);
+  bench_transpose3(64, 128, 32);
+  bench_transpose3(64, 32, 128);
   return 0;
 }

@@ -43,12 +43,21 @@ done:
 static void test_movement(void) {
   const int32_t p2[2] = {1, 0}, p3[3] = {2, 0, 1}, p3b[3] = {0, 2, 1};
   const int32_t p4[4] = {0, 2, 3, 1}, p4b[4] = {3, 2, 1, 0};
+  const int32_t p3c[3] = {1, 0, 2}, p4c[4] = {2, 0, 1, 3}, p4d[4] = {2, 1, 0, 3};
   for (int di = 0; di < COUNT_OF(kAllDtypes); ++di) {
     tt_dtype_t dt = kAllDtypes[di];
     run_transpose(dt, 2, (int64_t[]){37, 53}, p2);
     run_transpose(dt, 3, (int64_t[]){4, 5, 6}, p3);
     run_transpose(dt, 4, (int64_t[]){2, 3, 4, 5}, p4);
+    /* Inner dim kept: whole rows move (short rows copied inline when their
+     * bytes are a multiple of 8, by memcpy otherwise). */
+    run_transpose(dt, 4, (int64_t[]){5, 7, 3, 6}, p4c);
   }
+  /* Rows of a head's 32 floats over several outer dims, split over the
+   * threads mid-dim (the row offsets are stepped, not recomputed). */
+  run_transpose(TT_F32, 3, (int64_t[]){64, 128, 32}, p3c);
+  run_transpose(TT_F32, 4, (int64_t[]){6, 40, 50, 16}, p4d);
+  run_transpose(TT_BF16, 4, (int64_t[]){6, 40, 50, 12}, p4d);
   run_transpose(TT_F32, 2, (int64_t[]){513, 1030}, p2); /* tiled, parallel */
   run_transpose(TT_F32, 3, (int64_t[]){3, 200, 300}, p3b);
   run_transpose(TT_F16, 4, (int64_t[]){2, 30, 1, 17}, p4b);
