@@ -28,8 +28,12 @@ struct tt_executable_s {
   tt_fused_fn_t *kernels;
   void *dl_handle;
   int64_t runs;
-  /* Per instruction: a reshape that aliases its operand's buffer. */
+  /* Per instruction: a reshape that aliases its operand's buffer (or a
+   * slice, an epilogue: see slice_off, epi_src). */
   uint8_t *alias;
+  /* Per instruction: a SLICE reading a contiguous range of its operand,
+   * aliased at this byte offset into the operand's buffer; -1 otherwise. */
+  int64_t *slice_off;
   /* Buffer plan: per instruction its arena offset, or -1 (not planned). */
   int64_t *offset;
   /* Convolution epilogues (tt_plan_epilogues): epi_next[conv] is the fused
@@ -74,15 +78,18 @@ static int32_t tt_forwarded_producer_(const tt_executable_t *e, const tt_graph_t
 }
 
 /* group_last[i]: the last instruction reading i or any reshape chain
- * hanging off it (all of which may end up sharing i's bytes), and, with
- * epi_src, any in-place epilogue that takes i's buffer over. */
+ * hanging off it (all of which may end up sharing i's bytes), with
+ * epi_src, any in-place epilogue that takes i's buffer over, and with
+ * slice_off, the slices that may read into it. */
 static void tt_group_last_(const tt_graph_t *g, const int32_t *epi_src,
-                           const int32_t *direct_output, int32_t *group_last) {
+                           const int32_t *direct_output, const int64_t *slice_off,
+                           int32_t *group_last) {
   int32_t n = g->num_instrs;
   for (int32_t i = 0; i < n; ++i) group_last[i] = g->instrs[i].last_use;
   for (int32_t i = n - 1; i >= 0; --i) {
     const tt_instr_t *in = &g->instrs[i];
-    int32_t o = in->op == TT_OP_RESHAPE ? in->operands[0] : -1;
+    int32_t o = in->op == TT_OP_RESHAPE || (slice_off && slice_off[i] >= 0) ? in->operands[0]
+                                                                            : -1;
     if (epi_src && epi_src[i] >= 0 && direct_output[i] < 0) o = epi_src[i];
     if (o >= 0 && group_last[i] > group_last[o]) group_last[o] = group_last[i];
   }
@@ -100,7 +107,7 @@ static tt_status_t tt_plan_donation(const tt_graph_t *g, const int32_t *direct_o
                                     int32_t *donor) {
   int32_t *group_last = malloc(sizeof(int32_t) * ((size_t)g->num_instrs + 1));
   if (!group_last) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
-  tt_group_last_(g, NULL, direct_output, group_last);
+  tt_group_last_(g, NULL, direct_output, NULL, group_last);
   for (int32_t r = 0; r < g->num_outputs; ++r) {
     donor[r] = -1;
     int32_t i = g->output_instr[r];
@@ -262,6 +269,32 @@ static void tt_check_epilogues(tt_executable_t *e) {
   }
 }
 
+/* The byte offset of slice i's range in its operand when that range is
+ * contiguous (unit steps; every dim after the last one it cuts taken
+ * whole, every dim before it of extent 1: q, k and v out of one [3, ...]
+ * projection), else -1. */
+static int64_t tt_slice_view_offset_(const tt_graph_t *g, int32_t i) {
+  const tt_instr_t *in = &g->instrs[i];
+  if (in->op != TT_OP_SLICE || tt_instr_bytes(in) == 0) return -1;
+  const tt_instr_t *x = &g->instrs[in->operands[0]];
+  if (x->op == TT_OP_SCALAR || x->dtype != in->dtype) return -1;
+  int r = x->shape.rank;
+  const int64_t *start = in->iattrs, *step = in->iattrs + 2 * r;
+  int cut = -1; /* the last dim not taken whole */
+  for (int d = 0; d < r; ++d) {
+    if (step[d] != 1) return -1;
+    if (in->shape.dims[d] != x->shape.dims[d]) cut = d;
+  }
+  for (int d = 0; d < cut; ++d)
+    if (in->shape.dims[d] != 1) return -1;
+  int64_t off = 0, stride = 1;
+  for (int d = r - 1; d >= 0; --d) {
+    off += start[d] * stride;
+    stride *= x->shape.dims[d];
+  }
+  return off * (int64_t)tt_dtype_size(in->dtype);
+}
+
 /* The instruction whose buffer instruction i takes over, when alias[i]. */
 static int32_t tt_alias_source_(const tt_executable_t *e, const tt_graph_t *g, int32_t i) {
   return e->epi_src[i] >= 0 ? e->epi_src[i] : g->instrs[i].operands[0];
@@ -276,6 +309,7 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
   int32_t n = g->num_instrs;
   e->alias = calloc((size_t)n + 1, 1);
   e->offset = malloc(sizeof(int64_t) * ((size_t)n + 1));
+  e->slice_off = malloc(sizeof(int64_t) * ((size_t)n + 1));
   uint8_t *owned = calloc((size_t)n + 1, 1);
   int32_t *holder = malloc(sizeof(int32_t) * ((size_t)n + 1)); /* buffer -> last holder */
   int32_t *owner = malloc(sizeof(int32_t) * ((size_t)n + 1));  /* holder -> buffer */
@@ -286,14 +320,19 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
   int32_t *end = malloc(sizeof(int32_t) * ((size_t)n + 1));
   int32_t *group_last = malloc(sizeof(int32_t) * ((size_t)n + 1));
   tt_status_t st = NULL;
-  if (!e->alias || !e->offset || !owned || !holder || !owner || !bufs || !sizes || !offs ||
-      !start || !end || !group_last) {
+  if (!e->alias || !e->offset || !e->slice_off || !owned || !holder || !owner || !bufs ||
+      !sizes || !offs || !start || !end || !group_last) {
     st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
     goto done;
   }
-  tt_group_last_(g, e->epi_src, e->direct_output, group_last);
   const char *env = getenv("TORCHTPU_BUFFER_PLAN");
   const int planned = !(env && strcmp(env, "0") == 0);
+  /* Slice candidates first (from the graph's structure), so the lifetimes
+   * cover their readers; a candidate turned down below only keeps its
+   * operand's slot a little longer. */
+  for (int32_t i = 0; i < n; ++i)
+    e->slice_off[i] = planned && e->direct_output[i] < 0 ? tt_slice_view_offset_(g, i) : -1;
+  tt_group_last_(g, e->epi_src, e->direct_output, e->slice_off, group_last);
   int32_t nb = 0;
   for (int32_t i = 0; i < n; ++i) {
     const tt_instr_t *in = &g->instrs[i];
@@ -305,6 +344,24 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
       continue;
     }
     if (in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR || e->direct_output[i] >= 0) continue;
+    if (e->slice_off[i] >= 0) {
+      /* The slice reads its range in place: the operand's slot (or input,
+       * or output buffer) outlives every reader of the slice, since
+       * group_last counted them; a donated input must not be updated
+       * before they have run. Not owned: nothing frees it early. */
+      int32_t o = in->operands[0];
+      int ok = 1;
+      if (g->instrs[o].op == TT_OP_PARAM) {
+        for (int32_t r = 0; r < g->num_outputs; ++r)
+          if (e->donor[r] == g->instrs[o].input_index && group_last[i] >= g->output_instr[r])
+            ok = 0;
+      }
+      if (ok) {
+        e->alias[i] = 1;
+        continue;
+      }
+      e->slice_off[i] = -1;
+    }
     if ((in->op == TT_OP_RESHAPE && tt_reshape_aliases_(e, g, in, owned, group_last, planned)) ||
         e->epi_src[i] >= 0) {
       int32_t o = tt_alias_source_(e, g, i);
@@ -404,6 +461,7 @@ void tt_executable_release(tt_executable_t *e) {
   if (!e || __atomic_sub_fetch(&e->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   if (e->graph) tt_graph_destroy(e->graph);
   free(e->alias);
+  free(e->slice_off);
   free(e->offset);
   free(e->epi_next);
   free(e->epi_src);
@@ -839,6 +897,12 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
       size_t bytes = tt_instr_bytes(in);
       /* An epilogue its convolution has already computed. */
       int done_early = e->epi_src[i] >= 0 && e->epi_next[e->epi_src[i]] == i;
+      if (e->alias[i] && e->slice_off[i] >= 0) {
+        /* A contiguous slice: its bytes inside its operand's. */
+        vals[i] = (char *)vals[in->operands[0]] + e->slice_off[i];
+        if (profile) tt_metric_add("ExecuteOp.slice_alias", TT_UNIT_NANOSECONDS, 0.0);
+        goto free_operands;
+      }
       if (e->alias[i]) {
         /* Buffers are dense: a reshape is the same bytes, and an in-place
          * epilogue has already rewritten its convolution's. Alias them. */

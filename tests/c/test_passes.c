@@ -783,6 +783,90 @@ static void test_buffer_plan_shared_reshape(void) {
   free(b);
 }
 
+/* Contiguous slices (q, k, v out of one [3, ...] value, and a slice of a
+ * graph input) read their range in place with the plan: planned bytes
+ * leave them out, the sliced value's slot outlives their last reader, and
+ * results equal unplanned execution, where every slice copies. A slice
+ * cutting an inner dim is not contiguous and still copies. */
+static tt_node_t *slice3(tt_node_t *x, int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  int64_t ia[9] = {a0, b0, 0, a1, b1, 128, 1, 1, 1};
+  tt_node_t *n = NULL;
+  tt_status_t st = tt_node_create(TT_OP_SLICE, 0, &x, 1, ia, 9, NULL, 0, &n);
+  if (st) tt_status_free(st);
+  return n;
+}
+
+static void test_buffer_plan_slice_alias(void) {
+  enum { P = 128 * 128, N = 3 * P }; /* 3-plane values too large to hoist */
+  float *data = malloc(sizeof(float) * N), *a = malloc(sizeof(float) * 5 * P),
+        *b = malloc(sizeof(float) * 5 * P);
+  for (int i = 0; i < N; ++i) data[i] = rnd_unit();
+  tt_buffer_t *buf = NULL;
+  CHECK_OK(tt_buffer_from_host(0, data, sizeof(float) * N, &buf));
+  tt_shape_t s = {3, {3, 128, 128}};
+  tt_node_t *x = tt_node_create_param(buf, TT_F32, &s, 0);
+  tt_node_t *v = unary(x, TT_UN_EXP);
+  tt_node_t *half = slice3(v, 0, 3, 0, 64); /* cuts dim 1: copies */
+  tt_node_t *o3 = unary(half, TT_UN_NEG);
+  tt_node_t *q = slice3(v, 0, 1, 0, 128), *k = slice3(v, 1, 2, 0, 128), *w = slice3(v, 2, 3, 0, 128);
+  tt_node_t *qk = binary(q, k, TT_BIN_ADD);
+  tt_node_t *o0 = binary(qk, w, TT_BIN_ADD); /* v's last direct reader is w, here */
+  /* Three-plane values made after it, which could take v's slot if the
+   * slices' late readers did not keep it: */
+  tt_node_t *xx = binary(x, x, TT_BIN_ADD);
+  tt_node_t *sg = unary(xx, TT_UN_SIGMOID);
+  tt_node_t *m = slice3(sg, 0, 1, 0, 128);
+  tt_node_t *o1 = binary(m, k, TT_BIN_MUL);  /* reads k late */
+  tt_node_t *sx = slice3(x, 2, 3, 0, 128);    /* of the graph input */
+  tt_node_t *o2 = binary(w, sx, TT_BIN_ADD); /* reads w late */
+  tt_node_t *outs[4] = {o3, o0, o1, o2};
+  tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
+  CHECK_OK(tt_graph_build(outs, 4, &g, NULL));
+  tt_optimize_options_t off = {0, 1, 0};
+  CHECK_OK(tt_graph_optimize(g, &off, &g0));
+  CHECK_OK(tt_graph_optimize(g, &off, &g1));
+  tt_executable_t *e0 = NULL, *e1 = NULL;
+  setenv("TORCHTPU_BUFFER_PLAN", "0", 1);
+  if (g0) CHECK_OK(tt_executable_create(g0, &e0));
+  unsetenv("TORCHTPU_BUFFER_PLAN");
+  if (g1) CHECK_OK(tt_executable_create(g1, &e1));
+  if (e0 && e1) {
+    size_t pb = sizeof(float) * P;
+    /* exp, x + x, sigmoid (3 planes each), the half slice (1.5), q + k. */
+    CHECK(tt_executable_planned_bytes(e1) == 9 * pb + 3 * pb / 2 + pb);
+    tt_input_value_t in[1];
+    memset(in, 0, sizeof(in));
+    in[0].buffer = buf;
+    void *r0[4] = {a, a + 3 * P / 2, a + 5 * P / 2, a + 7 * P / 2};
+    void *r1[4] = {b, b + 3 * P / 2, b + 5 * P / 2, b + 7 * P / 2};
+    CHECK_OK(tt_executable_run(e0, in, r0));
+    CHECK_OK(tt_executable_run(e1, in, r1));
+    CHECK(memcmp(a, b, sizeof(float) * 9 * P / 2) == 0);
+    int bad = 0;
+    for (int i = 0; i < P; ++i) {
+      float e0v = expf(data[i]), e1v = expf(data[P + i]), e2v = expf(data[2 * P + i]);
+      float want[3] = {e0v + e1v + e2v, 1.0f / (1.0f + expf(-2.0f * data[i])) * e1v,
+                       e2v + data[2 * P + i]};
+      for (int o = 0; o < 3; ++o) {
+        float got = b[3 * P / 2 + o * P + i];
+        bad += fabsf(got - want[o]) > 1e-4f * fabsf(want[o]) + 1e-6f;
+      }
+    }
+    CHECK(bad == 0);
+  }
+  if (e0) tt_executable_release(e0);
+  else tt_graph_destroy(g0);
+  if (e1) tt_executable_release(e1);
+  else tt_graph_destroy(g1);
+  tt_graph_destroy(g);
+  tt_node_t *all[] = {x, v, half, o3, q, k, w, qk, o0, xx, sg, m, o1, sx, o2};
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tt_node_release(all[i]);
+  tt_buffer_release(buf);
+  free(data);
+  free(a);
+  free(b);
+}
+
 static void test_verifier_catches_bad_graph(void) {
   float data[4] = {0};
   tt_buffer_t *buf = NULL;
@@ -971,6 +1055,7 @@ int main(void) {
   test_buffer_plan_packs_by_liveness();
   test_buffer_plan_reuses_and_matches();
   test_buffer_plan_shared_reshape();
+  test_buffer_plan_slice_alias();
   test_transpose_of_dot_folds();
   test_add_of_pads_concat();
   test_tier1_param_unary();
