@@ -742,7 +742,7 @@ static void tt_sgemm_serial(const tt_sgemm_args_t *g, const tt_ukr_t *u,
                             tt_gemm_bufs_t *bufs) {
   int64_t S = tt_gemm_ksplits(g);
   float *part = S > 1 ? tt_gemm_cache_get_(2, (size_t)(g->m * g->n) * sizeof(float)) : NULL;
-  if (!part) { /* unsplit, or no memory for a partial: the same sums, one order */
+  if (!part) { /* unsplit, or no memory for a partial: one pass over K */
     tt_sgemm_serial_whole(g, u, bufs);
     return;
   }
