@@ -104,11 +104,12 @@ static void tt_copy_range(void *arg, int64_t begin, int64_t end) {
   }
   /* Row offsets: computed once, then stepped like an odometer (a
    * division per dim and row cost as much as copying a 128-byte row). */
-  int64_t idx[TT_MAX_RANK] = {0}, so, dof;
-  tt_copy_row_offsets(c, begin, &so, &dof);
+  int64_t idx[TT_MAX_RANK] = {0}, so = 0, dof = 0;
   for (int64_t k = last - 1, r = begin; k >= 0; --k) {
     idx[k] = r % c->dims[k];
     r /= c->dims[k];
+    so += idx[k] * c->sst[k];
+    dof += idx[k] * c->dst_st[k];
   }
   const size_t row_bytes = (size_t)(L * es);
   for (int64_t r = begin; r < end; ++r) {

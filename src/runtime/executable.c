@@ -269,6 +269,16 @@ static void tt_check_epilogues(tt_executable_t *e) {
   }
 }
 
+/* Whether graph input `param` is donated to an output whose update runs at
+ * or before instruction `last` (so a view of its bytes read up to `last`
+ * would see the update). */
+static int tt_donated_before_(const tt_executable_t *e, const tt_graph_t *g,
+                              const tt_instr_t *param, int32_t last) {
+  for (int32_t r = 0; r < g->num_outputs; ++r)
+    if (e->donor[r] == param->input_index && last >= g->output_instr[r]) return 1;
+  return 0;
+}
+
 /* The byte offset of slice i's range in its operand when that range is
  * contiguous (unit steps; every dim after the last one it cuts taken
  * whole, every dim before it of extent 1: q, k and v out of one [3, ...]
@@ -349,14 +359,8 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
        * or output buffer) outlives every reader of the slice, since
        * group_last counted them; a donated input must not be updated
        * before they have run. Not owned: nothing frees it early. */
-      int32_t o = in->operands[0];
-      int ok = 1;
-      if (g->instrs[o].op == TT_OP_PARAM) {
-        for (int32_t r = 0; r < g->num_outputs; ++r)
-          if (e->donor[r] == g->instrs[o].input_index && group_last[i] >= g->output_instr[r])
-            ok = 0;
-      }
-      if (ok) {
+      const tt_instr_t *src = &g->instrs[in->operands[0]];
+      if (src->op != TT_OP_PARAM || !tt_donated_before_(e, g, src, group_last[i])) {
         e->alias[i] = 1;
         continue;
       }
@@ -799,11 +803,7 @@ static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
   int32_t o = in->operands[0];
   const tt_instr_t *src = &g->instrs[o];
   int32_t self = (int32_t)(in - g->instrs);
-  if (src->op == TT_OP_PARAM) {
-    for (int32_t r = 0; r < g->num_outputs; ++r)
-      if (e->donor[r] == src->input_index && group_last[self] >= g->output_instr[r]) return 0;
-    return 1;
-  }
+  if (src->op == TT_OP_PARAM) return !tt_donated_before_(e, g, src, group_last[self]);
   if (!owned[o] || planned) return 1;
   return src->last_use == self;
 }

@@ -659,6 +659,34 @@ static void test_buffer_plan_packs_by_liveness(void) {
   CHECK(arena <= 5120 + 1024 + 64 && arena < 4096 + 1024 + 4032 + 5056 + 64);
 }
 
+/* Graph g optimised without fusion into two executables: e[0] with
+ * TORCHTPU_BUFFER_PLAN=0 (allocate and free per intermediate), e[1] with
+ * the buffer plan. An entry is NULL when it could not be made (counted as
+ * a failure). */
+typedef struct {
+  tt_graph_t *g[2];
+  tt_executable_t *e[2];
+} plan_pair_t;
+
+static plan_pair_t plan_pair_make(const tt_graph_t *g) {
+  plan_pair_t p = {{NULL, NULL}, {NULL, NULL}};
+  tt_optimize_options_t off = {0, 1, 0};
+  for (int k = 0; k < 2; ++k) {
+    CHECK_OK(tt_graph_optimize(g, &off, &p.g[k]));
+    if (k == 0) setenv("TORCHTPU_BUFFER_PLAN", "0", 1);
+    if (p.g[k]) CHECK_OK(tt_executable_create(p.g[k], &p.e[k]));
+    unsetenv("TORCHTPU_BUFFER_PLAN");
+  }
+  return p;
+}
+
+static void plan_pair_free(plan_pair_t *p) {
+  for (int k = 0; k < 2; ++k) {
+    if (p->e[k]) tt_executable_release(p->e[k]); /* owns its graph */
+    else tt_graph_destroy(p->g[k]);
+  }
+}
+
 /* A chain of unfused elementwise ops on 64 KiB values: the plan keeps two
  * buffers' worth (each op reads the previous value while writing its
  * own), and results equal unplanned execution. */
@@ -684,16 +712,10 @@ static void test_buffer_plan_reuses_and_matches(void) {
   n[6] = unary(n[5], TT_UN_NEG);
   n[7] = reduce(n[6], TT_RED_SUM, 2, 0, TT_F32); /* [1] */
   tt_node_t *y = binary(n[7], n[0], TT_BIN_MUL); /* n[0] lives to the end */
-  tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
+  tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
-  tt_optimize_options_t off = {0, 1, 0};
-  CHECK_OK(tt_graph_optimize(g, &off, &g0));
-  CHECK_OK(tt_graph_optimize(g, &off, &g1));
-  tt_executable_t *e0 = NULL, *e1 = NULL;
-  setenv("TORCHTPU_BUFFER_PLAN", "0", 1);
-  if (g0) CHECK_OK(tt_executable_create(g0, &e0));
-  unsetenv("TORCHTPU_BUFFER_PLAN");
-  if (g1) CHECK_OK(tt_executable_create(g1, &e1));
+  plan_pair_t pp = plan_pair_make(g);
+  tt_executable_t *e0 = pp.e[0], *e1 = pp.e[1];
   if (e0 && e1) {
     size_t v = sizeof(float) * N;
     CHECK(tt_executable_arena_bytes(e0) == 0);
@@ -708,10 +730,7 @@ static void test_buffer_plan_reuses_and_matches(void) {
     CHECK_OK(tt_executable_run(e1, in, o1));
     CHECK(memcmp(a, b, sizeof(float) * N) == 0);
   }
-  if (e0) tt_executable_release(e0);
-  else tt_graph_destroy(g0);
-  if (e1) tt_executable_release(e1);
-  else tt_graph_destroy(g1);
+  plan_pair_free(&pp);
   tt_graph_destroy(g);
   for (int i = 0; i < 8; ++i) tt_node_release(n[i]);
   tt_node_release(y);
@@ -744,16 +763,10 @@ static void test_buffer_plan_shared_reshape(void) {
   tt_node_t *big = unary(t, TT_UN_SIGMOID);           /* a value that may reuse a slot */
   tt_node_t *late = binary(v, v, TT_BIN_MUL);         /* reads v after the reshape */
   tt_node_t *outs[2] = {big, late};
-  tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
+  tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(outs, 2, &g, NULL));
-  tt_optimize_options_t off = {0, 1, 0};
-  CHECK_OK(tt_graph_optimize(g, &off, &g0));
-  CHECK_OK(tt_graph_optimize(g, &off, &g1));
-  tt_executable_t *e0 = NULL, *e1 = NULL;
-  setenv("TORCHTPU_BUFFER_PLAN", "0", 1);
-  if (g0) CHECK_OK(tt_executable_create(g0, &e0));
-  unsetenv("TORCHTPU_BUFFER_PLAN");
-  if (g1) CHECK_OK(tt_executable_create(g1, &e1));
+  plan_pair_t pp = plan_pair_make(g);
+  tt_executable_t *e0 = pp.e[0], *e1 = pp.e[1];
   if (e0 && e1) {
     size_t vb = sizeof(float) * N;
     /* exp and tanh are intermediates; the reshape adds nothing. */
@@ -770,10 +783,7 @@ static void test_buffer_plan_shared_reshape(void) {
     for (int i = 0; i < N; ++i) bad += fabsf(b[N + i] - expf(data[i]) * expf(data[i])) > 1e-4f * b[N + i];
     CHECK(bad == 0);
   }
-  if (e0) tt_executable_release(e0);
-  else tt_graph_destroy(g0);
-  if (e1) tt_executable_release(e1);
-  else tt_graph_destroy(g1);
+  plan_pair_free(&pp);
   tt_graph_destroy(g);
   tt_node_t *all[] = {x, v, r, t, big, late};
   for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tt_node_release(all[i]);
@@ -820,16 +830,10 @@ static void test_buffer_plan_slice_alias(void) {
   tt_node_t *sx = slice3(x, 2, 3, 0, 128);    /* of the graph input */
   tt_node_t *o2 = binary(w, sx, TT_BIN_ADD); /* reads w late */
   tt_node_t *outs[4] = {o3, o0, o1, o2};
-  tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
+  tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(outs, 4, &g, NULL));
-  tt_optimize_options_t off = {0, 1, 0};
-  CHECK_OK(tt_graph_optimize(g, &off, &g0));
-  CHECK_OK(tt_graph_optimize(g, &off, &g1));
-  tt_executable_t *e0 = NULL, *e1 = NULL;
-  setenv("TORCHTPU_BUFFER_PLAN", "0", 1);
-  if (g0) CHECK_OK(tt_executable_create(g0, &e0));
-  unsetenv("TORCHTPU_BUFFER_PLAN");
-  if (g1) CHECK_OK(tt_executable_create(g1, &e1));
+  plan_pair_t pp = plan_pair_make(g);
+  tt_executable_t *e0 = pp.e[0], *e1 = pp.e[1];
   if (e0 && e1) {
     size_t pb = sizeof(float) * P;
     /* exp, x + x, sigmoid (3 planes each), the half slice (1.5), q + k. */
@@ -854,10 +858,7 @@ static void test_buffer_plan_slice_alias(void) {
     }
     CHECK(bad == 0);
   }
-  if (e0) tt_executable_release(e0);
-  else tt_graph_destroy(g0);
-  if (e1) tt_executable_release(e1);
-  else tt_graph_destroy(g1);
+  plan_pair_free(&pp);
   tt_graph_destroy(g);
   tt_node_t *all[] = {x, v, half, o3, q, k, w, qk, o0, xx, sg, m, o1, sx, o2};
   for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); ++i) tt_node_release(all[i]);

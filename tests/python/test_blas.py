@@ -228,14 +228,17 @@ def test_small_plane_conv_chunks(choice, restore_blas):
         assert ((a - b).abs().max() / b.abs().max()).item() < 1e-5
 
 
-def _cpu_has_avx512():
+def _cpuinfo_words():
     with open("/proc/cpuinfo") as f:
-        return "avx512f" in f.read().split()
+        return set(f.read().split())
+
+
+def _cpu_has_avx512():
+    return "avx512f" in _cpuinfo_words()
 
 
 def _cpu_is_intel():
-    with open("/proc/cpuinfo") as f:
-        return "GenuineIntel" in f.read().split()
+    return "GenuineIntel" in _cpuinfo_words()
 
 
 def test_auto_policy_by_cpu(restore_blas):
