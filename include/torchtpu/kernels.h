@@ -251,6 +251,11 @@ tt_status_t tt_kernel_rng(tt_rng_op_t op, uint64_t seed, uint64_t offset,
  * from several threads at once (calls serialise on the pool). */
 typedef void (*tt_range_fn_t)(void *ctx, int64_t begin, int64_t end);
 void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx);
+/* tt_parallel_for with every item its own chunk, for coarse items (tens
+ * of microseconds each or more, like a GEMM's row blocks) that number a
+ * few per thread: tt_parallel_for's chunks (at most 4 a thread) would
+ * leave one thread idle for up to a whole chunk of items at the end. */
+void tt_parallel_for_items(int64_t n, tt_range_fn_t fn, void *ctx);
 int tt_num_threads(void);
 /* Brackets a burst of parallel calls (a graph execution): while at least
  * one hold is open, idle workers keep polling for the next job (yielding

@@ -889,7 +889,7 @@ static tt_status_t tt_sgemm_parallel(const tt_sgemm_args_t *g, const tt_ukr_t *u
       p.acc = g->accumulate || p.pc > 0;
       tt_parallel_for(p.npanels, 1, tt_gemm_pack_range, &p);
       if (p.apack) tt_parallel_for((p.kc + 15) / 16, 1, tt_gemm_pack_a_range, &p);
-      tt_parallel_for(mblocks * p.ngroups, 1, tt_gemm_compute_range, &p);
+      tt_parallel_for_items(mblocks * p.ngroups, tt_gemm_compute_range, &p);
       if (p.failed) {
         return tt_status_make(TT_RESOURCE_EXHAUSTED,
                               "gemm: cannot allocate an A packing buffer");
@@ -1100,8 +1100,11 @@ static tt_status_t tt_sgemm_own(const tt_sgemm_args_t *probs, int64_t nprobs, in
     return NULL;
   }
   tt_gemm_batch_t job = {.u = u, .probs = probs};
-  int64_t grain = parallel && flops * (double)nprobs >= 2e6 ? 1 : nprobs;
-  tt_parallel_for(nprobs, grain, tt_gemm_batch_range, &job);
+  if (parallel && flops * (double)nprobs >= 2e6) {
+    tt_parallel_for_items(nprobs, tt_gemm_batch_range, &job);
+  } else {
+    tt_gemm_batch_range(&job, 0, nprobs);
+  }
   if (job.failed) {
     return tt_status_make(TT_RESOURCE_EXHAUSTED,
                           "gemm: cannot allocate packing buffers");

@@ -43,6 +43,7 @@
 
 #define TT_POOL_MAX_THREADS 256
 #define TT_POOL_SPIN 2000
+#define TT_POOL_MAX_CHUNKS 0xffff /* the job word's 16-bit chunk count */
 
 typedef struct tt_pool_s {
   pthread_mutex_t call_mu; /* held for the whole of one parallel call */
@@ -251,7 +252,10 @@ void tt_parallel_hold_end(void) {
   if (tt_pool_hold_enabled_()) atomic_fetch_sub(&tt_pool_holds_, 1);
 }
 
-void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx) {
+/* Runs [0, n) in chunks of at least `grain` items, at most `per_thread`
+ * chunks a taking-part thread (and never more than the job word counts). */
+static void tt_parallel_run_(int64_t n, int64_t grain, int64_t per_thread, tt_range_fn_t fn,
+                             void *ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   int nthreads = tt_parallel_width();
@@ -269,7 +273,8 @@ void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx) {
   }
   int workers = nthreads - 1 < p->nworkers ? nthreads - 1 : p->nworkers;
   int64_t nchunks = (n + grain - 1) / grain;
-  int64_t max_chunks = (int64_t)(workers + 1) * 4;
+  int64_t max_chunks = (int64_t)(workers + 1) * per_thread;
+  if (max_chunks > TT_POOL_MAX_CHUNKS) max_chunks = TT_POOL_MAX_CHUNKS;
   if (nchunks > max_chunks) nchunks = max_chunks;
   int64_t chunk = (n + nchunks - 1) / nchunks;
   nchunks = (n + chunk - 1) / chunk;
@@ -306,4 +311,12 @@ void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx) {
     pthread_mutex_unlock(&p->mu);
   }
   pthread_mutex_unlock(&p->call_mu);
+}
+
+void tt_parallel_for(int64_t n, int64_t grain, tt_range_fn_t fn, void *ctx) {
+  tt_parallel_run_(n, grain, 4, fn, ctx);
+}
+
+void tt_parallel_for_items(int64_t n, tt_range_fn_t fn, void *ctx) {
+  tt_parallel_run_(n, 1, TT_POOL_MAX_CHUNKS, fn, ctx);
 }

@@ -186,6 +186,21 @@ static void test_parallel(void) {
   CHECK(pf_all_once(hits, n, 2), "empty ranges do nothing");
   free(hits);
 
+  /* tt_parallel_for_items: each item its own call, up to the job word's
+   * 65535 chunks; past that, chunks of several items still cover all. */
+  hits = calloc(43, sizeof(*hits));
+  pf_ctx_t it = {hits, 0};
+  tt_parallel_for_items(43, pf_mark, &it);
+  CHECK(pf_all_once(hits, 43, 1) && (tt_num_threads() == 1 || atomic_load(&it.calls) == 43),
+        "parallel_for_items: one call an item");
+  free(hits);
+  hits = calloc(200000, sizeof(*hits));
+  pf_ctx_t big = {hits, 0};
+  tt_parallel_for_items(200000, pf_mark, &big);
+  CHECK(pf_all_once(hits, 200000, 1) && atomic_load(&big.calls) <= 0xffff,
+        "parallel_for_items past the chunk limit");
+  free(hits);
+
   /* Nested calls run inline and still cover everything. */
   hits = calloc(64 * 100, sizeof(*hits));
   pf_ctx_t outer = {hits, 0};
