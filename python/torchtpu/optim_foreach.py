@@ -14,11 +14,27 @@ lower element by element (lowering/foreach_ops.py) in one dispatch each.
 
 Explicit foreach=False still takes the loop; TORCHTPU_OPTIM_FOREACH=0
 keeps PyTorch's device list unchanged (PyTorch/XLA's behaviour).
+
+Adam and AdamW go one step further (TORCHTPU_FUSED_ADAM=0 turns it off):
+even as _foreach_* ops, an update step paid PyTorch's functionalization
+per tensor and op (seven in-place foreach ops over every parameter: about
+6 ms of a GPT-style decoder step's 21 ms of recording). On the common
+path (float32 xla tensors, CPU step counters, no amsgrad, maximize,
+capturable or complex), torch.optim.adam's _multi_tensor_adam is replaced
+by _adam_step below, which records the same IR ops per parameter straight
+on the engine's handles (the ones the lowerings of _foreach_lerp_,
+_foreach_addcmul_, ... record, in the same order within each parameter,
+so the results are the foreach path's bit for bit) and then swaps each
+updated tensor's value once. Anything else takes PyTorch's function.
 """
 import os
 
+import torch
+import torch.optim.adam as _adam
 import torch.optim.optimizer as _optimizer
 import torch.utils._foreach_utils as _foreach_utils
+
+from torchtpu import _C, bridge
 
 
 def _with_xla(devices):
@@ -32,6 +48,111 @@ def install():
         _foreach_utils._get_foreach_kernels_supported_devices)
     _optimizer._get_foreach_kernels_supported_devices = _with_xla(
         _optimizer._get_foreach_kernels_supported_devices)
+    if os.environ.get("TORCHTPU_FUSED_ADAM", "1") != "0" and \
+            getattr(_adam, "_multi_tensor_adam", None) is not None:
+        _adam._multi_tensor_adam = _fused_adam_or(_adam._multi_tensor_adam)
+
+
+def _inner_f32(t):
+    """The XlaTensor under functional xla tensor t when it is float32, else None."""
+    if t.dtype is not torch.float32 or t.device.type != "xla" or \
+            not torch._is_functional_tensor(t):
+        return None
+    try:
+        inner = bridge.inner_of(t)
+    except RuntimeError:
+        return None
+    return inner if isinstance(inner, bridge.XlaTensor) else None
+
+
+def _fused_adam_or(original):
+    def _multi_tensor_adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+                           grad_scale, found_inf, *, amsgrad, has_complex, beta1, beta2, lr,
+                           weight_decay, eps, maximize, capturable, differentiable,
+                           decoupled_weight_decay):
+        inners = None
+        if params and not (amsgrad or has_complex or maximize or capturable or differentiable) \
+                and grad_scale is None and found_inf is None and \
+                all(isinstance(x, (int, float)) for x in (beta1, beta2, lr, weight_decay, eps)) \
+                and all(s.device.type == "cpu" for s in state_steps):
+            inners = []
+            for group in (params, grads, exp_avgs, exp_avg_sqs):
+                got = [_inner_f32(t) for t in group]
+                if any(x is None for x in got):
+                    inners = None
+                    break
+                inners.append(got)
+            if inners is not None and len({x._h.device for g in inners for x in g}) != 1:
+                inners = None
+        if inners is None:
+            return original(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+                            grad_scale, found_inf, amsgrad=amsgrad, has_complex=has_complex,
+                            beta1=beta1, beta2=beta2, lr=lr, weight_decay=weight_decay,
+                            eps=eps, maximize=maximize, capturable=capturable,
+                            differentiable=differentiable,
+                            decoupled_weight_decay=decoupled_weight_decay)
+        _adam_step(params, exp_avgs, exp_avg_sqs, state_steps, inners, beta1, beta2, lr,
+                   weight_decay, eps, decoupled_weight_decay)
+    return _multi_tensor_adam
+
+
+def _adam_step(params, exp_avgs, exp_avg_sqs, state_steps, inners, beta1, beta2, lr,
+               weight_decay, eps, decoupled):
+    """One Adam(W) update of every parameter, as _multi_tensor_adam's
+    non-capturable path computes it (each line names the foreach op whose
+    per-tensor lowering, lowering/elementwise.py, records the same ops)."""
+    from torchtpu.lowering.core import BIN, BINARY, TT_F32, UN, UNARY
+    op, scalar = _C.op, _C.scalar
+    add, sub, mul, div = ((BIN[n],) for n in ("add", "sub", "mul", "div"))
+    sqrt = (UN["sqrt"],)
+    ps, gs, ms, vs = inners
+    dev = ps[0]._h.device
+
+    def s(v):
+        return scalar(dev, TT_F32, float(v))
+
+    torch._foreach_add_(state_steps, torch.tensor(1.0, device="cpu"), alpha=1.0)
+    w = 1 - beta1
+    new_p, new_m, new_v = [], [], []
+    for p, g, m, v, step in zip(ps, gs, ms, vs, state_steps):
+        p, g, m, v = p._h, g._h, m._h, v._h
+        n = step.item()
+        bc1, bc2 = 1 - beta1 ** n, 1 - beta2 ** n
+        if weight_decay != 0:
+            if decoupled:  # _foreach_mul_(params, 1 - lr * wd)
+                p = op(BINARY, [p, s(1 - lr * weight_decay)], mul)
+            else:  # grads = _foreach_add(grads, params, alpha=wd)
+                g = op(BINARY, [g, op(BINARY, [p, s(weight_decay)], mul)], add)
+        # _foreach_lerp_(exp_avgs, grads, 1 - beta1)
+        diff = op(BINARY, [g, m], sub)
+        if abs(w) < 0.5:
+            m = op(BINARY, [m, op(BINARY, [s(w), diff], mul)], add)
+        else:
+            m = op(BINARY, [g, op(BINARY, [diff, s(1.0 - w)], mul)], sub)
+        # _foreach_mul_(exp_avg_sqs, beta2); _foreach_addcmul_(.., grads, grads, 1 - beta2)
+        v = op(BINARY, [v, s(beta2)], mul)
+        prod = op(BINARY, [g, g], mul)
+        if 1 - beta2 != 1:
+            prod = op(BINARY, [s(1 - beta2), prod], mul)
+        v = op(BINARY, [v, prod], add)
+        # sqrt, _foreach_div_(.., bias_correction2 ** 0.5), _foreach_add_(.., eps)
+        den = op(UNARY, [v], sqrt, (0.0, 0.0))
+        den = op(BINARY, [den, s(bc2 ** 0.5)], div)
+        den = op(BINARY, [den, s(eps)], add)
+        # _foreach_addcdiv_(params, exp_avgs, denom, -lr / bias_correction1)
+        q = op(BINARY, [m, den], div)
+        step_size = (lr / bc1) * -1
+        if step_size != 1:
+            q = op(BINARY, [s(step_size), q], mul)
+        new_p.append(op(BINARY, [p, q], add))
+        new_m.append(m)
+        new_v.append(v)
+    for tensors, values in ((params, new_p), (exp_avgs, new_m), (exp_avg_sqs, new_v)):
+        for t, h in zip(tensors, values):
+            torch._functionalize_replace(t, bridge.XlaTensor(h))
+            torch._functionalize_commit_update(t)
+            torch._functionalize_sync(t)
+    torch.autograd.graph.increment_version(list(params) + list(exp_avgs) + list(exp_avg_sqs))
 
 
 install()
