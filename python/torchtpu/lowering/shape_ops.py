@@ -1,6 +1,8 @@
 """Shape and data-movement lowerings. Functionalization hands us the
 *_copy forms of views; since engine values are immutable, aliases (detach,
 clone, alias) share one handle."""
+import math
+
 import torch
 
 from torchtpu import _C, bridge
@@ -12,6 +14,8 @@ from torchtpu.lowering.core import (
 
 def _infer_view_shape(shape, numel):
     shape = [int(s) for s in shape]
+    if -1 not in shape and min(shape, default=0) >= 0 and math.prod(shape) == numel:
+        return shape  # the common case: every size given
     neg = [i for i, s in enumerate(shape) if s == -1]
     if len(neg) > 1:
         raise RuntimeError("only one dimension can be inferred")
@@ -48,7 +52,8 @@ def propagate_xla_data(a, b):
 @lowers(aten.view.default, aten.view_copy.default, aten._unsafe_view.default,
         aten.reshape.default, aten._reshape_copy.default)
 def view(x, shape):
-    return wrap(reshape(x._h, _infer_view_shape(shape, x.numel())))
+    h = x._h
+    return wrap(reshape(h, _infer_view_shape(shape, math.prod(h.shape))))
 
 
 @lowers(aten.view.dtype, aten.view_copy.dtype)
@@ -94,20 +99,22 @@ def expand(x, size, implicit=False):
 
 @lowers(aten.permute.default, aten.permute_copy.default)
 def permute(x, dims):
-    dims = norm_dims(list(dims), x.dim())
-    if len(dims) != x.dim():
+    h = x._h
+    r = len(h.shape)
+    dims = norm_dims(list(dims), r)
+    if len(dims) != r:
         raise RuntimeError(
             "permute(sparse_coo): number of dimensions in the tensor input does not match the "
-            f"length of the desired ordering of dimensions i.e. input.dim() = {x.dim()} is not "
+            f"length of the desired ordering of dimensions i.e. input.dim() = {r} is not "
             f"equal to len(dims) = {len(dims)}")
-    if dims == list(range(x.dim())):
-        return wrap(x._h)
-    return wrap(op(TRANSPOSE, [x._h], dims))
+    if dims == list(range(r)):
+        return wrap(h)
+    return wrap(op(TRANSPOSE, [h], dims))
 
 
 @lowers(aten.transpose.int, aten.transpose_copy.int)
 def transpose(x, d0, d1):
-    r = x.dim()
+    r = len(x._h.shape)
     if r == 0:
         return wrap(x._h)
     d0, d1 = norm_dim(d0, r), norm_dim(d1, r)
@@ -118,9 +125,11 @@ def transpose(x, d0, d1):
 
 @lowers(aten.t.default, aten.t_copy.default)
 def t(x):
-    if x.dim() > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.dim()}D")
-    return transpose(x, 0, 1) if x.dim() == 2 else wrap(x._h)
+    h = x._h
+    r = len(h.shape)
+    if r > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {r}D")
+    return wrap(op(TRANSPOSE, [h], (1, 0))) if r == 2 else wrap(h)
 
 
 @lowers(aten.numpy_T.default)
