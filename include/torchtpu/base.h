@@ -76,6 +76,8 @@ typedef struct tt_shape_s {
 
 int64_t tt_shape_numel(const tt_shape_t *shape);
 int tt_shape_equal(const tt_shape_t *a, const tt_shape_t *b);
+/* Whether x broadcasts to `to` (right-aligned; each dim equal or 1). */
+int tt_shape_broadcasts_to(const tt_shape_t *x, const tt_shape_t *to);
 
 /* Conversions between storage dtypes and f32/f64/i64, used by kernels. */
 float tt_f16_to_f32(uint16_t h);

@@ -51,6 +51,15 @@ int64_t tt_shape_numel(const tt_shape_t *shape) {
   return n;
 }
 
+int tt_shape_broadcasts_to(const tt_shape_t *x, const tt_shape_t *to) {
+  if (x->rank > to->rank) return 0;
+  for (int32_t i = 0; i < x->rank; ++i) {
+    int64_t d = x->dims[i], t = to->dims[to->rank - x->rank + i];
+    if (d != t && d != 1) return 0;
+  }
+  return 1;
+}
+
 int tt_shape_equal(const tt_shape_t *a, const tt_shape_t *b) {
   if (a->rank != b->rank) return 0;
   for (int32_t i = 0; i < a->rank && i < TT_MAX_RANK; ++i) {

@@ -83,15 +83,6 @@ static tt_status_t tt_broadcast_shapes(const tt_shape_t *a, const tt_shape_t *b,
   return NULL;
 }
 
-static int tt_broadcastable_to(const tt_shape_t *x, const tt_shape_t *to) {
-  if (x->rank > to->rank) return 0;
-  for (int i = 0; i < x->rank; ++i) {
-    int64_t d = x->dims[i], t = to->dims[to->rank - x->rank + i];
-    if (d != t && d != 1) return 0;
-  }
-  return 1;
-}
-
 static int tt_unary_returns_bool(int64_t op) {
   return op == TT_UN_LOGICAL_NOT || op == TT_UN_ISNAN;
 }
@@ -192,7 +183,7 @@ static tt_status_t tt_infer(tt_node_t *n) {
     case TT_OP_BROADCAST: {
       NEED_OPERANDS(1);
       TT_RETURN_IF_ERROR(tt_set_dims(&n->shape, ia, n->num_iattrs, name));
-      if (!tt_broadcastable_to(&x[0]->shape, &n->shape)) {
+      if (!tt_shape_broadcasts_to(&x[0]->shape, &n->shape)) {
         SHAPE_STR(sa, &x[0]->shape);
         SHAPE_STR(sb, &n->shape);
         return tt_status_make(TT_INVALID_ARGUMENT,

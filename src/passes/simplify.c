@@ -195,6 +195,21 @@ static void tt_fold_add_of_pads(tt_work_t *w, int32_t i, int32_t **uses) {
   in->fattrs[0] = 0.0;
 }
 
+/* Binary and where kernels broadcast their operands to the instruction's
+ * shape, so an operand materialised by a BROADCAST of a value that already
+ * broadcasts there is read as that value (a _safe_softmax's where over a
+ * broadcast 0: the 2 MiB fill and its read go away). */
+static void tt_fold_broadcast_operands(tt_work_t *w, tt_instr_t *in) {
+  for (int32_t k = 0; k < in->num_operands; ++k) {
+    int32_t o = tt_work_resolve(w, in->operands[k]);
+    const tt_instr_t *b = &w->instrs[o];
+    if (b->op != TT_OP_BROADCAST) continue;
+    int32_t y = tt_work_resolve(w, b->operands[0]);
+    if (w->instrs[y].dtype == b->dtype && tt_shape_broadcasts_to(&w->instrs[y].shape, &in->shape))
+      in->operands[k] = y;
+  }
+}
+
 tt_status_t tt_pass_simplify(tt_work_t *w) {
   int32_t *uses = NULL;
   for (int32_t i = 0; i < w->num_instrs; ++i) {
@@ -202,6 +217,9 @@ tt_status_t tt_pass_simplify(tt_work_t *w) {
     if (w->instrs[i].op == TT_OP_DOT) tt_fold_dot_transpose(w, &w->instrs[i], &uses);
     if (w->instrs[i].op == TT_OP_TRANSPOSE) tt_fold_transpose_of_dot(w, i, &uses);
     if (w->instrs[i].op == TT_OP_BINARY) tt_fold_add_of_pads(w, i, &uses);
+    if (w->forward[i] == i &&
+        (w->instrs[i].op == TT_OP_BINARY || w->instrs[i].op == TT_OP_WHERE))
+      tt_fold_broadcast_operands(w, &w->instrs[i]);
     if (w->forward[i] != i) continue;
     tt_instr_t *in = &w->instrs[i];
     if (in->num_operands < 1) continue;

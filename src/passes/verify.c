@@ -1,15 +1,6 @@
 /* The IR verifier: structural invariants every pass must keep. */
 #include "torchtpu/passes.h"
 
-static int tt_broadcastable(const tt_shape_t *x, const tt_shape_t *to) {
-  if (x->rank > to->rank) return 0;
-  for (int i = 0; i < x->rank; ++i) {
-    int64_t d = x->dims[i], t = to->dims[to->rank - x->rank + i];
-    if (d != t && d != 1) return 0;
-  }
-  return 1;
-}
-
 tt_status_t tt_verify_work(const tt_work_t *w, const char *after) {
   int32_t inputs_seen = 0;
   for (int32_t i = 0; i < w->num_instrs; ++i) {
@@ -37,7 +28,7 @@ tt_status_t tt_verify_work(const tt_work_t *w, const char *after) {
       int elementwise = in->op == TT_OP_UNARY || in->op == TT_OP_BINARY ||
                         in->op == TT_OP_WHERE ||
                         (in->op == TT_OP_FUSED && !tt_fused_is_reduce(in));
-      if (elementwise && !tt_broadcastable(&x->shape, &in->shape))
+      if (elementwise && !tt_shape_broadcasts_to(&x->shape, &in->shape))
         return tt_status_make(TT_INTERNAL,
                               "verify after %s: %%%d (%s) operand %%%d does not broadcast to its "
                               "shape", after, i, tt_op_name(in->op), o);
@@ -91,7 +82,7 @@ tt_status_t tt_verify_work(const tt_work_t *w, const char *after) {
                                   after, i, s, arg);
           if (arg >= 0) continue;
           const tt_instr_t *x = &w->instrs[tt_work_resolve(w, in->operands[-arg - 1])];
-          if (is_red && !tt_broadcastable(&x->shape, epilogue ? &in->shape : &dom))
+          if (is_red && !tt_shape_broadcasts_to(&x->shape, epilogue ? &in->shape : &dom))
             return tt_status_make(TT_INTERNAL,
                                   "verify after %s: %%%d fused step %d input does not broadcast "
                                   "to its %s", after, i, s, epilogue ? "shape" : "domain");
