@@ -65,15 +65,21 @@ def _inner_f32(t):
     return inner if isinstance(inner, bridge.XlaTensor) else None
 
 
+# The keyword arguments of torch.optim.adam._multi_tensor_adam this path
+# understands; any other set (another PyTorch release) takes PyTorch's.
+_ADAM_KWARGS = {"amsgrad", "has_complex", "beta1", "beta2", "lr", "weight_decay", "eps",
+                "maximize", "capturable", "differentiable", "decoupled_weight_decay"}
+
+
 def _fused_adam_or(original):
     def _multi_tensor_adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
-                           grad_scale, found_inf, *, amsgrad, has_complex, beta1, beta2, lr,
-                           weight_decay, eps, maximize, capturable, differentiable,
-                           decoupled_weight_decay):
+                           grad_scale, found_inf, **kw):
         inners = None
-        if params and not (amsgrad or has_complex or maximize or capturable or differentiable) \
-                and grad_scale is None and found_inf is None and \
-                all(isinstance(x, (int, float)) for x in (beta1, beta2, lr, weight_decay, eps)) \
+        if params and set(kw) == _ADAM_KWARGS and grad_scale is None and found_inf is None \
+                and not any(kw[k] for k in ("amsgrad", "has_complex", "maximize", "capturable",
+                                            "differentiable")) \
+                and all(isinstance(kw[k], (int, float))
+                        for k in ("beta1", "beta2", "lr", "weight_decay", "eps")) \
                 and all(s.device.type == "cpu" for s in state_steps):
             inners = []
             for group in (params, grads, exp_avgs, exp_avg_sqs):
@@ -86,13 +92,9 @@ def _fused_adam_or(original):
                 inners = None
         if inners is None:
             return original(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
-                            grad_scale, found_inf, amsgrad=amsgrad, has_complex=has_complex,
-                            beta1=beta1, beta2=beta2, lr=lr, weight_decay=weight_decay,
-                            eps=eps, maximize=maximize, capturable=capturable,
-                            differentiable=differentiable,
-                            decoupled_weight_decay=decoupled_weight_decay)
-        _adam_step(params, exp_avgs, exp_avg_sqs, state_steps, inners, beta1, beta2, lr,
-                   weight_decay, eps, decoupled_weight_decay)
+                            grad_scale, found_inf, **kw)
+        _adam_step(params, exp_avgs, exp_avg_sqs, state_steps, inners, kw["beta1"], kw["beta2"],
+                   kw["lr"], kw["weight_decay"], kw["eps"], kw["decoupled_weight_decay"])
     return _multi_tensor_adam
 
 
@@ -108,8 +110,14 @@ def _adam_step(params, exp_avgs, exp_avg_sqs, state_steps, inners, beta1, beta2,
     ps, gs, ms, vs = inners
     dev = ps[0]._h.device
 
-    def s(v):
-        return scalar(dev, TT_F32, float(v))
+    made = {}
+
+    def s(v):  # one scalar input per distinct value (the foreach path made one per use)
+        v = float(v)
+        h = made.get(v.hex())  # hex: -0.0 and 0.0 stay apart
+        if h is None:
+            h = made[v.hex()] = scalar(dev, TT_F32, v)
+        return h
 
     torch._foreach_add_(state_steps, torch.tensor(1.0, device="cpu"), alpha=1.0)
     w = 1 - beta1
