@@ -102,10 +102,12 @@ def _adam_step(params, exp_avgs, exp_avg_sqs, state_steps, inners, beta1, beta2,
                weight_decay, eps, decoupled):
     """One Adam(W) update of every parameter, as _multi_tensor_adam's
     non-capturable path computes it (each line names the foreach op whose
-    per-tensor lowering, lowering/elementwise.py, records the same ops)."""
+    per-tensor lowering, lowering/elementwise.py, records the same ops; the
+    lowering table is imported on first use, as bridge.py does)."""
     from torchtpu.lowering.core import BIN, BINARY, TT_F32, UN, UNARY
+    from torchtpu.lowering.elementwise import addc_h, lerp_scalar_h
     op, scalar = _C.op, _C.scalar
-    add, sub, mul, div = ((BIN[n],) for n in ("add", "sub", "mul", "div"))
+    add, mul, div = ((BIN[n],) for n in ("add", "mul", "div"))
     sqrt = (UN["sqrt"],)
     ps, gs, ms, vs = inners
     dev = ps[0]._h.device
@@ -113,14 +115,12 @@ def _adam_step(params, exp_avgs, exp_avg_sqs, state_steps, inners, beta1, beta2,
     made = {}
 
     def s(v):  # one scalar input per distinct value (the foreach path made one per use)
-        v = float(v)
-        h = made.get(v.hex())  # hex: -0.0 and 0.0 stay apart
-        if h is None:
-            h = made[v.hex()] = scalar(dev, TT_F32, v)
-        return h
+        key = float(v).hex()  # -0.0 and 0.0 stay apart
+        if key not in made:
+            made[key] = scalar(dev, TT_F32, float(v))
+        return made[key]
 
     torch._foreach_add_(state_steps, torch.tensor(1.0, device="cpu"), alpha=1.0)
-    w = 1 - beta1
     new_p, new_m, new_v = [], [], []
     for p, g, m, v, step in zip(ps, gs, ms, vs, state_steps):
         p, g, m, v = p._h, g._h, m._h, v._h
@@ -131,28 +131,15 @@ def _adam_step(params, exp_avgs, exp_avg_sqs, state_steps, inners, beta1, beta2,
                 p = op(BINARY, [p, s(1 - lr * weight_decay)], mul)
             else:  # grads = _foreach_add(grads, params, alpha=wd)
                 g = op(BINARY, [g, op(BINARY, [p, s(weight_decay)], mul)], add)
-        # _foreach_lerp_(exp_avgs, grads, 1 - beta1)
-        diff = op(BINARY, [g, m], sub)
-        if abs(w) < 0.5:
-            m = op(BINARY, [m, op(BINARY, [s(w), diff], mul)], add)
-        else:
-            m = op(BINARY, [g, op(BINARY, [diff, s(1.0 - w)], mul)], sub)
+        m = lerp_scalar_h(m, g, 1 - beta1, s)  # _foreach_lerp_(exp_avgs, grads, 1 - beta1)
         # _foreach_mul_(exp_avg_sqs, beta2); _foreach_addcmul_(.., grads, grads, 1 - beta2)
-        v = op(BINARY, [v, s(beta2)], mul)
-        prod = op(BINARY, [g, g], mul)
-        if 1 - beta2 != 1:
-            prod = op(BINARY, [s(1 - beta2), prod], mul)
-        v = op(BINARY, [v, prod], add)
+        v = addc_h("mul", op(BINARY, [v, s(beta2)], mul), g, g, 1 - beta2, s)
         # sqrt, _foreach_div_(.., bias_correction2 ** 0.5), _foreach_add_(.., eps)
         den = op(UNARY, [v], sqrt, (0.0, 0.0))
         den = op(BINARY, [den, s(bc2 ** 0.5)], div)
         den = op(BINARY, [den, s(eps)], add)
         # _foreach_addcdiv_(params, exp_avgs, denom, -lr / bias_correction1)
-        q = op(BINARY, [m, den], div)
-        step_size = (lr / bc1) * -1
-        if step_size != 1:
-            q = op(BINARY, [s(step_size), q], mul)
-        new_p.append(op(BINARY, [p, q], add))
+        new_p.append(addc_h("div", p, m, den, (lr / bc1) * -1, s))
         new_m.append(m)
         new_v.append(v)
     for tensors, values in ((params, new_p), (exp_avgs, new_m), (exp_avg_sqs, new_v)):

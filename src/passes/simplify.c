@@ -217,11 +217,9 @@ tt_status_t tt_pass_simplify(tt_work_t *w) {
     if (w->instrs[i].op == TT_OP_DOT) tt_fold_dot_transpose(w, &w->instrs[i], &uses);
     if (w->instrs[i].op == TT_OP_TRANSPOSE) tt_fold_transpose_of_dot(w, i, &uses);
     if (w->instrs[i].op == TT_OP_BINARY) tt_fold_add_of_pads(w, i, &uses);
-    if (w->forward[i] == i &&
-        (w->instrs[i].op == TT_OP_BINARY || w->instrs[i].op == TT_OP_WHERE))
-      tt_fold_broadcast_operands(w, &w->instrs[i]);
     if (w->forward[i] != i) continue;
     tt_instr_t *in = &w->instrs[i];
+    if (in->op == TT_OP_BINARY || in->op == TT_OP_WHERE) tt_fold_broadcast_operands(w, in);
     if (in->num_operands < 1) continue;
     int32_t x = tt_work_resolve(w, in->operands[0]);
     in->operands[0] = x;

@@ -12,7 +12,6 @@ import pytest
 import torch
 
 import torch_xla
-import torch_xla.debug.metrics as met
 from torchtpu import optim_foreach
 
 _CHILD = r"""
@@ -137,4 +136,3 @@ def test_records_no_per_tensor_dispatch():
     torch_xla.sync()
     ops = {s for s in seen if "_propagate_xla_data" not in s}
     assert not any(s.startswith("aten._foreach") for s in ops), ops
-    met.clear_counters()

@@ -381,6 +381,26 @@ def _finish(h, dtype):
     return wrap(h if h.dtype == tt(dtype) else op(CONVERT, [h], (tt(dtype),)))
 
 
+def addc_h(name, s, a, b, value, make_scalar):
+    """s + value * (a <name> b) on handles of one dtype, as addcmul ("mul")
+    and addcdiv ("div") record it; make_scalar(v) gives v's scalar handle.
+    Shared with the Adam update recorded on handles (torchtpu/optim_foreach.py)."""
+    prod = op(BINARY, [a, b], (BIN[name],))
+    if value != 1:
+        prod = op(BINARY, [make_scalar(value), prod], (BIN["mul"],))
+    return op(BINARY, [s, prod], (BIN["add"],))
+
+
+def lerp_scalar_h(s, e, w, make_scalar):
+    """lerp(s, e, w) for a Python weight w on handles, as lerp.Scalar records it."""
+    diff = op(BINARY, [e, s], (BIN["sub"],))
+    if abs(w) < 0.5:  # s + w * (e - s)
+        return op(BINARY, [s, op(BINARY, [make_scalar(w), diff], (BIN["mul"],))], (BIN["add"],))
+    # e - (e - s) * (1 - w)
+    return op(BINARY, [e, op(BINARY, [diff, make_scalar(1.0 - w)], (BIN["mul"],))],
+              (BIN["sub"],))
+
+
 def _addc_impl(func, name):
     def fn(self, tensor1, tensor2, *, value=1):
         rt = result_type(self, tensor1, tensor2)
@@ -389,10 +409,8 @@ def _addc_impl(func, name):
         dev = device_of(self, tensor1, tensor2)
         ct = _opmath_tt(rt)
         a, b = handle(tensor1, dev, ct), handle(tensor2, dev, ct)
-        prod = op(BINARY, [a, b], (BIN[name],))
-        if value != 1:
-            prod = op(BINARY, [scalar(dev, ct, value), prod], (BIN["mul"],))
-        return _finish(op(BINARY, [handle(self, dev, ct), prod], (BIN["add"],)), rt)
+        return _finish(addc_h(name, handle(self, dev, ct), a, b, value,
+                              lambda v: scalar(dev, ct, v)), rt)
     return fn
 
 
@@ -409,16 +427,10 @@ def _lerp(func):
         dev = device_of(self, end)
         ct = _opmath_tt(self.dtype)
         s, e = handle(self, dev, ct), handle(end, dev, ct)
-        diff = op(BINARY, [e, s], (BIN["sub"],))
         if not isinstance(weight, torch.Tensor):
-            w = float(weight)
-            if abs(w) < 0.5:  # self + w * (end - self)
-                h = op(BINARY, [s, op(BINARY, [scalar(dev, ct, w), diff], (BIN["mul"],))],
-                       (BIN["add"],))
-            else:  # end - (end - self) * (1 - w)
-                h = op(BINARY, [e, op(BINARY, [diff, scalar(dev, ct, 1.0 - w)], (BIN["mul"],))],
-                       (BIN["sub"],))
-            return _finish(h, self.dtype)
+            return _finish(lerp_scalar_h(s, e, float(weight), lambda v: scalar(dev, ct, v)),
+                           self.dtype)
+        diff = op(BINARY, [e, s], (BIN["sub"],))
         w = handle(weight, dev, ct)
         lo = op(BINARY, [s, op(BINARY, [w, diff], (BIN["mul"],))], (BIN["add"],))
         one_minus = op(BINARY, [scalar(dev, ct, 1.0), w], (BIN["sub"],))
