@@ -13,6 +13,9 @@ HDRS = $(shell find include src -name '*.h')
 # compiling all of it again per test made most of the suite's time.
 OBJS = $(patsubst src/%.c,build/ctest/obj/%.o,$(SRCS))
 TESTS = $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/test_*.c))
+# Keep the objects: as a pattern rule's prerequisites they are otherwise
+# intermediates, deleted after each build (a full rebuild every time).
+.SECONDARY: $(OBJS)
 
 build/ctest/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(dir $@)

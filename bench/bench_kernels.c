@@ -255,6 +255,47 @@ static void bench_transpose3(int64_t d0, int64_t d1, int64_t d2) {
   free(m.o.data);
 }
 
+typedef struct att_arg_s {
+  tt_view_t q, k, v, o, go, gq, gk, gv;
+  int causal;
+  double scale;
+} att_arg_t;
+
+static void run_att_fwd(void *p) {
+  att_arg_t *a = p;
+  tt_status_free(tt_kernel_attention(&a->q, &a->k, &a->v, NULL, a->causal, a->scale, &a->o, NULL));
+}
+
+static void run_att_bwd(void *p) {
+  att_arg_t *a = p;
+  tt_status_free(tt_kernel_attention_backward(&a->go, &a->q, &a->k, &a->v, NULL, a->causal,
+                                              a->scale, &a->gq, &a->gk, &a->gv));
+}
+
+/* Fused attention over [B, H, L, E] (S = L), forward and backward. FLOPs
+ * counted are the products a causal mask leaves (half the square):
+ * 2 products forward, 4 backward (the recomputed scores not counted). */
+static void bench_attention(int64_t B, int64_t H, int64_t L, int64_t E, int causal) {
+  char name[2][96];
+  for (int w = 0; w < 2; ++w)
+    snprintf(name[w], sizeof name[w], "attention %s f32 [%lld,%lld,%lld,%lld]%s",
+             w ? "backward" : "forward", (long long)B, (long long)H, (long long)L, (long long)E,
+             causal ? " causal" : "");
+  if (!wanted(name[0]) && !wanted(name[1])) return;
+  int64_t d[4] = {B, H, L, E};
+  att_arg_t a = {make(TT_F32, 4, d), make(TT_F32, 4, d), make(TT_F32, 4, d), make(TT_F32, 4, d),
+                 make(TT_F32, 4, d), make(TT_F32, 4, d), make(TT_F32, 4, d), make(TT_F32, 4, d),
+                 causal, 0.125};
+  double prod = 2.0 * (double)(B * H * L * L * E) * (causal ? 0.5 : 1.0);
+  for (int w = 0; w < 2; ++w) {
+    if (!wanted(name[w])) continue;
+    double t = time_it(w ? run_att_bwd : run_att_fwd, &a);
+    printf("%-48s %9.3f ms %8.1f GFLOP/s\n", name[w], t * 1e3, prod * (w ? 4 : 2) / t * 1e-9);
+  }
+  tt_view_t *all[8] = {&a.q, &a.k, &a.v, &a.o, &a.go, &a.gq, &a.gk, &a.gv};
+  for (int i = 0; i < 8; ++i) free(all[i]->data);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) g_filter = argv[1];
   const char *cpu = getenv("BENCH_CPU_TIME");
@@ -298,6 +339,10 @@ int main(int argc, char **argv) {
   bench_mem("softmax f32 4096x1024 dim 1", 3, 0, R, C, 0, 0);
   bench_mem("transpose f32 4096x1024", 4, 0, R, C, 0, 0);
   bench_transpose3(64, 128, 32);
+  /* The decoder's attention (batch 32, 4 heads of 32, 64 tokens). */
+  bench_attention(32, 4, 64, 32, 1);
+  bench_attention(32, 4, 64, 32, 0);
+  bench_attention(4, 8, 512, 64, 1);
   bench_transpose3(64, 32, 128);
   return 0;
 }

@@ -85,6 +85,14 @@ typedef enum tt_op_e {
    * dims. Executed by the own backend only for a single device (a copy). */
   TT_OP_SPMD_FULL_TO_SHARD, /* (x); x split by the sharding: each device's shard, ceil(dim / tiles) */
   TT_OP_SPMD_SHARD_TO_FULL, /* (shard); the full tensor of the sharding (its dims follow) */
+  /* Fused scaled dot-product attention (src/kernels/attention.c). q [B, H,
+   * L, E], k [B, H, S, E], v [B, H, S, Ev] share a float dtype; mask is
+   * rank 4, broadcasting to [B, H, L, S], any float dtype. */
+  TT_OP_ATTENTION,     /* (q, k, v[, mask]); i: [causal, lse]  f: [scale]; lse 0: out
+                        * [B, H, L, Ev] in q's dtype; lse 1: logsumexp [B, H, L] F32 */
+  TT_OP_ATTENTION_BWD, /* (grad_out, q, k, v[, mask]); i: [causal]  f: [scale];
+                        * [numel(q) + numel(k) + numel(v)] in q's dtype: grad_q, grad_k
+                        * and grad_v flattened, one after another */
   /* New ops go here, above TT_OP_COUNT. */
   TT_OP_COUNT
 } tt_op_t;

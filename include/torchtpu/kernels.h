@@ -235,6 +235,29 @@ tt_status_t tt_kernel_softmax_backward(const tt_view_t *grad_out,
                                        const tt_view_t *y, int dim, int log,
                                        tt_view_t *grad_x);
 
+/* ---- attention (attention.c) -----------------------------------------
+ * Scaled dot-product attention over q [B, H, L, E], k [B, H, S, E] and
+ * v [B, H, S, Ev], one dtype among F32, F16, BF16 (computed in f32):
+ *   out = softmax(scale * q k^T + mask) v,  lse = logsumexp of each row.
+ * mask (NULL: none) is rank 4, each dim 1 or (B, H, L, S), any float
+ * dtype, added to the scaled scores (-inf hides a key). causal: query i
+ * sees keys j <= i (PyTorch's top-left aligned tril). A row that sees no
+ * key gives zeros and lse 0, as PyTorch's CPU flash attention. out [B, H,
+ * L, Ev] in q's dtype and lse [B, H, L] F32 are each optional (NULL).
+ * Fails with TT_INVALID_ARGUMENT / TT_TYPE_ERROR naming mismatched shapes
+ * or dtypes, TT_RESOURCE_EXHAUSTED when scratch memory runs out. */
+tt_status_t tt_kernel_attention(const tt_view_t *q, const tt_view_t *k, const tt_view_t *v,
+                                const tt_view_t *mask, int causal, double scale,
+                                tt_view_t *out, tt_view_t *lse);
+/* Its gradients from grad_out ([B, H, L, Ev], q's dtype): grad_q, grad_k,
+ * grad_v with q's, k's and v's shapes and dtype. The probabilities are
+ * recomputed from q and k (the forward's out and lse are not needed). */
+tt_status_t tt_kernel_attention_backward(const tt_view_t *grad_out, const tt_view_t *q,
+                                         const tt_view_t *k, const tt_view_t *v,
+                                         const tt_view_t *mask, int causal, double scale,
+                                         tt_view_t *grad_q, tt_view_t *grad_k,
+                                         tt_view_t *grad_v);
+
 /* ---- random numbers --------------------------------------------------
  * Counter-based (Philox-4x32-10): element i of a call keyed by (seed,
  * offset) depends only on seed, offset and i, so results are reproducible

@@ -27,6 +27,8 @@ static const char *const tt_op_names_[TT_OP_COUNT] = {
     [TT_OP_COLLECTIVE_PERMUTE] = "collective_permute",
     [TT_OP_SPMD_FULL_TO_SHARD] = "spmd_full_to_shard",
     [TT_OP_SPMD_SHARD_TO_FULL] = "spmd_shard_to_full",
+    [TT_OP_ATTENTION] = "attention",
+    [TT_OP_ATTENTION_BWD] = "attention_bwd",
 };
 
 const char *tt_op_name(tt_op_t op) {
@@ -530,6 +532,8 @@ static tt_status_t tt_infer(tt_node_t *n) {
     case TT_OP_BITCAST:
     case TT_OP_SPECIAL:
     case TT_OP_FFT:
+    case TT_OP_ATTENTION:
+    case TT_OP_ATTENTION_BWD:
       return tt_node_infer_extra(n);
     case TT_OP_ALL_REDUCE:
     case TT_OP_ALL_GATHER:

@@ -88,6 +88,24 @@ tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num
       if (bytes) memcpy(out->data, x[0].data, bytes);
       return NULL;
     }
+    case TT_OP_ATTENTION: {
+      const tt_view_t *mask = num_operands > 3 ? &x[3] : NULL;
+      return tt_kernel_attention(&x[0], &x[1], &x[2], mask, (int)ia[0], in->fattrs[0],
+                                 ia[1] ? NULL : out, ia[1] ? out : NULL);
+    }
+    case TT_OP_ATTENTION_BWD: {
+      /* out is the packed [grad_q | grad_k | grad_v]. */
+      const tt_view_t *mask = num_operands > 4 ? &x[4] : NULL;
+      size_t es = tt_dtype_size(out->dtype);
+      tt_view_t g[3];
+      char *p = out->data;
+      for (int i = 0; i < 3; ++i) {
+        g[i] = (tt_view_t){.data = p, .dtype = out->dtype, .shape = x[1 + i].shape};
+        p += (size_t)tt_shape_numel(&x[1 + i].shape) * es;
+      }
+      return tt_kernel_attention_backward(&x[0], &x[1], &x[2], &x[3], mask, (int)ia[0],
+                                          in->fattrs[0], &g[0], &g[1], &g[2]);
+    }
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));
   }

@@ -565,8 +565,10 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
                                 tt_view_t *out) {
   const tt_instr_t *in = &g->instrs[idx];
   const int64_t *ia = in->iattrs;
-  tt_view_t x[3];
-  for (int k = 0; k < in->num_operands && k < 3; ++k)
+  /* Operand views of fixed-arity ops (attention's backward has the most,
+   * five); concat and fused instructions read theirs below. */
+  tt_view_t x[5];
+  for (int k = 0; k < in->num_operands && k < 5; ++k)
     x[k] = tt_make_view(&g->instrs[in->operands[k]], vals[in->operands[k]]);
   switch (in->op) {
     case TT_OP_UNARY:
@@ -730,6 +732,8 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
     case TT_OP_COLLECTIVE_PERMUTE:
     case TT_OP_SPMD_FULL_TO_SHARD:
     case TT_OP_SPMD_SHARD_TO_FULL:
+    case TT_OP_ATTENTION:
+    case TT_OP_ATTENTION_BWD:
       return tt_run_instr_extra(in, x, in->num_operands, out);
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));

@@ -10,7 +10,7 @@ from torchtpu.bridge import complex_in_use
 from torchtpu.lowering.core import LOWERINGS
 from torchtpu.lowering import (  # noqa: F401  (register lowerings)
     elementwise, shape_ops, reductions, nn_ops, misc_ops, sort_ops, index_ops,
-    dynamic_ops, pool_ops, linalg_ops, extra_ops, complex_ops, foreach_ops)
+    dynamic_ops, pool_ops, linalg_ops, extra_ops, complex_ops, foreach_ops, attention_ops)
 from torchtpu.lowering.complex_ops import dispatch_complex, involves_complex
 from torchtpu.lowering.fallback import decompose_or_fallback
 

@@ -684,6 +684,12 @@ static const char *const tt_shlo_lowering_[] = {
     [TT_OP_COLLECTIVE_PERMUTE] = "collective_permute (source_target_pairs)",
     [TT_OP_SPMD_FULL_TO_SHARD] = "custom_call @Sharding + @SPMDFullToShardShape ({manual})",
     [TT_OP_SPMD_SHARD_TO_FULL] = "custom_call @Sharding ({manual}) + @SPMDShardToFullShape",
+    [TT_OP_ATTENTION] = "in f32: dot_general (batch B, H), add mask, causal iota + compare + "
+                        "select, reduce max, exponential, reduce add, dot_general, divide; "
+                        "logsumexp = max + log(sum); rows seeing no key selected to 0",
+    [TT_OP_ATTENTION_BWD] = "the probabilities recomputed as forward, four dot_generals (dv, dp, "
+                            "dq, dk), reduce add, reshapes and a concatenate of the three "
+                            "flattened gradients",
 };
 _Static_assert(sizeof(tt_shlo_lowering_) / sizeof(tt_shlo_lowering_[0]) == TT_OP_COUNT,
                "every IR op needs a StableHLO lowering entry");
@@ -839,6 +845,9 @@ static tt_shv_t tt_shlo_lower_instr(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
     case TT_OP_SPMD_FULL_TO_SHARD:
     case TT_OP_SPMD_SHARD_TO_FULL:
       return tt_shlo_lower_spmd_manual(c, ins);
+    case TT_OP_ATTENTION:
+    case TT_OP_ATTENTION_BWD:
+      return tt_shlo_lower_attention(c, ins);
     case TT_OP_COUNT:
       break;
   }

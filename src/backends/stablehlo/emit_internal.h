@@ -1,6 +1,7 @@
 /* Internal to the StableHLO emitter: a text builder for generic-form MLIR
  * with typed SSA values, shared by the lowering files of this folder
- * (emit.c: core and dispatch; emit_elementwise.c; emit_nn.c; emit_data.c).
+ * (emit.c: core and dispatch; emit_elementwise.c; emit_nn.c; emit_attention.c;
+ * emit_data.c).
  *
  * Values are small integers (tt_shv_t) naming an entry of the emitter's
  * value table, which records the SSA name, the result index of a
@@ -122,6 +123,12 @@ tt_shv_t tt_shlo_transpose(tt_shlo_t *c, tt_shv_t v, const int64_t *perm);
 tt_shv_t tt_shlo_slice(tt_shlo_t *c, tt_shv_t v, const int64_t *start, const int64_t *limit,
                        const int64_t *step);
 tt_shv_t tt_shlo_concat(tt_shlo_t *c, int n, const tt_shv_t *vs, int64_t dim);
+/* dot_general of a and b with nbatch batch dims (lb[i] of a paired with
+ * rb[i] of b) and one contracting dim (lc of a, rc of b); the result has
+ * dtype dt and shape out (batch dims, then a's free dims, then b's). */
+tt_shv_t tt_shlo_dot_general(tt_shlo_t *c, tt_shv_t a, tt_shv_t b, int nbatch,
+                             const int64_t *lb, const int64_t *rb, int64_t lc, int64_t rc,
+                             tt_dtype_t dt, const tt_shape_t *out);
 /* iota of dtype and shape s along dim. */
 tt_shv_t tt_shlo_iota(tt_shlo_t *c, tt_dtype_t dt, const tt_shape_t *s, int64_t dim);
 
@@ -172,6 +179,8 @@ tt_shv_t tt_shlo_lower_dot(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 tt_shv_t tt_shlo_lower_conv(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 tt_shv_t tt_shlo_lower_softmax(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+/* ATTENTION and ATTENTION_BWD (emit_attention.c). */
+tt_shv_t tt_shlo_lower_attention(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 tt_shv_t tt_shlo_lower_rng(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 
 tt_shv_t tt_shlo_lower_slice_scatter(tt_shlo_t *c, const tt_shlo_instr_t *ins);

@@ -148,9 +148,9 @@ tt_shv_t tt_shlo_lower_scan(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 
 /* ---- DOT ---- */
 
-static tt_shv_t tt_shlo_dot_general(tt_shlo_t *c, tt_shv_t a, tt_shv_t b, int nbatch,
-                                    const int64_t *lb, const int64_t *rb, int64_t lc, int64_t rc,
-                                    tt_dtype_t dt, const tt_shape_t *out) {
+tt_shv_t tt_shlo_dot_general(tt_shlo_t *c, tt_shv_t a, tt_shv_t b, int nbatch,
+                             const int64_t *lb, const int64_t *rb, int64_t lc, int64_t rc,
+                             tt_dtype_t dt, const tt_shape_t *out) {
   tt_shv_t ab[2] = {a, b};
   tt_shlo_attr_t at = {0};
   tt_shlo_attr(&at, "dot_dimension_numbers = #stablehlo.dot<");

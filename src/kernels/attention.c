@@ -1,0 +1,527 @@
+/* Fused scaled dot-product attention, forward and backward (kernels.h).
+ *
+ * One (batch, head) problem is q [L, E], k [S, E], v [S, Ev]. Queries are
+ * taken in blocks of TT_ATT_BR rows; a block's scores against every key it
+ * may see (all S, or under the causal mask the keys up to its last row) sit
+ * in one f32 scratch panel [rows, nk] that stays in cache between the
+ * score product, the row softmax and the product with v. Nothing of size
+ * L x S reaches memory, and under the causal mask no product computes the
+ * hidden triangle (below).
+ *
+ * Backward recomputes each block's probabilities from q and k (the
+ * softmax is exact: max, exp, sum per row, as forward), then
+ *   dv += p^T do,  dp = do v^T,  ds = p * (dp - rowsum(p * dp)) * scale,
+ *   dq = ds k,     dk += ds^T q
+ * (rowsum(p * dp) is rowsum(do * out), without reading out).
+ * One thread owns a whole (batch, head) problem, so dk and dv accumulate
+ * without races. The products are small (a head's E is 32-128, a block
+ * 64 rows), too small for tt_sgemm's packing to pay, so they run on the
+ * register-tiled loops below, which also narrow each 4-row tile's range
+ * to the keys the causal mask leaves it: the triangle is skipped in every
+ * product, not only by whole blocks. F16/BF16 problems are widened to f32
+ * copies first; rows are softmaxed with tt_expf_fast, the exp that the
+ * softmax kernel and tier 1 use.
+ *
+ * Semantics follow PyTorch's CPU flash attention
+ * (_scaled_dot_product_flash_attention_for_cpu): a row that sees no key
+ * (every score -inf) gives zeros, with logsumexp 0, and a zero gradient. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "kernels/kernel_util.h"
+
+#define TT_ATT_BR 64 /* query rows per block */
+#define TT_ATT_MR 4  /* rows of a micro-tile */
+#define TT_ATT_NR 32 /* columns of a micro-tile */
+
+/* The micro-kernels' clones: AVX-512 and AVX2 (both with FMA, which
+ * "avx512f" alone does not enable) and baseline; fp-contract lets a*b+c
+ * become one FMA (ISO C mode turns contraction off). Not under
+ * ThreadSanitizer or clang, as TT_TARGET_CLONES. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
+#define TT_ATT_CLONES                                                                  \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),         \
+                 optimize("fp-contract=fast")))
+#else
+#define TT_ATT_CLONES
+#endif
+
+typedef struct tt_att_ctx_s {
+  const tt_view_t *q, *k, *v, *mask, *go;
+  tt_view_t *out, *lse, *gq, *gk, *gv;
+  int causal;
+  float scale;
+  int64_t B, H, L, S, E, Ev, nblocks;
+  int64_t ms[4]; /* mask strides in elements (0 for a broadcast dim) */
+  int failed;
+} tt_att_ctx_t;
+
+/* ---- the small products --------------------------------------------------
+ * c [m, n] (ldc) = (acc ? c : 0) + A B, A(i, p) = a[i*rsa + p*csa] (any
+ * strides: its values are broadcast one at a time), B [k, n] row-major
+ * (ldb). Rows go in tiles of MR, columns in tiles of NR held in registers
+ * across the whole p loop. Under a causal mask each row tile also narrows
+ * its range (rows are offset by `off` into the query block):
+ *   TT_ATT_K_UPTO_ROW  p < off + last row + 1   (p is a key: p v, ds k)
+ *   TT_ATT_K_FROM_ROW  p >= first row - off     (rows are keys, p a query
+ *                                                row of the block: p^T do,
+ *                                                ds^T q)
+ *   TT_ATT_N_UPTO_ROW  columns < off + last row + 1, rounded up to
+ *                                                whole tiles (columns are
+ *                                                keys: q k^T, do v^T;
+ *                                                columns past them are not
+ *                                                written) */
+typedef enum tt_att_tri_e {
+  TT_ATT_FULL = 0,
+  TT_ATT_K_UPTO_ROW,
+  TT_ATT_K_FROM_ROW,
+  TT_ATT_N_UPTO_ROW,
+} tt_att_tri_t;
+
+static TT_ALWAYS_INLINE void tt_att_tile(int mr, int nr, const float *a, int64_t rsa,
+                                         int64_t csa, const float *b, int64_t ldb, float *c,
+                                         int64_t ldc, int64_t p0, int64_t p1, int acc) {
+  float t[TT_ATT_MR][TT_ATT_NR];
+  for (int r = 0; r < mr; ++r)
+    for (int j = 0; j < nr; ++j) t[r][j] = acc ? c[r * ldc + j] : 0.0f;
+  for (int64_t p = p0; p < p1; ++p) {
+    const float *bp = b + p * ldb;
+    for (int r = 0; r < mr; ++r) {
+      float av = a[r * rsa + p * csa];
+      for (int j = 0; j < nr; ++j) t[r][j] += av * bp[j];
+    }
+  }
+  for (int r = 0; r < mr; ++r)
+    for (int j = 0; j < nr; ++j) c[r * ldc + j] = t[r][j];
+}
+
+/* One row tile (mr rows from row i) over columns [0, n). */
+static TT_ALWAYS_INLINE void tt_att_rows(int mr, int64_t n, const float *a, int64_t rsa,
+                                         int64_t csa, const float *b, int64_t ldb, float *c,
+                                         int64_t ldc, int64_t p0, int64_t p1, int acc) {
+  int64_t j = 0;
+  for (; j + TT_ATT_NR <= n; j += TT_ATT_NR)
+    tt_att_tile(mr, TT_ATT_NR, a, rsa, csa, b + j, ldb, c + j, ldc, p0, p1, acc);
+  if (j < n) {
+    /* A narrower last tile: one row at a time, columns of runtime width. */
+    for (int r = 0; r < mr; ++r) {
+      float t[TT_ATT_NR];
+      int64_t w = n - j;
+      const float *ar = a + r * rsa;
+      float *cr = c + r * ldc + j;
+      for (int64_t q = 0; q < w; ++q) t[q] = acc ? cr[q] : 0.0f;
+      for (int64_t p = p0; p < p1; ++p) {
+        float av = ar[p * csa];
+        const float *bp = b + p * ldb + j;
+        for (int64_t q = 0; q < w; ++q) t[q] += av * bp[q];
+      }
+      for (int64_t q = 0; q < w; ++q) cr[q] = t[q];
+    }
+  }
+}
+
+TT_ATT_CLONES
+static void tt_att_mm(int64_t m, int64_t n, int64_t k, const float *a, int64_t rsa,
+                      int64_t csa, const float *b, int64_t ldb, float *c, int64_t ldc, int acc,
+                      tt_att_tri_t tri, int64_t off) {
+  for (int64_t i = 0; i < m;) {
+    int mr = m - i >= TT_ATT_MR ? TT_ATT_MR : 1;
+    int64_t last = i + mr - 1, p0 = 0, p1 = k, nn = n;
+    if (tri == TT_ATT_K_UPTO_ROW) p1 = tt_min64(k, off + last + 1);
+    if (tri == TT_ATT_K_FROM_ROW) p0 = tt_max64(0, i - off);
+    /* Whole tiles of columns: the few past the last row's keys cost less
+     * than a narrow tile, and every reader stops at its row's keys. */
+    if (tri == TT_ATT_N_UPTO_ROW)
+      nn = tt_min64(n, (off + last + TT_ATT_NR) / TT_ATT_NR * TT_ATT_NR);
+    if (p1 < p0) p1 = p0;
+    if (mr == TT_ATT_MR)
+      tt_att_rows(TT_ATT_MR, nn, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc, p0, p1, acc);
+    else
+      tt_att_rows(1, nn, a + i * rsa, rsa, csa, b, ldb, c + i * ldc, ldc, p0, p1, acc);
+    i += mr;
+  }
+}
+
+/* dst [cols, rows] = src [rows, cols]^T, in blocks of 16 x 16 (a head's
+ * keys: both fit in L1; element-at-a-time strided stores took a tenth of
+ * the forward's time). */
+TT_ATT_CLONES
+static void tt_att_transpose(const float *src, int64_t rows, int64_t cols, float *dst) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    int64_t r1 = tt_min64(rows, r0 + 16);
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      int64_t c1 = tt_min64(cols, c0 + 16);
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
+    }
+  }
+}
+
+/* Problem bh's [rows, w] block of t as f32: t's own memory when it is
+ * F32, else converted into buf. */
+static const float *tt_att_f32(const tt_view_t *t, int64_t bh, int64_t rows, int64_t w,
+                               float *buf) {
+  if (t->dtype == TT_F32) return (const float *)t->data + bh * rows * w;
+  tt_load_f32(t->data, t->dtype, bh * rows * w, 1, rows * w, buf);
+  return buf;
+}
+
+/* Keys that query row i (of L) may see. */
+static int64_t tt_att_visible(const tt_att_ctx_t *c, int64_t i) {
+  return c->causal ? tt_min64(c->S, i + 1) : c->S;
+}
+
+/* Sum of x[0..n) (times y[0..n) when y is given) in 16 independent lanes:
+ * a plain `sum += x` loop is a serial chain that gcc may not vectorise
+ * (ISO float semantics), and a 64-key row ran scalar. */
+#define TT_ATT_LANES 16
+static TT_ALWAYS_INLINE float tt_att_sum(const float *x, const float *y, int64_t n) {
+  float acc[TT_ATT_LANES] = {0};
+  int64_t j = 0;
+  for (; j + TT_ATT_LANES <= n; j += TT_ATT_LANES) {
+    if (y) {
+      for (int l = 0; l < TT_ATT_LANES; ++l) acc[l] += x[j + l] * y[j + l];
+    } else {
+      for (int l = 0; l < TT_ATT_LANES; ++l) acc[l] += x[j + l];
+    }
+  }
+  /* Halving, not a serial sweep of the lanes: 4 dependent adds, not 16. */
+  for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
+  for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
+  float sum = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+  for (; j < n; ++j) sum += y ? x[j] * y[j] : x[j];
+  return sum;
+}
+
+/* Rows of the score panels are padded to whole vectors of 16, so the
+ * softmax of a short causal row (keys 1..64) runs no scalar remainder
+ * loops: its padding is set to -inf, whose exp is 0. */
+static int64_t tt_att_pad16(int64_t n) {
+  return (n + TT_ATT_LANES - 1) / TT_ATT_LANES * TT_ATT_LANES;
+}
+
+/* One row of scores s[0..nk) into probabilities: s = s * scale + mask for
+ * the lim visible keys, softmax over them, zeros for keys lim..nk (the row
+ * has room for tt_att_pad16(nk) floats). Returns the row's logsumexp when
+ * want_lse (0 for a row with no visible finite score), else 0. mrow: the
+ * row's additive mask as f32 (NULL: none). */
+TT_ATT_CLONES
+static float tt_att_softmax_row(float *s, const float *mrow, int64_t lim, int64_t nk,
+                                float scale, int want_lse) {
+  int64_t w = tt_att_pad16(lim);
+  if (mrow) {
+    for (int64_t j = 0; j < lim; ++j) s[j] = s[j] * scale + mrow[j];
+  } else {
+    for (int64_t j = 0; j < lim; ++j) s[j] *= scale;
+  }
+  for (int64_t j = lim; j < w; ++j) s[j] = -INFINITY;
+  float m = lim > 0 ? tt_row_minmax_f32(s, w, 1) : -INFINITY;
+  if (m == -INFINITY) {
+    for (int64_t j = 0; j < nk; ++j) s[j] = 0.0f;
+    return 0.0f;
+  }
+  for (int64_t j = 0; j < w; ++j) s[j] = tt_expf_fast(s[j] - m);
+  float sum = tt_att_sum(s, NULL, w);
+  float inv = 1.0f / sum;
+  for (int64_t j = 0; j < w; ++j) s[j] *= inv;
+  for (int64_t j = w; j < nk; ++j) s[j] = 0.0f;
+  return want_lse ? m + logf(sum) : 0.0f;
+}
+
+/* The mask's row for (b, h, i) over keys [0, n) as f32: a pointer into the
+ * mask when it is a contiguous f32 row, else converted into buf. */
+static const float *tt_att_mask_row(const tt_att_ctx_t *c, int64_t b, int64_t h, int64_t i,
+                                    int64_t n, float *buf) {
+  if (!c->mask) return NULL;
+  int64_t off = b * c->ms[0] + h * c->ms[1] + i * c->ms[2];
+  if (c->mask->dtype == TT_F32 && c->ms[3] == 1) return (const float *)c->mask->data + off;
+  tt_load_f32(c->mask->data, c->mask->dtype, off, c->ms[3], n, buf);
+  return buf;
+}
+
+/* Probabilities of query rows [r0, r0 + rb) of problem bh against keys
+ * [0, nk) into p [rb, nk] (row stride tt_att_pad16(nk)), from q (the problem's [L, E] rows) and kt (its
+ * keys transposed, [E, S]); lse_out (optional) gets each row's
+ * logsumexp. */
+static void tt_att_probs(const tt_att_ctx_t *c, int64_t bh, const float *q, const float *kt,
+                         int64_t r0, int64_t rb, int64_t nk, float *p, float *mbuf,
+                         float *lse_out) {
+  int64_t ld = tt_att_pad16(nk);
+  tt_att_mm(rb, nk, c->E, q + r0 * c->E, c->E, 1, kt, c->S, p, ld, 0,
+            c->causal ? TT_ATT_N_UPTO_ROW : TT_ATT_FULL, r0);
+  int64_t b = bh / c->H, h = bh % c->H;
+  for (int64_t i = 0; i < rb; ++i) {
+    const float *mrow = tt_att_mask_row(c, b, h, r0 + i, nk, mbuf);
+    float l = tt_att_softmax_row(p + i * ld, mrow, tt_min64(tt_att_visible(c, r0 + i), nk), nk,
+                                 c->scale, lse_out != NULL);
+    if (lse_out) lse_out[i] = l;
+  }
+}
+
+/* Keys a block of rows [r0, r0 + rb) needs. */
+static int64_t tt_att_block_keys(const tt_att_ctx_t *c, int64_t r0, int64_t rb) {
+  return tt_att_visible(c, r0 + rb - 1);
+}
+
+static void tt_att_forward_range(void *arg, int64_t begin, int64_t end) {
+  tt_att_ctx_t *c = arg;
+  int64_t L = c->L, S = c->S, E = c->E, Ev = c->Ev;
+  int f32 = c->q->dtype == TT_F32;
+  /* p [BR, S], mask row [S], lse row [BR], k^T [E, S], and for narrow
+   * dtypes f32 copies of q, k, v and the output block. */
+  int64_t Sp = tt_att_pad16(S);
+  size_t floats = (size_t)(TT_ATT_BR * Sp + S + TT_ATT_BR + E * S) +
+                  (f32 ? 0 : (size_t)(L * E + S * E + S * Ev + TT_ATT_BR * Ev));
+  float *p = tt_scratch_alloc(floats * sizeof(float));
+  if (!p) {
+    __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  float *mbuf = p + TT_ATT_BR * Sp, *lrow = mbuf + S, *kt = lrow + TT_ATT_BR;
+  float *qb = kt + E * S, *kb = qb + L * E, *vb = kb + S * E, *obuf = vb + S * Ev;
+  int64_t loaded = -1;
+  const float *q = NULL, *v = NULL;
+  for (int64_t it = begin; it < end; ++it) {
+    int64_t bh = it / c->nblocks, r0 = (it % c->nblocks) * TT_ATT_BR;
+    int64_t rb = tt_min64(TT_ATT_BR, L - r0);
+    int64_t nk = tt_att_block_keys(c, r0, rb);
+    if (bh != loaded) {
+      q = tt_att_f32(c->q, bh, L, E, qb);
+      v = tt_att_f32(c->v, bh, S, Ev, vb);
+      tt_att_transpose(tt_att_f32(c->k, bh, S, E, kb), S, E, kt);
+      loaded = bh;
+    }
+    tt_att_probs(c, bh, q, kt, r0, rb, nk, p, mbuf, c->lse ? lrow : NULL);
+    if (c->lse) tt_store_f32(lrow, rb, c->lse->data, c->lse->dtype, bh * L + r0);
+    if (!c->out) continue;
+    int64_t o_off = (bh * L + r0) * Ev;
+    float *dst = f32 ? (float *)c->out->data + o_off : obuf;
+    tt_att_mm(rb, Ev, nk, p, tt_att_pad16(nk), 1, v, Ev, dst, Ev, 0,
+              c->causal ? TT_ATT_K_UPTO_ROW : TT_ATT_FULL, r0);
+    if (!f32) tt_store_f32(obuf, rb * Ev, c->out->data, c->out->dtype, o_off);
+  }
+  tt_scratch_free(p);
+}
+
+/* ds = p * (dp - D) * scale in place in dp [rb, nk] (row stride
+ * tt_att_pad16(nk)), over each row's visible keys, with D = sum_j p dp:
+ * the row's sum of grad_out * out, taken from the f32 probabilities rather
+ * than from the out tensor, which for F16/BF16 was rounded (the rounding
+ * error of D is amplified where dp - D cancels). Zeros after the visible
+ * keys: the causal products read whole tiles, and dp there was never
+ * written. */
+TT_ATT_CLONES
+static void tt_att_dscores(const tt_att_ctx_t *c, const float *p, float *dp, int64_t r0,
+                           int64_t rb, int64_t nk) {
+  float scale = c->scale;
+  int64_t ld = tt_att_pad16(nk);
+  for (int64_t i = 0; i < rb; ++i) {
+    const float *pr = p + i * ld;
+    float *r = dp + i * ld;
+    int64_t lim = tt_min64(tt_att_visible(c, r0 + i), nk), w = tt_att_pad16(lim);
+    float acc[TT_ATT_LANES] = {0};
+    for (int64_t j = 0; j < w; j += TT_ATT_LANES)
+      for (int l = 0; l < TT_ATT_LANES; ++l)
+        acc[l] += j + l < lim ? pr[j + l] * r[j + l] : 0.0f;
+    for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
+    for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
+    float di = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+    for (int64_t j = 0; j < w; ++j) r[j] = j < lim ? pr[j] * (r[j] - di) * scale : 0.0f;
+    for (int64_t j = w; j < nk; ++j) r[j] = 0.0f;
+  }
+}
+
+static void tt_att_backward_range(void *arg, int64_t begin, int64_t end) {
+  tt_att_ctx_t *c = arg;
+  int64_t L = c->L, S = c->S, E = c->E, Ev = c->Ev;
+  int f32 = c->q->dtype == TT_F32;
+  /* p, dp [BR, S]; mask row [S]; k^T [E, S], v^T [Ev, S]; f32
+   * accumulators dk [S, E], dv [S, Ev]; for narrow dtypes f32 copies of q,
+   * k, v, grad_out and a dq block. */
+  int64_t Sp = tt_att_pad16(S);
+  size_t floats = (size_t)(2 * TT_ATT_BR * Sp + S + E * S + Ev * S + S * E + S * Ev) +
+                  (f32 ? 0 : (size_t)(L * E + S * E + S * Ev + L * Ev + TT_ATT_BR * E));
+  float *p = tt_scratch_alloc(floats * sizeof(float));
+  if (!p) {
+    __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  float *dp = p + TT_ATT_BR * Sp, *mbuf = dp + TT_ATT_BR * Sp, *kt = mbuf + S;
+  float *vt = kt + E * S, *dkb = vt + Ev * S, *dvb = dkb + S * E;
+  float *qb = dvb + S * Ev, *kb = qb + L * E, *vb = kb + S * E, *gob = vb + S * Ev;
+  float *dqb = gob + L * Ev;
+  for (int64_t bh = begin; bh < end; ++bh) {
+    const float *q = tt_att_f32(c->q, bh, L, E, qb), *k = tt_att_f32(c->k, bh, S, E, kb);
+    const float *v = tt_att_f32(c->v, bh, S, Ev, vb), *go = tt_att_f32(c->go, bh, L, Ev, gob);
+    tt_att_transpose(k, S, E, kt);
+    tt_att_transpose(v, S, Ev, vt);
+    float *dk = f32 ? (float *)c->gk->data + bh * S * E : dkb;
+    float *dv = f32 ? (float *)c->gv->data + bh * S * Ev : dvb;
+    memset(dk, 0, (size_t)(S * E) * sizeof(float));
+    memset(dv, 0, (size_t)(S * Ev) * sizeof(float));
+    tt_att_tri_t k_upto = c->causal ? TT_ATT_K_UPTO_ROW : TT_ATT_FULL;
+    tt_att_tri_t k_from = c->causal ? TT_ATT_K_FROM_ROW : TT_ATT_FULL;
+    tt_att_tri_t n_upto = c->causal ? TT_ATT_N_UPTO_ROW : TT_ATT_FULL;
+    for (int64_t r0 = 0; r0 < L; r0 += TT_ATT_BR) {
+      int64_t rb = tt_min64(TT_ATT_BR, L - r0);
+      int64_t nk = tt_att_block_keys(c, r0, rb);
+      int64_t ld = tt_att_pad16(nk);
+      const float *go_r = go + r0 * Ev, *q_r = q + r0 * E;
+      float *dq = f32 ? (float *)c->gq->data + (bh * L + r0) * E : dqb;
+      tt_att_probs(c, bh, q, kt, r0, rb, nk, p, mbuf, NULL);
+      /* dv[0:nk] += p^T do */
+      tt_att_mm(nk, Ev, rb, p, 1, ld, go_r, Ev, dv, Ev, 1, k_from, r0);
+      /* dp = do v[0:nk]^T */
+      tt_att_mm(rb, nk, Ev, go_r, Ev, 1, vt, S, dp, ld, 0, n_upto, r0);
+      tt_att_dscores(c, p, dp, r0, rb, nk);
+      /* dq = ds k[0:nk];  dk[0:nk] += ds^T q */
+      tt_att_mm(rb, E, nk, dp, ld, 1, k, E, dq, E, 0, k_upto, r0);
+      tt_att_mm(nk, E, rb, dp, 1, ld, q_r, E, dk, E, 1, k_from, r0);
+      if (!f32) tt_store_f32(dq, rb * E, c->gq->data, c->gq->dtype, (bh * L + r0) * E);
+    }
+    if (!f32) {
+      tt_store_f32(dk, S * E, c->gk->data, c->gk->dtype, bh * S * E);
+      tt_store_f32(dv, S * Ev, c->gv->data, c->gv->dtype, bh * S * Ev);
+    }
+  }
+  tt_scratch_free(p);
+}
+
+static void tt_att_zero(tt_view_t *t) {
+  int64_t n = tt_view_numel(t);
+  if (n) memset(t->data, 0, (size_t)n * tt_dtype_size(t->dtype));
+}
+
+static int tt_att_float(tt_dtype_t dt) { return dt == TT_F32 || dt == TT_F16 || dt == TT_BF16; }
+
+/* Checks shapes and dtypes and fills the shared part of the context. */
+static tt_status_t tt_att_setup(const char *op, const tt_view_t *q, const tt_view_t *k,
+                                const tt_view_t *v, const tt_view_t *mask, int causal,
+                                double scale, tt_att_ctx_t *c) {
+  memset(c, 0, sizeof(*c));
+  TT_RETURN_IF_ERROR(tt_check_view(op, "query", q));
+  TT_RETURN_IF_ERROR(tt_check_view(op, "key", k));
+  TT_RETURN_IF_ERROR(tt_check_view(op, "value", v));
+  if (q->shape.rank != 4 || k->shape.rank != 4 || v->shape.rank != 4)
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "%s: query, key and value must be rank 4 [B, H, L, E], got ranks %d, "
+                          "%d, %d", op, q->shape.rank, k->shape.rank, v->shape.rank);
+  if (!tt_att_float(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)
+    return tt_status_make(TT_TYPE_ERROR,
+                          "%s: query, key and value must share one of float32, float16, "
+                          "bfloat16, got %s, %s, %s", op, tt_dtype_name(q->dtype),
+                          tt_dtype_name(k->dtype), tt_dtype_name(v->dtype));
+  const int64_t *qd = q->shape.dims, *kd = k->shape.dims, *vd = v->shape.dims;
+  if (kd[0] != qd[0] || vd[0] != qd[0] || kd[1] != qd[1] || vd[1] != qd[1] ||
+      kd[3] != qd[3] || vd[2] != kd[2]) {
+    char a[128], b[128], d[128];
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "%s: shapes do not match: query %s, key %s, value %s", op,
+                          tt_dims_str(&q->shape, a, sizeof a), tt_dims_str(&k->shape, b, sizeof b),
+                          tt_dims_str(&v->shape, d, sizeof d));
+  }
+  c->q = q;
+  c->k = k;
+  c->v = v;
+  c->B = qd[0];
+  c->H = qd[1];
+  c->L = qd[2];
+  c->E = qd[3];
+  c->S = kd[2];
+  c->Ev = vd[3];
+  c->causal = causal;
+  c->scale = (float)scale;
+  c->nblocks = (c->L + TT_ATT_BR - 1) / TT_ATT_BR;
+  if (mask) {
+    TT_RETURN_IF_ERROR(tt_check_view(op, "mask", mask));
+    const int64_t full[4] = {c->B, c->H, c->L, c->S};
+    int ok = mask->shape.rank == 4 && tt_att_float(mask->dtype);
+    int64_t stride = 1;
+    for (int d2 = 3; ok && d2 >= 0; --d2) {
+      int64_t n = mask->shape.dims[d2];
+      ok = n == 1 || n == full[d2];
+      c->ms[d2] = n == 1 ? 0 : stride;
+      stride *= n;
+    }
+    if (!ok) {
+      char a[128];
+      return tt_status_make(TT_INVALID_ARGUMENT,
+                            "%s: mask %s (%s) must be a float tensor of rank 4 that broadcasts "
+                            "to [%lld, %lld, %lld, %lld]", op,
+                            tt_dims_str(&mask->shape, a, sizeof a), tt_dtype_name(mask->dtype),
+                            (long long)c->B, (long long)c->H, (long long)c->L, (long long)c->S);
+    }
+    c->mask = mask;
+  }
+  return NULL;
+}
+
+static tt_status_t tt_att_expect(const char *op, const char *what, const tt_view_t *t,
+                                 tt_dtype_t dt, const int64_t *dims, int rank) {
+  TT_RETURN_IF_ERROR(tt_check_view(op, what, t));
+  int ok = t->dtype == dt && t->shape.rank == rank;
+  for (int d = 0; ok && d < rank; ++d) ok = t->shape.dims[d] == dims[d];
+  if (ok) return NULL;
+  char a[128];
+  tt_shape_t want = {.rank = rank};
+  for (int d = 0; d < rank; ++d) want.dims[d] = dims[d];
+  char b[128];
+  return tt_status_make(TT_INVALID_ARGUMENT, "%s: %s is %s %s, expected %s %s", op, what,
+                        tt_dtype_name(t->dtype), tt_dims_str(&t->shape, a, sizeof a),
+                        tt_dtype_name(dt), tt_dims_str(&want, b, sizeof b));
+}
+
+tt_status_t tt_kernel_attention(const tt_view_t *q, const tt_view_t *k, const tt_view_t *v,
+                                const tt_view_t *mask, int causal, double scale, tt_view_t *out,
+                                tt_view_t *lse) {
+  static const char *op = "attention";
+  tt_att_ctx_t c;
+  TT_RETURN_IF_ERROR(tt_att_setup(op, q, k, v, mask, causal, scale, &c));
+  const int64_t od[4] = {c.B, c.H, c.L, c.Ev};
+  if (out) TT_RETURN_IF_ERROR(tt_att_expect(op, "out", out, q->dtype, od, 4));
+  if (lse) TT_RETURN_IF_ERROR(tt_att_expect(op, "logsumexp", lse, TT_F32, od, 3));
+  c.out = out;
+  c.lse = lse;
+  int64_t items = c.B * c.H * c.nblocks;
+  if (items == 0) return NULL;
+  if (c.S == 0) {
+    if (out) tt_att_zero(out);
+    if (lse) tt_att_zero(lse);
+    return NULL;
+  }
+  tt_parallel_for_items(items, tt_att_forward_range, &c);
+  if (c.failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
+  return NULL;
+}
+
+tt_status_t tt_kernel_attention_backward(const tt_view_t *grad_out, const tt_view_t *q,
+                                         const tt_view_t *k, const tt_view_t *v,
+                                         const tt_view_t *mask, int causal, double scale,
+                                         tt_view_t *grad_q, tt_view_t *grad_k,
+                                         tt_view_t *grad_v) {
+  static const char *op = "attention_backward";
+  tt_att_ctx_t c;
+  TT_RETURN_IF_ERROR(tt_att_setup(op, q, k, v, mask, causal, scale, &c));
+  const int64_t od[4] = {c.B, c.H, c.L, c.Ev};
+  TT_RETURN_IF_ERROR(tt_att_expect(op, "grad_out", grad_out, q->dtype, od, 4));
+  TT_RETURN_IF_ERROR(tt_att_expect(op, "grad_query", grad_q, q->dtype, q->shape.dims, 4));
+  TT_RETURN_IF_ERROR(tt_att_expect(op, "grad_key", grad_k, q->dtype, k->shape.dims, 4));
+  TT_RETURN_IF_ERROR(tt_att_expect(op, "grad_value", grad_v, q->dtype, v->shape.dims, 4));
+  c.go = grad_out;
+  c.gq = grad_q;
+  c.gk = grad_k;
+  c.gv = grad_v;
+  int64_t items = c.B * c.H;
+  if (items == 0) return NULL;
+  if (c.S == 0 || c.L == 0) {
+    /* No scores: every gradient is zero. */
+    tt_att_zero(grad_q);
+    tt_att_zero(grad_k);
+    tt_att_zero(grad_v);
+    return NULL;
+  }
+  tt_parallel_for_items(items, tt_att_backward_range, &c);
+  if (c.failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
+  return NULL;
+}

@@ -1,0 +1,207 @@
+/* Fused attention kernels (src/kernels/attention.c) against a plain
+ * double-precision reference: forward output and logsumexp, and the three
+ * gradients, over causal and plain problems, L != S, head sizes that are
+ * not multiples of the micro-tile, masks broadcast in every way the op
+ * allows (with fully masked rows), F32 and BF16, and shape errors. */
+#include "kernel_test_util.h"
+
+typedef struct ref_s {
+  int64_t B, H, L, S, E, Ev;
+  int causal;
+  double scale;
+} ref_t;
+
+static int64_t mask_index(const tensor_t *m, const ref_t *r, int64_t b, int64_t h, int64_t i,
+                          int64_t j) {
+  const int64_t *d = m->v.shape.dims;
+  int64_t idx[4] = {d[0] == 1 ? 0 : b, d[1] == 1 ? 0 : h, d[2] == 1 ? 0 : i,
+                    d[3] == 1 ? 0 : j};
+  (void)r;
+  return ((idx[0] * d[1] + idx[1]) * d[2] + idx[2]) * d[3] + idx[3];
+}
+
+/* Probabilities of row i of problem (b, h) into p[S]; returns the row's
+ * logsumexp (0 when no key is visible, p all 0). */
+static double ref_probs(const ref_t *r, const tensor_t *q, const tensor_t *k,
+                        const tensor_t *m, int64_t b, int64_t h, int64_t i, double *p) {
+  int64_t bh = b * r->H + h;
+  double mx = -INFINITY;
+  for (int64_t j = 0; j < r->S; ++j) {
+    double s = 0;
+    for (int64_t e = 0; e < r->E; ++e)
+      s += tget(q, (bh * r->L + i) * r->E + e) * tget(k, (bh * r->S + j) * r->E + e);
+    s *= r->scale;
+    if (m) s += tget(m, mask_index(m, r, b, h, i, j));
+    if (r->causal && j > i) s = -INFINITY;
+    p[j] = s;
+    if (s > mx) mx = s;
+  }
+  if (mx == -INFINITY) {
+    for (int64_t j = 0; j < r->S; ++j) p[j] = 0;
+    return 0;
+  }
+  double sum = 0;
+  for (int64_t j = 0; j < r->S; ++j) sum += p[j] = exp(p[j] - mx);
+  for (int64_t j = 0; j < r->S; ++j) p[j] /= sum;
+  return mx + log(sum);
+}
+
+/* out, lse and the gradients for cotangent go, in double. */
+static void reference(const ref_t *r, const tensor_t *q, const tensor_t *k, const tensor_t *v,
+                      const tensor_t *m, const tensor_t *go, double *out, double *lse,
+                      double *gq, double *gk, double *gv) {
+  double *p = malloc(sizeof(double) * (size_t)r->S), *dp = malloc(sizeof(double) * (size_t)r->S);
+  memset(gk, 0, sizeof(double) * (size_t)(r->B * r->H * r->S * r->E));
+  memset(gv, 0, sizeof(double) * (size_t)(r->B * r->H * r->S * r->Ev));
+  for (int64_t b = 0; b < r->B; ++b)
+    for (int64_t h = 0; h < r->H; ++h)
+      for (int64_t i = 0; i < r->L; ++i) {
+        int64_t bh = b * r->H + h, row = bh * r->L + i;
+        lse[row] = ref_probs(r, q, k, m, b, h, i, p);
+        for (int64_t e = 0; e < r->Ev; ++e) {
+          double o = 0;
+          for (int64_t j = 0; j < r->S; ++j) o += p[j] * tget(v, (bh * r->S + j) * r->Ev + e);
+          out[row * r->Ev + e] = o;
+        }
+        double dsum = 0;
+        for (int64_t j = 0; j < r->S; ++j) {
+          double s = 0;
+          for (int64_t e = 0; e < r->Ev; ++e)
+            s += tget(go, row * r->Ev + e) * tget(v, (bh * r->S + j) * r->Ev + e);
+          dp[j] = s;
+          dsum += p[j] * s;
+        }
+        for (int64_t j = 0; j < r->S; ++j) {
+          double ds = p[j] * (dp[j] - dsum) * r->scale;
+          for (int64_t e = 0; e < r->E; ++e) {
+            gq[row * r->E + e] += ds * tget(k, (bh * r->S + j) * r->E + e);
+            gk[(bh * r->S + j) * r->E + e] += ds * tget(q, row * r->E + e);
+          }
+          for (int64_t e = 0; e < r->Ev; ++e)
+            gv[(bh * r->S + j) * r->Ev + e] += p[j] * tget(go, row * r->Ev + e);
+        }
+      }
+  free(p);
+  free(dp);
+}
+
+static double max_err(const tensor_t *t, const double *want) {
+  double worst = 0;
+  for (int64_t i = 0; i < t->n; ++i) {
+    double e = fabs(tget(t, i) - want[i]) / (1.0 + fabs(want[i]));
+    if (!(e <= worst)) worst = e; /* NaN counts as the worst */
+  }
+  return worst;
+}
+
+/* Runs forward and backward on one problem and compares everything.
+ * mdims: the mask's dims (NULL: no mask); masked_row >= 0 hides that query
+ * row's every key (when the mask's L dim is not broadcast). */
+static void run_case(tt_dtype_t dt, ref_t r, const int64_t *mdims, int64_t masked_row) {
+  int64_t qd[4] = {r.B, r.H, r.L, r.E}, kd[4] = {r.B, r.H, r.S, r.E};
+  int64_t vd[4] = {r.B, r.H, r.S, r.Ev}, od[4] = {r.B, r.H, r.L, r.Ev}, ld[3] = {r.B, r.H, r.L};
+  tensor_t q = tensor_new(dt, 4, qd), k = tensor_new(dt, 4, kd), v = tensor_new(dt, 4, vd);
+  tensor_t go = tensor_new(dt, 4, od), out = tensor_new(dt, 4, od), lse = tensor_new(TT_F32, 3, ld);
+  tensor_t gq = tensor_new(dt, 4, qd), gk = tensor_new(dt, 4, kd), gv = tensor_new(dt, 4, vd);
+  tensor_fill_random(&q, -1.5, 1.5);
+  tensor_fill_random(&k, -1.5, 1.5);
+  tensor_fill_random(&v, -1, 1);
+  tensor_fill_random(&go, -1, 1);
+  tensor_t m;
+  const tensor_t *mp = NULL;
+  if (mdims) {
+    m = tensor_new(TT_F32, 4, mdims);
+    for (int64_t i = 0; i < m.n; ++i) tset(&m, i, rnd_uniform(0, 1) < 0.2 ? -INFINITY : rnd_uniform(-1, 1));
+    if (masked_row >= 0 && mdims[2] != 1)
+      for (int64_t i = 0; i < m.n; ++i)
+        if ((i / mdims[3]) % mdims[2] == masked_row) tset(&m, i, -INFINITY);
+    mp = &m;
+  }
+  size_t nq = (size_t)q.n, nk = (size_t)k.n, nv = (size_t)v.n, no = (size_t)out.n;
+  double *w_out = malloc(sizeof(double) * no), *w_lse = malloc(sizeof(double) * (size_t)lse.n);
+  double *w_gq = calloc(nq, sizeof(double)), *w_gk = malloc(sizeof(double) * nk);
+  double *w_gv = malloc(sizeof(double) * nv);
+  reference(&r, &q, &k, &v, mp, &go, w_out, w_lse, w_gq, w_gk, w_gv);
+  double tol = dt == TT_F32 ? 2e-5 : 2e-2;
+  char what[160];
+  snprintf(what, sizeof what, "%s [%lld,%lld,%lld,%lld] S %lld Ev %lld causal %d mask %s",
+           tt_dtype_name(dt), (long long)r.B, (long long)r.H, (long long)r.L, (long long)r.E,
+           (long long)r.S, (long long)r.Ev, r.causal, mdims ? "yes" : "no");
+  if (CHECK_OK(tt_kernel_attention(&q.v, &k.v, &v.v, mp ? &mp->v : NULL, r.causal, r.scale,
+                                   &out.v, &lse.v), what)) {
+    CHECK(max_err(&out, w_out) < tol, "%s: out error %g", what, max_err(&out, w_out));
+    CHECK(max_err(&lse, w_lse) < 2e-5 * (dt == TT_F32 ? 1 : 100), "%s: lse error %g", what,
+          max_err(&lse, w_lse));
+  }
+  if (CHECK_OK(tt_kernel_attention_backward(&go.v, &q.v, &k.v, &v.v, mp ? &mp->v : NULL,
+                                            r.causal, r.scale, &gq.v, &gk.v, &gv.v), what)) {
+    CHECK(max_err(&gq, w_gq) < tol, "%s: grad_q error %g", what, max_err(&gq, w_gq));
+    CHECK(max_err(&gk, w_gk) < tol, "%s: grad_k error %g", what, max_err(&gk, w_gk));
+    CHECK(max_err(&gv, w_gv) < tol, "%s: grad_v error %g", what, max_err(&gv, w_gv));
+  }
+  if (masked_row >= 0 && mdims && mdims[2] != 1) {
+    /* A row that sees no key: zeros and logsumexp 0, as PyTorch's CPU kernel. */
+    int ok = 1;
+    for (int64_t e = 0; e < r.Ev; ++e) ok &= tget(&out, masked_row * r.Ev + e) == 0.0;
+    CHECK(ok && tget(&lse, masked_row) == 0.0, "%s: fully masked row", what);
+  }
+  free(w_out);
+  free(w_lse);
+  free(w_gq);
+  free(w_gk);
+  free(w_gv);
+  tensor_t *all[9] = {&q, &k, &v, &go, &out, &lse, &gq, &gk, &gv};
+  for (int i = 0; i < 9; ++i) tensor_free(all[i]);
+  if (mdims) tensor_free(&m);
+}
+
+static void test_attention_values(void) {
+  /* The decoder's shape (a 64-row block, 32-wide tiles), causal and not. */
+  run_case(TT_F32, (ref_t){2, 2, 64, 64, 32, 32, 1, 0.17677669529}, NULL, -1);
+  run_case(TT_F32, (ref_t){2, 2, 64, 64, 32, 32, 0, 0.17677669529}, NULL, -1);
+  /* More rows than a block, S < L and S > L, odd head sizes, E != Ev. */
+  run_case(TT_F32, (ref_t){1, 3, 70, 33, 8, 8, 1, 0.35}, NULL, -1);
+  run_case(TT_F32, (ref_t){1, 2, 37, 100, 5, 40, 1, 0.5}, NULL, -1);
+  run_case(TT_F32, (ref_t){2, 1, 129, 67, 16, 7, 0, -0.25}, NULL, -1);
+  run_case(TT_F32, (ref_t){1, 1, 1, 1, 1, 1, 1, 1.0}, NULL, -1);
+  /* Masks: full, [L, S] shared, a key-padding [B, 1, 1, S], per head. */
+  int64_t full[4] = {2, 3, 9, 11}, ls[4] = {1, 1, 9, 11}, pad[4] = {2, 1, 1, 11};
+  int64_t head[4] = {1, 3, 1, 11};
+  run_case(TT_F32, (ref_t){2, 3, 9, 11, 6, 6, 0, 0.4}, full, 4);
+  run_case(TT_F32, (ref_t){2, 3, 9, 11, 6, 6, 0, 0.4}, ls, 0);
+  run_case(TT_F32, (ref_t){2, 3, 9, 11, 6, 6, 1, 0.4}, ls, 8);
+  run_case(TT_F32, (ref_t){2, 3, 9, 11, 6, 6, 0, 0.4}, pad, -1);
+  run_case(TT_F32, (ref_t){2, 3, 9, 11, 6, 6, 0, 0.4}, head, -1);
+  /* Narrow storage, computed in f32. */
+  run_case(TT_BF16, (ref_t){2, 2, 64, 64, 32, 32, 1, 0.17677669529}, NULL, -1);
+  int64_t ls2[4] = {1, 1, 19, 23};
+  run_case(TT_BF16, (ref_t){1, 2, 19, 23, 12, 12, 0, 0.3}, ls2, 3);
+  run_case(TT_F16, (ref_t){1, 2, 40, 40, 16, 16, 1, 0.25}, NULL, -1);
+}
+
+static void test_attention_errors(void) {
+  int64_t qd[4] = {1, 2, 4, 8}, kd[4] = {1, 2, 5, 6}, bad_m[4] = {1, 2, 3, 5};
+  tensor_t q = tensor_new(TT_F32, 4, qd), k = tensor_new(TT_F32, 4, kd);
+  tensor_t o = tensor_new(TT_F32, 4, qd), m = tensor_new(TT_F32, 4, bad_m);
+  tensor_t qi = tensor_new(TT_I64, 4, qd);
+  tensor_fill_random(&q, -1, 1);
+  tensor_fill_random(&k, -1, 1);
+  tensor_fill_random(&m, -1, 1);
+  /* Key head size 6 against the query's 8. */
+  CHECK_CODE(tt_kernel_attention(&q.v, &k.v, &k.v, NULL, 0, 1.0, &o.v, NULL),
+             TT_INVALID_ARGUMENT, "head sizes differ");
+  /* Integer queries. */
+  CHECK_CODE(tt_kernel_attention(&qi.v, &qi.v, &qi.v, NULL, 0, 1.0, &o.v, NULL),
+             TT_TYPE_ERROR, "int64 query");
+  /* A mask whose L dim (3) is neither 1 nor 4. */
+  CHECK_CODE(tt_kernel_attention(&q.v, &q.v, &q.v, &m.v, 0, 1.0, &o.v, NULL),
+             TT_INVALID_ARGUMENT, "mask does not broadcast");
+  tensor_t *all[5] = {&q, &k, &o, &m, &qi};
+  for (int i = 0; i < 5; ++i) tensor_free(all[i]);
+}
+
+int main(void) {
+  test_attention_values();
+  test_attention_errors();
+  return test_summary();
+}
