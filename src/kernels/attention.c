@@ -143,19 +143,24 @@ static void tt_att_mm(int64_t m, int64_t n, int64_t k, const float *a, int64_t r
   }
 }
 
-/* dst [cols, rows] = src [rows, cols]^T, in blocks of 16 x 16 (a head's
- * keys: both fit in L1; element-at-a-time strided stores took a tenth of
- * the forward's time). */
-TT_ATT_CLONES
+/* dst [cols, rows] = src [rows, cols]^T (a head's keys: 0.6 us for
+ * 64 x 32; 16 x 16 blocks and AVX-512 gathers were no faster). */
 static void tt_att_transpose(const float *src, int64_t rows, int64_t cols, float *dst) {
-  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-    int64_t r1 = tt_min64(rows, r0 + 16);
-    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-      int64_t c1 = tt_min64(cols, c0 + 16);
-      for (int64_t c = c0; c < c1; ++c)
-        for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * cols + c];
-    }
-  }
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) dst[c * rows + r] = src[r * cols + c];
+}
+
+/* c[0:nk] (+)= A^T B over key rows (A(j, p) = a[j + p*csa]): rows below
+ * `done` hold earlier blocks' sums and accumulate; rows from it on were
+ * never written and are stored fresh (no zeroing pass over dk and dv). */
+static void tt_att_mm_keys(int64_t nk, int64_t done, int64_t n, int64_t k, const float *a,
+                           int64_t csa, const float *b, int64_t ldb, float *c, int64_t ldc,
+                           tt_att_tri_t tri, int64_t r0) {
+  int64_t split = tt_min64(done, nk);
+  if (split > 0) tt_att_mm(split, n, k, a, 1, csa, b, ldb, c, ldc, 1, tri, r0);
+  if (nk > split)
+    tt_att_mm(nk - split, n, k, a + split, 1, csa, b, ldb, c + split * ldc, ldc, 0, tri,
+              r0 - split);
 }
 
 /* Problem bh's [rows, w] block of t as f32: t's own memory when it is
@@ -212,10 +217,12 @@ static float tt_att_softmax_row(float *s, const float *mrow, int64_t lim, int64_
   int64_t w = tt_att_pad16(lim);
   if (mrow) {
     for (int64_t j = 0; j < lim; ++j) s[j] = s[j] * scale + mrow[j];
+    for (int64_t j = lim; j < w; ++j) s[j] = -INFINITY;
   } else {
-    for (int64_t j = 0; j < lim; ++j) s[j] *= scale;
+    /* One select over whole vectors: a loop to lim ended in up to 15
+     * scalar iterations, a sizeable part of a 32-key row. */
+    for (int64_t j = 0; j < w; ++j) s[j] = j < lim ? s[j] * scale : -INFINITY;
   }
-  for (int64_t j = lim; j < w; ++j) s[j] = -INFINITY;
   float m = lim > 0 ? tt_row_minmax_f32(s, w, 1) : -INFINITY;
   if (m == -INFINITY) {
     for (int64_t j = 0; j < nk; ++j) s[j] = 0.0f;
@@ -225,7 +232,7 @@ static float tt_att_softmax_row(float *s, const float *mrow, int64_t lim, int64_
   float sum = tt_att_sum(s, NULL, w);
   float inv = 1.0f / sum;
   for (int64_t j = 0; j < w; ++j) s[j] *= inv;
-  for (int64_t j = w; j < nk; ++j) s[j] = 0.0f;
+  if (nk > w) memset(s + w, 0, (size_t)(nk - w) * sizeof(float));
   return want_lse ? m + logf(sum) : 0.0f;
 }
 
@@ -328,7 +335,7 @@ static void tt_att_dscores(const tt_att_ctx_t *c, const float *p, float *dp, int
     for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
     float di = (acc[0] + acc[2]) + (acc[1] + acc[3]);
     for (int64_t j = 0; j < w; ++j) r[j] = j < lim ? pr[j] * (r[j] - di) * scale : 0.0f;
-    for (int64_t j = w; j < nk; ++j) r[j] = 0.0f;
+    if (nk > w) memset(r + w, 0, (size_t)(nk - w) * sizeof(float));
   }
 }
 
@@ -358,8 +365,7 @@ static void tt_att_backward_range(void *arg, int64_t begin, int64_t end) {
     tt_att_transpose(v, S, Ev, vt);
     float *dk = f32 ? (float *)c->gk->data + bh * S * E : dkb;
     float *dv = f32 ? (float *)c->gv->data + bh * S * Ev : dvb;
-    memset(dk, 0, (size_t)(S * E) * sizeof(float));
-    memset(dv, 0, (size_t)(S * Ev) * sizeof(float));
+    int64_t done = 0; /* key rows of dk and dv written so far */
     tt_att_tri_t k_upto = c->causal ? TT_ATT_K_UPTO_ROW : TT_ATT_FULL;
     tt_att_tri_t k_from = c->causal ? TT_ATT_K_FROM_ROW : TT_ATT_FULL;
     tt_att_tri_t n_upto = c->causal ? TT_ATT_N_UPTO_ROW : TT_ATT_FULL;
@@ -371,14 +377,20 @@ static void tt_att_backward_range(void *arg, int64_t begin, int64_t end) {
       float *dq = f32 ? (float *)c->gq->data + (bh * L + r0) * E : dqb;
       tt_att_probs(c, bh, q, kt, r0, rb, nk, p, mbuf, NULL);
       /* dv[0:nk] += p^T do */
-      tt_att_mm(nk, Ev, rb, p, 1, ld, go_r, Ev, dv, Ev, 1, k_from, r0);
+      tt_att_mm_keys(nk, done, Ev, rb, p, ld, go_r, Ev, dv, Ev, k_from, r0);
       /* dp = do v[0:nk]^T */
       tt_att_mm(rb, nk, Ev, go_r, Ev, 1, vt, S, dp, ld, 0, n_upto, r0);
       tt_att_dscores(c, p, dp, r0, rb, nk);
       /* dq = ds k[0:nk];  dk[0:nk] += ds^T q */
       tt_att_mm(rb, E, nk, dp, ld, 1, k, E, dq, E, 0, k_upto, r0);
-      tt_att_mm(nk, E, rb, dp, 1, ld, q_r, E, dk, E, 1, k_from, r0);
+      tt_att_mm_keys(nk, done, E, rb, dp, ld, q_r, E, dk, E, k_from, r0);
+      done = tt_max64(done, nk);
       if (!f32) tt_store_f32(dq, rb * E, c->gq->data, c->gq->dtype, (bh * L + r0) * E);
+    }
+    /* Keys no query saw (causal, S > L). */
+    if (done < S) {
+      memset(dk + done * E, 0, (size_t)((S - done) * E) * sizeof(float));
+      memset(dv + done * Ev, 0, (size_t)((S - done) * Ev) * sizeof(float));
     }
     if (!f32) {
       tt_store_f32(dk, S * E, c->gk->data, c->gk->dtype, bh * S * E);
