@@ -434,7 +434,9 @@ static void tt_fred_cols_range(void *arg, int64_t ubegin, int64_t uend) {
   for (int64_t t = ubegin; t < uend && !__atomic_load_n(&c->pro.failed, __ATOMIC_ACQUIRE); ++t) {
     int64_t a = t / (nblk * nrc), blk = (t / nrc) % nblk, rc = t % nrc;
     int64_t j0 = blk * TT_FRED_COLS, w = tt_min64(TT_FRED_COLS, c->B - j0);
-    int64_t r0 = rc * TT_FRED_ROWS, r1 = tt_min64(c->R, r0 + TT_FRED_ROWS);
+    /* One chunk is every row (as in reduce.c, where it used to stop at
+     * TT_FRED_ROWS and drop the rest). */
+    int64_t r0 = rc * TT_FRED_ROWS, r1 = nrc > 1 ? tt_min64(c->R, r0 + TT_FRED_ROWS) : c->R;
     double init = is_max ? -INFINITY : is_min ? INFINITY : 0.0;
     for (int64_t j = 0; j < w; ++j) acc[j] = init;
     for (int64_t r = r0; r < r1; ++r) {

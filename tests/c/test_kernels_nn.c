@@ -186,6 +186,11 @@ static void test_reduce(void) {
     run_reduce((tt_reduce_op_t)op, TT_F32, 2, tall, 1, 0); /* outer reduction */
     const int64_t wide[3] = {2, 70, 700};
     run_reduce((tt_reduce_op_t)op, TT_F32, 3, wide, 2, 0); /* middle reduction */
+    /* Rows wider than one item takes whole (TT_RED_WIDE): column blocks,
+     * with row chunks and without. */
+    const int64_t wider[2] = {600, 4500}, wider3[3] = {9, 20, 4500};
+    run_reduce((tt_reduce_op_t)op, TT_F32, 2, wider, 1, 0);
+    run_reduce((tt_reduce_op_t)op, TT_F64, 3, wider3, 2, 0);
   }
 
   /* Exact checks on a small example. */

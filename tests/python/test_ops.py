@@ -965,3 +965,19 @@ def test_rng_devices_have_independent_states():
     torch.rand(6, device=d0).cpu()
     xm.set_rng_state(123, device=d1)
     assert torch.equal(torch.rand(6, device=d1).cpu(), c)
+
+
+@pytest.mark.parametrize("shape,dim", [((8, 1000, 64), 1), ((600, 4500), 0), ((2048, 1000), 0),
+                                       ((3, 700, 9000), 1)])
+def test_sum_over_many_rows_with_many_column_blocks(shape, dim):
+    """Reductions over an outer or middle dim: the engine once stopped at
+    512 rows when it had 8 or more column blocks of work ([8, 1000, 64]
+    summed over dim 1 was off by ~70, fused ones over [600, 4500] by ~150)."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(shape, generator=g)
+    dev = torch_xla.device()
+    # Plain reductions, and fused ones (a prologue or an epilogue; their
+    # first run is on tier 0, whose fused reduction had the same bug).
+    for fn in (lambda t: t.sum(dim), lambda t: t.mean(dim), lambda t: t.amax(dim),
+               lambda t: (t * 2 + 1).sum(dim), lambda t: t.sum(dim) * 3 + 1):
+        torch.testing.assert_close(fn(x.to(dev)).cpu(), fn(x), atol=2e-4, rtol=1e-5)
