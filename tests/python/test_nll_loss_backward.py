@@ -43,3 +43,32 @@ def test_cross_entropy_training_gradient():
     text = _C.graph_dump([inner_of(b.grad)._h])
     assert "scatter" not in text and "where(" in text, text  # not the decomposition
     torch.testing.assert_close(b.grad.cpu(), a.grad, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy_backward_skips_the_softmax_reduction(reduction, weighted, smoothing):
+    """log_softmax's backward of nll_loss's one-hot gradient is g - exp(y) *
+    c with c each row's one value (or 0 for an ignored row): recorded as
+    elementwise ops that fuse with the one-hot select, with no softmax
+    backward reduction. With label smoothing the gradient reaching
+    log_softmax is another tensor, which takes the general path."""
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(12, 7, generator=g)
+    target = torch.randint(0, 7, (12,), generator=g)
+    target[5] = -100
+    weight = torch.rand(7, generator=g) + 0.5 if weighted else None
+    cot = torch.randn(12 if reduction == "none" else (), generator=g)
+
+    def grad_of(x, dev):
+        x = x.to(dev).requires_grad_()
+        loss = torch.nn.functional.cross_entropy(
+            x, target.to(dev), weight=None if weight is None else weight.to(dev),
+            reduction=reduction, label_smoothing=smoothing)
+        return torch.autograd.grad(loss, x, cot.to(dev))[0]
+
+    want, got = grad_of(logits, "cpu"), grad_of(logits, "xla")
+    text = _C.graph_dump([inner_of(got)._h])
+    assert ("softmax_bwd" in text) == (smoothing > 0), text
+    torch.testing.assert_close(got.cpu(), want, atol=1e-6, rtol=1e-5)

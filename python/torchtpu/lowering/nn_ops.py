@@ -112,6 +112,15 @@ def _softmax_bwd(log):
     def fn(grad, out, dim, input_dtype):
         d = norm_dim(dim, grad.dim())
         gh, yh = grad._h, out._h
+        sums = getattr(grad, "_row_sums", None) if log else None
+        if sums is not None and grad.dim() == 2 and d == 1 and yh.dtype == gh.dtype:
+            # Cross-entropy: g is nll_loss_backward's one-hot rows, whose sums
+            # are known, so g - exp(y) * sum(g) is elementwise and fuses with
+            # the select that makes g: one pass over [N, C] instead of
+            # writing g, then reading g and y to reduce and combine.
+            e = op(UNARY, [yh], (UN["exp"],), (0.0, 0.0))
+            r = op(BINARY, [gh, op(BINARY, [e, sums], (BIN["mul"],))], (BIN["sub"],))
+            return wrap(convert(r, tt(input_dtype)))
         if grad.dim() == 0:
             gh, yh = reshape(gh, [1]), reshape(yh, [1])
             r = reshape(op(SOFTMAX_BWD, [gh, yh], (0, log)), [])
@@ -844,7 +853,13 @@ def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, t
         wt = reshape(op(INDEX_SELECT, [weight._h, reshape(safe, [n])], (0,)), [n, 1])
         val = op(BINARY, [val, wt], (BIN["mul"],))
     cond = op(BINARY, [hit, valid], (BIN["logical_and"],))
-    return wrap(op(WHERE, [cond, val, scalar(dev, dt, 0)]))
+    out = wrap(op(WHERE, [cond, val, scalar(dev, dt, 0)]))
+    # Each row's sum: its one nonzero value (0 for an ignored row). The
+    # log_softmax backward that usually reads this gradient (cross-entropy)
+    # takes it from here instead of a reduction over [N, C].
+    out._row_sums = op(WHERE, [valid, op(BINARY, [val, scalar(dev, dt, 0)], (BIN["add"],)),
+                               scalar(dev, dt, 0)])
+    return out
 
 
 # ------------------------------------------------------- 3-d convolution
