@@ -10,9 +10,10 @@ its AutogradXLA key sends an eligible call to
 `_scaled_dot_product_flash_attention_for_cpu`, an aten op with its own
 derivative (`..._backward`), and both are lowered to the engine ops below.
 Every other call (dropout, grouped-query heads, head sizes that differ, a
-mask that needs a gradient, ranks other than 4, empty sizes, is_causal
-together with a mask) takes PyTorch's decomposition exactly as before
-(`OpOverload.decompose`), so its errors and results are PyTorch's.
+mask that needs a gradient, ranks other than 4, empty sizes) takes
+PyTorch's decomposition exactly as before (`OpOverload.decompose`), so its
+errors and results are PyTorch's. A mask together with is_causal applies
+both, as CPU's fused kernel does.
 `TORCHTPU_FUSED_ATTENTION=0` sends every call there (docs/compiler.md).
 """
 import math
@@ -93,7 +94,9 @@ def _broadcasts(mask_shape, full):
     return all(m == 1 or m == f for m, f in zip(pad, full))
 
 
-def _fused_ok(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
+def _fused_ok(query, key, value, attn_mask, dropout_p):
+    """Whether the engine op computes this call (grouped-query heads need
+    equal head counts here, so enable_gqa changes nothing that passes)."""
     if dropout_p != 0.0 or query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
         return False
     dt = query.dtype
@@ -124,8 +127,8 @@ _decomposed = aten.scaled_dot_product_attention.default.decompose
 
 def _sdpa_autograd_xla(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
                        scale=None, enable_gqa=False):
-    if os.environ.get("TORCHTPU_FUSED_ATTENTION", "1") == "0" or not _fused_ok(query, key, value, attn_mask, dropout_p,
-                                                     is_causal, enable_gqa):
+    if os.environ.get("TORCHTPU_FUSED_ATTENTION", "1") == "0" or \
+            not _fused_ok(query, key, value, attn_mask, dropout_p):
         return _decomposed(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
                            enable_gqa=enable_gqa)
     if attn_mask is not None and attn_mask.dtype == torch.bool:

@@ -854,11 +854,15 @@ def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, t
         val = op(BINARY, [val, wt], (BIN["mul"],))
     cond = op(BINARY, [hit, valid], (BIN["logical_and"],))
     out = wrap(op(WHERE, [cond, val, scalar(dev, dt, 0)]))
-    # Each row's sum: its one nonzero value (0 for an ignored row). The
-    # log_softmax backward that usually reads this gradient (cross-entropy)
-    # takes it from here instead of a reduction over [N, C].
-    out._row_sums = op(WHERE, [valid, op(BINARY, [val, scalar(dev, dt, 0)], (BIN["add"],)),
-                               scalar(dev, dt, 0)])
+    # Each row's sum: its one nonzero value (0 for an ignored row, or a
+    # target outside [0, C), which no column matches). The log_softmax
+    # backward that usually reads this gradient (cross-entropy) takes it
+    # from here instead of a reduction over [N, C].
+    in_range = op(BINARY, [op(BINARY, [tgt, scalar(dev, TT_I64, 0)], (BIN["ge"],)),
+                           op(BINARY, [tgt, scalar(dev, TT_I64, c)], (BIN["lt"],))],
+                  (BIN["logical_and"],))
+    row_hit = op(BINARY, [valid, in_range], (BIN["logical_and"],))
+    out._row_sums = op(WHERE, [row_hit, val, scalar(dev, dt, 0)])
     return out
 
 
