@@ -177,33 +177,11 @@ static int64_t tt_att_visible(const tt_att_ctx_t *c, int64_t i) {
   return c->causal ? tt_min64(c->S, i + 1) : c->S;
 }
 
-/* Sum of x[0..n) (times y[0..n) when y is given) in 16 independent lanes:
- * a plain `sum += x` loop is a serial chain that gcc may not vectorise
- * (ISO float semantics), and a 64-key row ran scalar. */
-#define TT_ATT_LANES 16
-static TT_ALWAYS_INLINE float tt_att_sum(const float *x, const float *y, int64_t n) {
-  float acc[TT_ATT_LANES] = {0};
-  int64_t j = 0;
-  for (; j + TT_ATT_LANES <= n; j += TT_ATT_LANES) {
-    if (y) {
-      for (int l = 0; l < TT_ATT_LANES; ++l) acc[l] += x[j + l] * y[j + l];
-    } else {
-      for (int l = 0; l < TT_ATT_LANES; ++l) acc[l] += x[j + l];
-    }
-  }
-  /* Halving, not a serial sweep of the lanes: 4 dependent adds, not 16. */
-  for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
-  for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
-  float sum = (acc[0] + acc[2]) + (acc[1] + acc[3]);
-  for (; j < n; ++j) sum += y ? x[j] * y[j] : x[j];
-  return sum;
-}
-
 /* Rows of the score panels are padded to whole vectors of 16, so the
  * softmax of a short causal row (keys 1..64) runs no scalar remainder
  * loops: its padding is set to -inf, whose exp is 0. */
 static int64_t tt_att_pad16(int64_t n) {
-  return (n + TT_ATT_LANES - 1) / TT_ATT_LANES * TT_ATT_LANES;
+  return (n + TT_ROW_LANES - 1) / TT_ROW_LANES * TT_ROW_LANES;
 }
 
 /* One row of scores s[0..nk) into probabilities: s = s * scale + mask for
@@ -229,7 +207,7 @@ static float tt_att_softmax_row(float *s, const float *mrow, int64_t lim, int64_
     return 0.0f;
   }
   for (int64_t j = 0; j < w; ++j) s[j] = tt_expf_fast(s[j] - m);
-  float sum = tt_att_sum(s, NULL, w);
+  float sum = tt_row_sum_f32(s, NULL, w);
   float inv = 1.0f / sum;
   for (int64_t j = 0; j < w; ++j) s[j] *= inv;
   if (nk > w) memset(s + w, 0, (size_t)(nk - w) * sizeof(float));
@@ -248,9 +226,9 @@ static const float *tt_att_mask_row(const tt_att_ctx_t *c, int64_t b, int64_t h,
 }
 
 /* Probabilities of query rows [r0, r0 + rb) of problem bh against keys
- * [0, nk) into p [rb, nk] (row stride tt_att_pad16(nk)), from q (the problem's [L, E] rows) and kt (its
- * keys transposed, [E, S]); lse_out (optional) gets each row's
- * logsumexp. */
+ * [0, nk) into p [rb, nk] (row stride tt_att_pad16(nk)), from q (the
+ * problem's [L, E] rows) and kt (its keys transposed, [E, S]); lse_out
+ * (optional) gets each row's logsumexp. */
 static void tt_att_probs(const tt_att_ctx_t *c, int64_t bh, const float *q, const float *kt,
                          int64_t r0, int64_t rb, int64_t nk, float *p, float *mbuf,
                          float *lse_out) {
@@ -327,13 +305,7 @@ static void tt_att_dscores(const tt_att_ctx_t *c, const float *p, float *dp, int
     const float *pr = p + i * ld;
     float *r = dp + i * ld;
     int64_t lim = tt_min64(tt_att_visible(c, r0 + i), nk), w = tt_att_pad16(lim);
-    float acc[TT_ATT_LANES] = {0};
-    for (int64_t j = 0; j < w; j += TT_ATT_LANES)
-      for (int l = 0; l < TT_ATT_LANES; ++l)
-        acc[l] += j + l < lim ? pr[j + l] * r[j + l] : 0.0f;
-    for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
-    for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
-    float di = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+    float di = tt_row_sum_f32(pr, r, lim);
     for (int64_t j = 0; j < w; ++j) r[j] = j < lim ? pr[j] * (r[j] - di) * scale : 0.0f;
     if (nk > w) memset(r + w, 0, (size_t)(nk - w) * sizeof(float));
   }

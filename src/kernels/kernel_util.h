@@ -203,6 +203,29 @@ float tt_row_minmax_f32(const float *x, int64_t n, int want_max);
  * the CPU lacks runs the scalar loop; AUTO = the best), for the tests. */
 float tt_row_minmax_f32_isa(const float *x, int64_t n, int want_max, tt_sgemm_isa_t isa);
 
+/* Sum of a contiguous f32 row (of a[i] * b[i] when b is given) in 16
+ * independent lanes, as plain float arrays that gcc vectorises for
+ * whichever ISA the calling clone targets (a plain `sum += x` loop is one
+ * serial chain under ISO float rules and runs scalar). The lanes fold by
+ * halving: 4 dependent adds, not 16. Softmax rows and attention rows. */
+#define TT_ROW_LANES 16
+static TT_ALWAYS_INLINE float tt_row_sum_f32(const float *a, const float *b, int64_t n) {
+  float acc[TT_ROW_LANES] = {0};
+  int64_t i = 0;
+  for (; i + TT_ROW_LANES <= n; i += TT_ROW_LANES) {
+    if (b) {
+      for (int l = 0; l < TT_ROW_LANES; ++l) acc[l] += a[i + l] * b[i + l];
+    } else {
+      for (int l = 0; l < TT_ROW_LANES; ++l) acc[l] += a[i + l];
+    }
+  }
+  for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
+  for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
+  float sum = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+  for (; i < n; ++i) sum += b ? a[i] * b[i] : a[i];
+  return sum;
+}
+
 #include "kernels/fastmath.h"
 
 #endif /* TORCHTPU_KERNELS_KERNEL_UTIL_H_ */

@@ -16,27 +16,8 @@
 
 #define TT_SM_COLS 64
 
-/* 16 independent lanes as plain float arrays: gcc vectorises these sum
- * loops for whichever ISA the clone targets (not the NaN-propagating max,
- * which is tt_row_minmax_f32's explicit loops). */
-#define TT_SM_LANES 16
-
-/* Sum of a contiguous row in 16 lanes (of a * b when b is given). */
-static TT_ALWAYS_INLINE float tt_row_sum_f32(const float *a, const float *b, int64_t L) {
-  float acc[TT_SM_LANES] = {0};
-  int64_t l = 0;
-  for (; l + TT_SM_LANES <= L; l += TT_SM_LANES) {
-    if (b) {
-      for (int q = 0; q < TT_SM_LANES; ++q) acc[q] += a[l + q] * b[l + q];
-    } else {
-      for (int q = 0; q < TT_SM_LANES; ++q) acc[q] += a[l + q];
-    }
-  }
-  float sum = 0;
-  for (int q = 0; q < TT_SM_LANES; ++q) sum += acc[q];
-  for (; l < L; ++l) sum += b ? a[l] * b[l] : a[l];
-  return sum;
-}
+/* Row sums are tt_row_sum_f32 and row maxima tt_row_minmax_f32
+ * (kernel_util.h). */
 
 /* Forward over a panel: x, y are [L, w] with row stride ld (elements).
  * Every loop is a plain elementwise or 16-lane loop so it vectorises. */

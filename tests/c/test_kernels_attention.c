@@ -111,7 +111,8 @@ static void run_case(tt_dtype_t dt, ref_t r, const int64_t *mdims, int64_t maske
   const tensor_t *mp = NULL;
   if (mdims) {
     m = tensor_new(TT_F32, 4, mdims);
-    for (int64_t i = 0; i < m.n; ++i) tset(&m, i, rnd_uniform(0, 1) < 0.2 ? -INFINITY : rnd_uniform(-1, 1));
+    for (int64_t i = 0; i < m.n; ++i)
+      tset(&m, i, rnd_uniform(0, 1) < 0.2 ? -INFINITY : rnd_uniform(-1, 1));
     if (masked_row >= 0 && mdims[2] != 1)
       for (int64_t i = 0; i < m.n; ++i)
         if ((i / mdims[3]) % mdims[2] == masked_row) tset(&m, i, -INFINITY);
