@@ -550,6 +550,9 @@ static tt_status_t tt_conv_bwd_in_as_fwd(tt_conv_ctx_t *c) {
 
 
 static _Atomic int tt_conv_bwd_in_col2im_ = 0;
+static _Atomic int tt_conv_dense_off_ = 0;
+
+void tt_conv_force_no_dense_for_test(int off) { tt_conv_dense_off_ = off; }
 
 void tt_conv_force_col2im_for_test(int on) { tt_conv_bwd_in_col2im_ = on; }
 
@@ -565,6 +568,10 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
     tt_parallel_for(items, 1, tt_conv_f64_range, c);
     if (c->kind == TT_CONV_FWD) tt_conv_run_epilogue(c, 0, tt_view_numel(c->out));
     return NULL;
+  }
+  if (c->kind != TT_CONV_BWD_W && !tt_conv_dense_off_ &&
+      tt_conv_dense_ok(g, c->kind == TT_CONV_FWD ? c->x : c->go, c->w, c->out)) {
+    return tt_conv_dense_run(c);
   }
   if (c->kind == TT_CONV_BWD_IN && g->Cg > 1 && tt_conv_bwd_in_as_fwd_ok(g) &&
       !tt_conv_bwd_in_col2im_) {

@@ -50,6 +50,14 @@ static inline void tt_conv_range(int64_t out_len, int64_t s, int64_t off,
   *hi = tt_max64(*lo, tt_min64(h, out_len));
 }
 
+/* Dense path (conv_dense.c): whether the forward (a = x) or backward-input
+ * (a = grad_out) pass of g reads every input position from every output
+ * position (f32, one group, planes of at most 16 positions), and running
+ * it as one GEMM over the batch (c->kind FWD or BWD_IN). */
+int tt_conv_dense_ok(const tt_conv_geom_t *g, const tt_view_t *a, const tt_view_t *w,
+                     const tt_view_t *out);
+tt_status_t tt_conv_dense_run(const tt_conv_ctx_t *c);
+
 /* Parallel ranges of the direct paths (conv_direct.c). Items: (n, o)
  * output planes for FWD, (n, c) input planes for BWD_IN, o for BWD_W.
  * tt_conv_direct_range_fn picks the one-channel-per-group f32-class
@@ -122,5 +130,8 @@ void tt_conv_force_batched_for_test(int mode);
  * (W^T * grad_out, then scatter) instead of the forward convolution with
  * the flipped kernel; 0 restores the default. */
 void tt_conv_force_col2im_for_test(int on);
+/* Tests: off = 1 keeps every convolution off the dense path
+ * (conv_dense.c), so the paths it would take over stay covered. */
+void tt_conv_force_no_dense_for_test(int off);
 
 #endif /* TORCHTPU_KERNELS_CONV_INTERNAL_H_ */

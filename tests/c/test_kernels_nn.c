@@ -846,6 +846,8 @@ static void test_conv_batched_paths(void) {
   const char *mode_names[] = {"auto", "batched", "per image"};
   for (int mi = 0; mi < COUNT_OF(modes); ++mi) {
     tt_conv_force_batched_for_test(modes[mi]);
+    /* Forced modes keep the 2x2 and 1x1 planes off the dense path. */
+    tt_conv_force_no_dense_for_test(modes[mi] >= 0);
     for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
       for (int di = 0; di < COUNT_OF(dts); ++di) {
         if (di > 0 && (ci + di) % 3 != 0) continue;
@@ -886,6 +888,61 @@ static void test_conv_batched_paths(void) {
   }
   tt_conv_force_portable_for_test(0);
   tt_conv_force_batched_for_test(-1);
+  tt_conv_force_no_dense_for_test(0);
+}
+
+/* ---- conv2d: tiny planes as one dense GEMM (conv_dense.c) ------------------
+ * Planes where every output position reads every input position (3x3/1
+ * over 2x2, 5x5/1 over 3x3, 3x3/2 over 2x2 onto 1x1, any kernel over a
+ * 1x1 plane) run forward and backward-input as one GEMM against a
+ * gathered matrix; checked against the double reference, with the path
+ * asserted taken (or not) from the geometry, in f32 (bf16/f16 take the
+ * other paths), at every GEMM micro-kernel. */
+static int dense_taken(const conv_fwd_case_t *c) {
+  int64_t OH = (c->H + 2 * c->ph - c->dh * (c->KH - 1) - 1) / c->sh + 1;
+  int64_t OW = (c->W + 2 * c->pw - c->dw * (c->KW - 1) - 1) / c->sw + 1;
+  tt_conv_geom_t g = {.N = c->N, .C = c->C, .H = c->H, .W = c->W, .O = c->O, .KH = c->KH,
+                      .KW = c->KW, .OH = OH, .OW = OW, .G = c->G, .Cg = c->C / c->G,
+                      .Og = c->O / c->G, .K = c->C / c->G * c->KH * c->KW, .sh = c->sh,
+                      .sw = c->sw, .ph = c->ph, .pw = c->pw, .dh = c->dh, .dw = c->dw};
+  tt_view_t v = {.dtype = TT_F32};
+  return tt_conv_dense_ok(&g, &v, &v, &v);
+}
+
+static void test_conv_dense_path(void) {
+  const struct {
+    conv_fwd_case_t c;
+    int dense;
+  } cases[] = {
+      {{6, 16, 2, 2, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1 on 2x2"}, 1},
+      {{33, 70, 2, 2, 38, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1 on 2x2, 33 images, odd widths"}, 1},
+      {{1, 9, 2, 2, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1 on 2x2, one image"}, 1},
+      {{4, 6, 3, 3, 7, 5, 5, 1, 1, 2, 2, 1, 1, 1, "5x5/1 on 3x3"}, 1},
+      {{4, 8, 2, 1, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1 on 2x1"}, 1},
+      {{5, 12, 2, 2, 10, 3, 3, 2, 2, 1, 1, 1, 1, 1, "3x3/2 on 2x2 onto 1x1"}, 1},
+      {{5, 24, 1, 1, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1 on a 1x1 plane"}, 1},
+      {{3, 8, 4, 4, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, "3x3/1 on 4x4: corners do not meet"}, 0},
+      {{3, 8, 2, 2, 8, 3, 3, 1, 1, 2, 2, 2, 2, 1, "dilation 2 on 2x2: odd offsets miss"}, 0},
+      {{3, 8, 2, 2, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2, "grouped"}, 0},
+      {{3, 8, 2, 2, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, "1x1 kernel"}, 0},
+  };
+  for (int ci = 0; ci < COUNT_OF(cases); ++ci) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "dense path chosen for %s", cases[ci].c.what);
+    CHECK(dense_taken(&cases[ci].c) == cases[ci].dense, "%s", msg);
+    run_conv_fwd(TT_F32, &cases[ci].c, "dense");
+    run_conv_bwd(TT_F32, &cases[ci].c, "dense");
+    if (ci % 3 == 0) run_conv_bwd(TT_BF16, &cases[ci].c, "dense (bf16: other paths)");
+  }
+  const tt_sgemm_isa_t isas[] = {TT_SGEMM_ISA_GENERIC, TT_SGEMM_ISA_AVX2};
+  for (int ii = 0; ii < COUNT_OF(isas); ++ii) {
+    if (!tt_sgemm_force_isa(isas[ii])) continue;
+    for (int ci = 0; ci < 4; ++ci) {
+      run_conv_fwd(TT_F32, &cases[ci].c, "dense, other gemm");
+      run_conv_bwd(TT_F32, &cases[ci].c, "dense, other gemm");
+    }
+  }
+  tt_sgemm_force_isa(TT_SGEMM_ISA_AUTO);
 }
 
 int main(void) {
@@ -895,5 +952,6 @@ int main(void) {
   test_softmax();
   test_conv_forward_paths();
   test_conv_batched_paths();
+  test_conv_dense_path();
   return test_summary();
 }

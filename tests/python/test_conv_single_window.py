@@ -20,6 +20,9 @@ CASES = [
     ((2, 4, 2, 2), (6, 4, 7, 7), 2, 3, 1),
     ((2, 8, 1, 1), (8, 4, 3, 3), 1, 1, 2),    # grouped: the convolution kernel
     ((2, 8, 3, 3), (6, 8, 5, 5), 1, 2, 1),    # 3x3 output: the convolution kernel
+    ((2, 4, 1, 2), (6, 4, 3, 4), 1, 1, 1),    # taps [1, 2) x [1, 3) read the input
+    ((2, 4, 3, 1), (6, 4, 5, 3), 1, (1, 1), 1),  # input rows cropped to the window's 4
+    ((2, 4, 3, 2), (6, 4, 3, 3), (1, 2), (0, 1), 1),  # 3x2 taps: the first column pads
 ]
 
 
@@ -56,3 +59,6 @@ def test_single_window_graph_has_no_convolution():
     y.square().sum().backward()
     text = _C.graph_dump([inner_of(t)._h for t in (y, x.grad, w.grad)])
     assert "dot(" in text and "conv2d" not in text, text
+    # Only the centre tap reads the input: every product is over C = 16,
+    # not C*3*3 = 144 (8/9 of it over padding).
+    assert "float32[1,4,16] dot(" in text and "144" not in text, text

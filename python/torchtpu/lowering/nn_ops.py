@@ -142,15 +142,37 @@ def _pair(v, n=2):
 
 def _single_window(in_hw, out_hw, k, p, d, groups):
     """A convolution with a 1x1 output plane reads one window of the padded
-    input, so it is a single GEMM over C*KH*KW: ResNet's last stage on 32x32
-    images (3x3 kernels over 1x1 or 2x2 planes) ran as one matrix-vector
-    product per image, and its 3x3 taps over padding as work. Returns the
-    (lows, highs) that PAD the input to exactly that window, or None."""
+    input, so it is a single GEMM: ResNet's last stage on 32x32 images (3x3
+    kernels over 1x1 or 2x2 planes) ran as one matrix-vector product per
+    image. Only the taps of the window that fall on the input do work (the
+    centre tap of a 3x3 kernel over a 1x1 plane): the GEMM is over
+    C * (taps on the input), not C*KH*KW. Returns, per spatial dim, the
+    input extent the window reads (rows [0, h) after cropping) and the tap
+    range [t0, t0 + h), or None when the output is not 1x1 or the window
+    reads no input at all."""
     if list(out_hw) != [1, 1] or list(d) != [1, 1] or groups != 1:
         return None
-    lows = [p[0], p[1]]
-    highs = [k[i] - p[i] - in_hw[i] for i in range(2)]
-    return lows, highs
+    ext, t0 = [], []
+    for i in range(2):
+        h = min(k[i] - p[i], in_hw[i])  # the window starts p[i] rows above the input
+        if h <= 0:
+            return None
+        ext.append(h)
+        t0.append(p[i])
+    return ext, t0
+
+
+def _window_weight(wh, win):
+    """The weight's taps that read the input: [O, C, h, w], cropped."""
+    ext, t0 = win
+    k = wh.shape[2:]
+    return _pad4(wh, [-t for t in t0], [-(k[i] - t0[i] - ext[i]) for i in range(2)])
+
+
+def _window_input(xh, win):
+    """The input rows and columns the window reads: [N, C, h, w]."""
+    ext = win[0]
+    return _pad4(xh, [0, 0], [ext[i] - xh.shape[2 + i] for i in range(2)])
 
 
 def _pad4(h, lows, highs):
@@ -196,9 +218,9 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
                          wh.shape[2:], p, d, groups)
     if win:
         n, o = xh.shape[0], wh.shape[0]
-        ckk = wh.shape[1] * wh.shape[2] * wh.shape[3]
-        xw = _pad4(xh, win[0], win[1])
-        out = op(DOT, [reshape(xw, [1, n, ckk]), reshape(wh, [1, o, ckk])], (0, 1))
+        ckk = wh.shape[1] * win[0][0] * win[0][1]
+        xw = reshape(_window_input(xh, win), [1, n, ckk])
+        out = op(DOT, [xw, reshape(_window_weight(wh, win), [1, o, ckk])], (0, 1))
         out = reshape(out, [n, o, 1, 1])
     else:
         out = op(CONV2D, [xh, wh], (*s, *p, *d, groups))
@@ -317,14 +339,15 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
     win = _single_window(xh.shape[2:], gh.shape[2:], wh.shape[2:], p, d, groups)
     if win:  # the forward's single GEMM, differentiated
         n, o = xh.shape[0], wh.shape[0]
-        ckk = wh.shape[1] * wh.shape[2] * wh.shape[3]
+        c, ext, t0 = wh.shape[1], win[0], win[1]
+        ckk = c * ext[0] * ext[1]
         g2 = reshape(gh, [1, n, o])
-        w2 = reshape(wh, [1, o, ckk])
+        w2 = reshape(_window_weight(wh, win), [1, o, ckk])
     gi = gw = gb = None
     if output_mask[0]:
         if win:
-            g_window = reshape(op(DOT, [g2, w2], (0, 0)), [n, wh.shape[1], *wh.shape[2:]])
-            gi = _pad4(g_window, [-v for v in win[0]], [-v for v in win[1]])
+            g_window = reshape(op(DOT, [g2, w2], (0, 0)), [n, c, *ext])
+            gi = _pad4(g_window, [0, 0], [xh.shape[2 + i] - ext[i] for i in range(2)])
         else:
             gi = op(CONV2D_BWD_INPUT, [gh, wh], attrs + tuple(xh.shape))
         if conv1d:
@@ -332,8 +355,10 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
         gi = wrap(gi)
     if output_mask[1]:
         if win:
-            xw = reshape(_pad4(xh, win[0], win[1]), [1, n, ckk])
-            gw = reshape(op(DOT, [g2, xw], (1, 0)), list(wh.shape))
+            xw = reshape(_window_input(xh, win), [1, n, ckk])
+            gw = reshape(op(DOT, [g2, xw], (1, 0)), [o, c, *ext])
+            k = wh.shape[2:]
+            gw = _pad4(gw, t0, [k[i] - t0[i] - ext[i] for i in range(2)])
         else:
             gw = op(CONV2D_BWD_WEIGHT, [gh, xh], attrs + tuple(wh.shape))
         if conv1d:
