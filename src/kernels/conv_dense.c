@@ -13,6 +13,8 @@
  *   forward:   out (N x O*OHW) = x (N x C*HW) * B
  *   bwd input: gx  (N x C*HW)  = go (N x O*OHW) * B^T
  *
+ * and the weight gradient is one GEMM over the batch per (output, input)
+ * position pair (tt_conv_dense_bwd_w, below). *
  * The im2col path (conv_batched.c) instead multiplies the 3x3 taps over
  * the padding ring: on a 2x2 plane 20 of the 36 (tap, position) products
  * are zeros (56% of its work), and its GEMM has only O rows. B is
@@ -23,6 +25,8 @@
 #include <immintrin.h>
 #define TT_CONV_DENSE_X86 1
 #endif
+
+#include <stdlib.h>
 
 #include "kernels/conv_internal.h"
 
@@ -139,5 +143,88 @@ tt_status_t tt_conv_dense_run(const tt_conv_ctx_t *c) {
   tt_status_t st = tt_sgemm(&s, 1);
   tt_scratch_free(off);
   if (!st && fwd) tt_conv_run_epilogue(c, 0, tt_view_numel(c->out));
+  return st;
+}
+
+/* Weight gradient on a dense plane: for every pair of output position op
+ * and input position ip, through tap t = tap(op, ip),
+ *
+ *   S[t] (O x C) += go[:, :, op]^T (O x N) * x[:, :, ip] (N x C),
+ *
+ * one GEMM per pair over the batch (the im2col path's GEMM runs over
+ * K = C*KH*KW columns of which the padding ring's are zeros). go and x are
+ * first copied position-major (goT[op][o][n], xT[ip][n][c]: a few hundred
+ * KiB) so the GEMMs read plain row-major operands; S is then written out
+ * as gw[o][c][t], zeros at taps no pair uses. */
+typedef struct tt_conv_dense_w_s {
+  const tt_conv_geom_t *g;
+  const float *go, *x, *S;
+  float *goT, *xT, *gw;
+  const uint8_t *used;
+} tt_conv_dense_w_t;
+
+static void tt_conv_dense_w_split(void *arg, int64_t begin, int64_t end) {
+  const tt_conv_dense_w_t *d = (const tt_conv_dense_w_t *)arg;
+  const tt_conv_geom_t *g = d->g;
+  int64_t HW = g->H * g->W, OHW = g->OH * g->OW, N = g->N;
+  for (int64_t n = begin; n < end; ++n) {
+    for (int64_t o = 0; o < g->O; ++o) {
+      const float *s = d->go + (n * g->O + o) * OHW;
+      for (int64_t p = 0; p < OHW; ++p) d->goT[(p * g->O + o) * N + n] = s[p];
+    }
+    for (int64_t c = 0; c < g->C; ++c) {
+      const float *s = d->x + (n * g->C + c) * HW;
+      for (int64_t p = 0; p < HW; ++p) d->xT[(p * N + n) * g->C + c] = s[p];
+    }
+  }
+}
+
+static void tt_conv_dense_w_store(void *arg, int64_t begin, int64_t end) {
+  const tt_conv_dense_w_t *d = (const tt_conv_dense_w_t *)arg;
+  const tt_conv_geom_t *g = d->g;
+  int64_t KK = g->KH * g->KW, OC = g->O * g->C;
+  for (int64_t q = begin; q < end; ++q) { /* q = o*C + c */
+    float *dst = d->gw + q * KK;
+    for (int64_t t = 0; t < KK; ++t) dst[t] = d->used[t] ? d->S[t * OC + q] : 0.0f;
+  }
+}
+
+tt_status_t tt_conv_dense_bwd_w(const tt_conv_ctx_t *c) {
+  const tt_conv_geom_t *g = &c->g;
+  int64_t HW = g->H * g->W, OHW = g->OH * g->OW, KK = g->KH * g->KW;
+  int64_t N = g->N, O = g->O, C = g->C;
+  int64_t tap[TT_CONV_DENSE_MAX_PLANE * TT_CONV_DENSE_MAX_PLANE];
+  if (!tt_conv_dense_taps(g, tap)) {
+    return tt_status_make(TT_INTERNAL, "conv2d: dense path on a plane it does not cover");
+  }
+  size_t fl = (size_t)(KK * O * C + OHW * O * N + HW * N * C);
+  float *S = (float *)tt_scratch_alloc(fl * sizeof(float));
+  uint8_t *used = (uint8_t *)calloc((size_t)KK, 1);
+  if (!S || !used) {
+    tt_scratch_free(S);
+    free(used);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "conv2d_backward_weight: out of memory");
+  }
+  tt_conv_dense_w_t d = {.g = g, .go = (const float *)c->go->data,
+                         .x = (const float *)c->x->data, .S = S, .goT = S + KK * O * C,
+                         .gw = (float *)c->out->data, .used = used};
+  d.xT = d.goT + OHW * O * N;
+  tt_parallel_for(N, tt_max64(1, TT_GRAIN / tt_max64(1, O * OHW + C * HW)),
+                  tt_conv_dense_w_split, &d);
+  tt_status_t st = NULL;
+  for (int64_t op = 0; op < OHW && !st; ++op) {
+    for (int64_t ip = 0; ip < HW && !st; ++ip) {
+      int64_t t = tap[op * HW + ip];
+      tt_sgemm_args_t s = {.m = O, .n = C, .k = N,
+                           .a = d.goT + op * O * N, .a_dtype = TT_F32, .rsa = N, .csa = 1,
+                           .b = d.xT + ip * N * C, .b_dtype = TT_F32, .rsb = C, .csb = 1,
+                           .c = S + t * O * C, .ldc = C, .accumulate = used[t]};
+      used[t] = 1;
+      st = tt_sgemm(&s, 1);
+    }
+  }
+  if (!st) tt_parallel_for(O * C, tt_max64(1, TT_GRAIN / KK), tt_conv_dense_w_store, &d);
+  tt_scratch_free(S);
+  free(used);
   return st;
 }

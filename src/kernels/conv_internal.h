@@ -57,6 +57,9 @@ static inline void tt_conv_range(int64_t out_len, int64_t s, int64_t off,
 int tt_conv_dense_ok(const tt_conv_geom_t *g, const tt_view_t *a, const tt_view_t *w,
                      const tt_view_t *out);
 tt_status_t tt_conv_dense_run(const tt_conv_ctx_t *c);
+/* The weight gradient on such a plane (a = grad_out, w = x): one GEMM per
+ * (output, input) position pair over the batch. */
+tt_status_t tt_conv_dense_bwd_w(const tt_conv_ctx_t *c);
 
 /* Parallel ranges of the direct paths (conv_direct.c). Items: (n, o)
  * output planes for FWD, (n, c) input planes for BWD_IN, o for BWD_W.

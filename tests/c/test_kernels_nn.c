@@ -895,7 +895,8 @@ static void test_conv_batched_paths(void) {
  * Planes where every output position reads every input position (3x3/1
  * over 2x2, 5x5/1 over 3x3, 3x3/2 over 2x2 onto 1x1, any kernel over a
  * 1x1 plane) run forward and backward-input as one GEMM against a
- * gathered matrix; checked against the double reference, with the path
+ * gathered matrix, and the weight gradient as one GEMM per position pair;
+ * checked against the double reference, with the path
  * asserted taken (or not) from the geometry, in f32 (bf16/f16 take the
  * other paths), at every GEMM micro-kernel. */
 static int dense_taken(const conv_fwd_case_t *c) {
