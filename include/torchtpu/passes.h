@@ -43,6 +43,9 @@ tt_status_t tt_verify_work(const tt_work_t *work, const char *after_pass);
 /* The passes. */
 tt_status_t tt_pass_simplify(tt_work_t *work);   /* algebraic/structural */
 tt_status_t tt_pass_cse(tt_work_t *work);        /* common subexpressions */
+/* Chains of reshapes, transposes, slices and concatenations that only move
+ * one tensor's elements: at most one transposed copy each (then CSE). */
+tt_status_t tt_pass_collapse_movement(tt_work_t *work);
 tt_status_t tt_pass_fuse_elementwise(tt_work_t *work);
 /* Reductions with their elementwise producers (recomputed where other
  * elementwise readers need them too) and a chain of elementwise consumers
@@ -54,6 +57,7 @@ typedef struct tt_optimize_options_s {
   int fuse;    /* elementwise fusion */
   int verify;  /* verifier between passes */
   int no_reduce_fusion; /* with fuse: leave reductions unfused */
+  int no_collapse; /* leave movement chains as recorded */
 } tt_optimize_options_t;
 
 /* Options from the environment: TORCHTPU_FUSION=0 disables fusion,

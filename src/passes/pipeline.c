@@ -1,4 +1,5 @@
-/* The optimisation pipeline: simplify -> CSE -> reduction fusion ->
+/* The optimisation pipeline: simplify -> movement collapse -> CSE ->
+ * reduction fusion ->
  * elementwise fusion -> compaction (DCE),
  * with the verifier between passes when asked. */
 #include <stdlib.h>
@@ -10,9 +11,11 @@ void tt_optimize_options_from_env(tt_optimize_options_t *opts) {
   const char *fuse = getenv("TORCHTPU_FUSION");
   const char *verify = getenv("TORCHTPU_VERIFY_IR");
   const char *reduce = getenv("TORCHTPU_REDUCE_FUSION");
+  const char *collapse = getenv("TORCHTPU_MOVEMENT_COLLAPSE");
   opts->fuse = !(fuse && strcmp(fuse, "0") == 0);
   opts->no_reduce_fusion = reduce && strcmp(reduce, "0") == 0;
   opts->verify = verify && strcmp(verify, "1") == 0;
+  opts->no_collapse = collapse && strcmp(collapse, "0") == 0;
 }
 
 #define TT_RUN_PASS(name, call)                                    \
@@ -30,6 +33,7 @@ tt_status_t tt_graph_optimize(const tt_graph_t *graph, const tt_optimize_options
   if (st) return st;
   if (opts->verify) TT_RUN_PASS("build", NULL);
   TT_RUN_PASS("simplify", tt_pass_simplify(work));
+  if (!opts->no_collapse) TT_RUN_PASS("collapse_movement", tt_pass_collapse_movement(work));
   TT_RUN_PASS("cse", tt_pass_cse(work));
   if (opts->fuse && !opts->no_reduce_fusion)
     TT_RUN_PASS("fuse_reduce", tt_pass_fuse_reduce(work));

@@ -82,7 +82,7 @@ static void test_fusion_matches_unfused(void) {
   CHECK_OK(tt_node_create(TT_OP_WHERE, 0, wops, 3, NULL, 0, NULL, 0, &z));
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(&z, 1, &g, NULL));
-  tt_optimize_options_t off = {0, 1, 0}, on = {1, 1, 0};
+  tt_optimize_options_t off = {0, 1, 0, 0}, on = {1, 1, 0, 0};
   tt_graph_t *g0 = NULL, *g1 = NULL;
   CHECK_OK(tt_graph_optimize(g, &off, &g0));
   CHECK_OK(tt_graph_optimize(g, &on, &g1));
@@ -140,7 +140,7 @@ static void test_fusion_duplicates_cheap_producer(void) {
   tt_node_t *roots[3] = {t1, d, t2};
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(roots, 3, &g, NULL));
-  tt_optimize_options_t off = {0, 1, 1}, on = {1, 1, 1};
+  tt_optimize_options_t off = {0, 1, 1, 0}, on = {1, 1, 1, 0};
   tt_graph_t *g0 = NULL, *g1 = NULL;
   CHECK_OK(tt_graph_optimize(g, &off, &g0));
   CHECK_OK(tt_graph_optimize(g, &on, &g1));
@@ -185,7 +185,7 @@ static void test_fusion_copy_limit(void) {
     for (int i = 0; i < readers; ++i) r[i] = unary(y, codes[i]);
     tt_graph_t *g = NULL, *g1 = NULL;
     CHECK_OK(tt_graph_build(r, readers, &g, NULL));
-    tt_optimize_options_t on = {1, 1, 1};
+    tt_optimize_options_t on = {1, 1, 1, 0};
     CHECK_OK(tt_graph_optimize(g, &on, &g1));
     if (g1) {
       if (readers == 3)
@@ -219,7 +219,7 @@ static void test_cse_simplify_dce(void) {
   CHECK_OK(tt_node_create(TT_OP_RESHAPE, 0, &sum, 1, flat, 1, NULL, 0, &r2));
   tt_graph_t *g = NULL, *o = NULL;
   CHECK_OK(tt_graph_build(&r2, 1, &g, NULL));
-  tt_optimize_options_t opts = {0, 1, 0};
+  tt_optimize_options_t opts = {0, 1, 0, 0};
   CHECK_OK(tt_graph_optimize(g, &opts, &o));
   /* param, one exp, add, reshape: the duplicate exp, the identity reshape
    * and both transposes are gone. */
@@ -267,7 +267,7 @@ static void test_broadcast_operands_fold(void) {
   tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
   CHECK_OK(tt_graph_build(&z, 1, &g, NULL));
   CHECK(g && count_op(g, TT_OP_BROADCAST) == 3);
-  tt_optimize_options_t opts = {0, 1, 0};
+  tt_optimize_options_t opts = {0, 1, 0, 0};
   CHECK_OK(tt_graph_optimize(g, &opts, &g1));
   CHECK(g1 && count_op(g1, TT_OP_BROADCAST) == 1); /* only the unary's */
   if (g1) {
@@ -338,7 +338,7 @@ static void test_transpose_of_dot_folds(void) {
     }
     tt_graph_t *g = NULL, *o = NULL, *plain = NULL;
     CHECK_OK(tt_graph_build(outs, nout, &g, NULL));
-    tt_optimize_options_t on = {0, 1, 0};
+    tt_optimize_options_t on = {0, 1, 0, 0};
     CHECK_OK(tt_graph_optimize(g, &on, &o));
     CHECK_OK(tt_graph_build(outs, nout, &plain, NULL)); /* unoptimised */
     if (o && plain) {
@@ -429,7 +429,7 @@ static void test_add_of_pads_concat(void) {
     tt_graph_t *g = NULL, *o = NULL;
     tt_node_t **inputs = NULL;
     CHECK_OK(tt_graph_build(outs, nouts, &g, &inputs));
-    tt_optimize_options_t opts = {0, 1, 0};
+    tt_optimize_options_t opts = {0, 1, 0, 0};
     CHECK_OK(tt_graph_optimize(g, &opts, &o));
     if (!g || !o) continue;
     CHECK(count_op(o, TT_OP_CONCAT) == (form == 0 ? 1 : 0));
@@ -543,7 +543,7 @@ static void test_reduce_fusion_layer_norm(void) {
   tt_node_t *r = unary(ve, TT_UN_RSQRT), *y = binary(d, r, TT_BIN_MUL);
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
-  tt_optimize_options_t none = {0, 1, 0}, elem = {1, 1, 1}, both = {1, 1, 0};
+  tt_optimize_options_t none = {0, 1, 0, 0}, elem = {1, 1, 1, 0}, both = {1, 1, 0, 0};
   tt_graph_t *g0 = NULL, *g1 = NULL, *g2 = NULL;
   CHECK_OK(tt_graph_optimize(g, &none, &g0));
   CHECK_OK(tt_graph_optimize(g, &elem, &g1));
@@ -634,7 +634,7 @@ static void test_reduce_fusion_matches_unfused(void) {
       tt_node_t *rk = binary(red, k, TT_BIN_MUL), *y = binary(rk, k, TT_BIN_ADD);
       tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
       CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
-      tt_optimize_options_t off = {1, 1, 1}, on = {1, 1, 0};
+      tt_optimize_options_t off = {1, 1, 1, 0}, on = {1, 1, 0, 0};
       CHECK_OK(tt_graph_optimize(g, &off, &g0));
       CHECK_OK(tt_graph_optimize(g, &on, &g1));
       const tt_instr_t *fr = g1 ? find_fused_reduce(g1) : NULL;
@@ -733,7 +733,7 @@ typedef struct {
 
 static plan_pair_t plan_pair_make(const tt_graph_t *g) {
   plan_pair_t p = {{NULL, NULL}, {NULL, NULL}};
-  tt_optimize_options_t off = {0, 1, 0};
+  tt_optimize_options_t off = {0, 1, 0, 0};
   for (int k = 0; k < 2; ++k) {
     CHECK_OK(tt_graph_optimize(g, &off, &p.g[k]));
     if (k == 0) setenv("TORCHTPU_BUFFER_PLAN", "0", 1);
@@ -990,7 +990,7 @@ static void test_tier1_param_unary(void) {
     tt_node_t *y = unary_ab(ad, cases[ci].code, cases[ci].alpha, cases[ci].beta);
     tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
     CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
-    tt_optimize_options_t on = {1, 1, 0};
+    tt_optimize_options_t on = {1, 1, 0, 0};
     CHECK_OK(tt_graph_optimize(g, &on, &g0));
     CHECK_OK(tt_graph_optimize(g, &on, &g1));
     if (g0 && g1) {
@@ -1053,7 +1053,7 @@ static void test_conv_epilogue_plans(void) {
   tt_node_t *outs[3] = {a, f, late};
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(outs, 3, &g, NULL));
-  tt_optimize_options_t on = {1, 1, 0};
+  tt_optimize_options_t on = {1, 1, 0, 0};
   /* 0: epilogues off; 1: planned (fused early); 2: unplanned (fused late) */
   float *res[3];
   int64_t fused[3];
@@ -1107,6 +1107,124 @@ static void test_conv_epilogue_plans(void) {
   free(bd);
 }
 
+/* ---- movement collapse ------------------------------------------------------
+ * nn.MultiheadAttention's layout chains (L 5, B 3, H 2, hd 4, E 8): the
+ * forward's q, k and v out of one [L, B, 3E] projection (a transpose of
+ * all of it, then one per head split) become one transpose that CSE
+ * shares, read by three contiguous slices; the backward's gathering of
+ * dq, dk and dv (three transposes, a concatenation and a transpose) one
+ * transpose. Results equal the uncollapsed graph's bit for bit; a lone
+ * transpose and a concatenation of two tensors stay as they are. */
+static tt_node_t *mv(tt_op_t op, tt_node_t **xs, int n, const int64_t *ia, int nia) {
+  tt_node_t *r = NULL;
+  tt_status_t st = tt_node_create(op, 0, xs, n, ia, nia, NULL, 0, &r);
+  if (st) tt_status_free(st);
+  return r;
+}
+
+static void check_collapse(tt_node_t **outs, int nouts, int want_transposes, int want_concats,
+                           const char *what) {
+  tt_graph_t *g = NULL, *o = NULL, *g2 = NULL;
+  tt_node_t **inputs = NULL;
+  CHECK_OK(tt_graph_build(outs, nouts, &g, &inputs));
+  CHECK_OK(tt_graph_build(outs, nouts, &g2, NULL));
+  tt_optimize_options_t opts = {0, 1, 0, 0};
+  CHECK_OK(tt_graph_optimize(g, &opts, &o));
+  if (!g || !o || !g2) return;
+  if (count_op(o, TT_OP_TRANSPOSE) != want_transposes || count_op(o, TT_OP_CONCAT) != want_concats)
+    fprintf(stderr, "%s: %d transposes, %d concats\n", what, count_op(o, TT_OP_TRANSPOSE),
+            count_op(o, TT_OP_CONCAT));
+  CHECK(count_op(o, TT_OP_TRANSPOSE) == want_transposes);
+  CHECK(count_op(o, TT_OP_CONCAT) == want_concats);
+  int64_t total = 0;
+  for (int r = 0; r < nouts; ++r) total += tt_shape_numel(&o->instrs[o->output_instr[r]].shape);
+  float *got = calloc((size_t)total + 1, sizeof(float)), *want = calloc((size_t)total + 1, sizeof(float));
+  void *og[8], *ow[8];
+  int64_t at = 0;
+  for (int r = 0; r < nouts; ++r) {
+    og[r] = got + at;
+    ow[r] = want + at;
+    at += tt_shape_numel(&o->instrs[o->output_instr[r]].shape);
+  }
+  tt_executable_t *e1 = NULL, *e2 = NULL;
+  CHECK_OK(tt_executable_create(o, &e1));
+  CHECK_OK(tt_executable_create(g2, &e2));
+  if (e1 && e2) {
+    tt_input_value_t in[4];
+    memset(in, 0, sizeof(in));
+    for (int32_t i = 0; i < o->num_inputs && i < 4; ++i) in[i].buffer = inputs[i]->buffer;
+    CHECK_OK(tt_executable_run(e1, in, og));
+    CHECK_OK(tt_executable_run(e2, in, ow));
+    CHECK(memcmp(got, want, sizeof(float) * (size_t)total) == 0);
+  }
+  free(got);
+  free(want);
+  free(inputs);
+  if (e1) tt_executable_release(e1);
+  else tt_graph_destroy(o);
+  if (e2) tt_executable_release(e2);
+  else tt_graph_destroy(g2);
+  tt_graph_destroy(g);
+}
+
+static void test_movement_collapse(void) {
+  enum { L = 5, B = 3, H = 2, D = 4, E = H * D };
+  float y[L * B * 3 * E], pk[3 * B * H * L * D];
+  for (int i = 0; i < L * B * 3 * E; ++i) y[i] = rnd_unit();
+  for (int i = 0; i < 3 * B * H * L * D; ++i) pk[i] = rnd_unit();
+  tt_buffer_t *by = NULL, *bp = NULL;
+  CHECK_OK(tt_buffer_from_host(0, y, sizeof y, &by));
+  CHECK_OK(tt_buffer_from_host(0, pk, sizeof pk, &bp));
+  tt_shape_t ys = {3, {L, B, 3 * E}}, ps = {1, {3 * B * H * L * D}};
+  tt_node_t *Y = tt_node_create_param(by, TT_F32, &ys, 0);
+  tt_node_t *P = tt_node_create_param(bp, TT_F32, &ps, 0);
+  tt_node_t *made[64];
+  int nm = 0;
+  /* forward: q, k, v [B, H, L, D] */
+  int64_t r5[5] = {1, L, B, 3, E}, p5[5] = {3, 1, 2, 0, 4}, r4[4] = {3, L, B, E};
+  tt_node_t *a = made[nm++] = mv(TT_OP_RESHAPE, &Y, 1, r5, 5);
+  tt_node_t *t = made[nm++] = mv(TT_OP_TRANSPOSE, &a, 1, p5, 5);
+  tt_node_t *s3 = made[nm++] = mv(TT_OP_RESHAPE, &t, 1, r4, 4);
+  tt_node_t *qkv[3];
+  for (int k = 0; k < 3; ++k) {
+    int64_t sl[12] = {k, 0, 0, 0, k + 1, L, B, E, 1, 1, 1, 1};
+    int64_t ra[3] = {L, B * H, D}, pa[3] = {1, 0, 2}, rb[4] = {B, H, L, D};
+    tt_node_t *c = made[nm++] = mv(TT_OP_SLICE, &s3, 1, sl, 12);
+    tt_node_t *d = made[nm++] = mv(TT_OP_RESHAPE, &c, 1, ra, 3);
+    tt_node_t *e = made[nm++] = mv(TT_OP_TRANSPOSE, &d, 1, pa, 3);
+    qkv[k] = made[nm++] = mv(TT_OP_RESHAPE, &e, 1, rb, 4);
+  }
+  check_collapse(qkv, 3, 1, 0, "q, k, v");
+  /* backward: the packed [dq | dk | dv] back to [1, L, B, 3, E] */
+  tt_node_t *parts[3];
+  for (int k = 0; k < 3; ++k) {
+    int64_t n = B * H * L * D, sl[3] = {k * n, (k + 1) * n, 1};
+    int64_t ra[3] = {B * H, L, D}, pa[3] = {1, 0, 2}, rb[4] = {1, L, B, E};
+    tt_node_t *c = made[nm++] = mv(TT_OP_SLICE, &P, 1, sl, 3);
+    tt_node_t *d = made[nm++] = mv(TT_OP_RESHAPE, &c, 1, ra, 3);
+    tt_node_t *e = made[nm++] = mv(TT_OP_TRANSPOSE, &d, 1, pa, 3);
+    parts[k] = made[nm++] = mv(TT_OP_RESHAPE, &e, 1, rb, 4);
+  }
+  int64_t dim0[1] = {0}, rc[5] = {3, L, B, 1, E}, pc[5] = {3, 1, 2, 0, 4};
+  tt_node_t *cat = made[nm++] = mv(TT_OP_CONCAT, parts, 3, dim0, 1);
+  tt_node_t *rcn = made[nm++] = mv(TT_OP_RESHAPE, &cat, 1, rc, 5);
+  tt_node_t *grad = made[nm++] = mv(TT_OP_TRANSPOSE, &rcn, 1, pc, 5);
+  check_collapse(&grad, 1, 1, 0, "dq, dk, dv");
+  /* a lone transpose; a concatenation of two tensors */
+  int64_t pt[3] = {1, 0, 2};
+  tt_node_t *lone = made[nm++] = mv(TT_OP_TRANSPOSE, &Y, 1, pt, 3);
+  check_collapse(&lone, 1, 1, 0, "lone transpose");
+  tt_node_t *two[2] = {Y, made[nm++] = unary(Y, TT_UN_NEG)};
+  int64_t d2[1] = {2};
+  tt_node_t *cat2 = made[nm++] = mv(TT_OP_CONCAT, two, 2, d2, 1);
+  check_collapse(&cat2, 1, 0, 1, "concat of two tensors");
+  for (int k = 0; k < nm; ++k) tt_node_release(made[k]);
+  tt_node_release(Y);
+  tt_node_release(P);
+  tt_buffer_release(by);
+  tt_buffer_release(bp);
+}
+
 int main(void) {
   CHECK_OK(tt_runtime_init(1));
   test_fusion_matches_unfused();
@@ -1123,6 +1241,7 @@ int main(void) {
   test_buffer_plan_slice_alias();
   test_transpose_of_dot_folds();
   test_add_of_pads_concat();
+  test_movement_collapse();
   test_tier1_param_unary();
   test_conv_epilogue_plans();
   return tt_test_finish_();
