@@ -201,8 +201,13 @@ static int tt_mv_same_atoms(const tt_vmap_t *a, const tt_vmap_t *b) {
   return 1;
 }
 
+/* Nodes one candidate's map may visit: concatenations of shared pieces
+ * make the walk a DAG, which unbounded would be exponential in depth. */
+#define TT_MV_BUDGET 256
+
 typedef struct tt_mv_pass_s {
   tt_work_t *w;
+  int budget;
   int32_t *uses;
   int32_t *users_movement; /* 1: every reader of i is a movement op */
 } tt_mv_pass_t;
@@ -210,11 +215,12 @@ typedef struct tt_mv_pass_s {
 /* Counts of the chain are added for copying nodes; a copy of every
  * element of the base whose readers are all movement ops marks
  * whole_copy. */
-static void tt_mv_map(const tt_mv_pass_t *p, int32_t i, int depth, tt_vmap_t *m) {
+static void tt_mv_map(tt_mv_pass_t *p, int32_t i, int depth, tt_vmap_t *m) {
   const tt_work_t *w = p->w;
   const tt_instr_t *in = &w->instrs[i];
   int32_t x = in->num_operands ? tt_work_resolve(w, in->operands[0]) : -1;
-  if (depth > 24 || !tt_mv_is_movement(in->op) || tt_shape_numel(&in->shape) == 0 ||
+  if (depth > 24 || --p->budget < 0 || !tt_mv_is_movement(in->op) ||
+      tt_shape_numel(&in->shape) == 0 ||
       (x >= 0 && w->instrs[x].dtype != in->dtype)) {
     tt_mv_identity(in, i, m);
     return;
@@ -478,8 +484,9 @@ tt_status_t tt_pass_collapse_movement(tt_work_t *w) {
     }
     if (!p.uses[i]) continue;
     tt_vmap_t m;
+    p.budget = TT_MV_BUDGET;
     tt_mv_map(&p, i, 0, &m);
-    if (m.base == i || m.copies < 2) continue;
+    if (p.budget < 0 || m.base == i || m.copies < 2) continue;
     if (tt_mv_rewrite(&p, i, &m)) {
       free(p.uses);
       free(p.users_movement);

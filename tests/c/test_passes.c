@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "test_harness.h"
 #include "torchtpu/codegen.h"
@@ -1218,6 +1219,23 @@ static void test_movement_collapse(void) {
   int64_t d2[1] = {2};
   tt_node_t *cat2 = made[nm++] = mv(TT_OP_CONCAT, two, 2, d2, 1);
   check_collapse(&cat2, 1, 0, 1, "concat of two tensors");
+  /* x doubled 18 times by concatenating it with itself: the maps' walk is
+   * bounded (a DAG walked as a tree would visit 2^18 nodes per candidate). */
+  tt_node_t *dbl = P;
+  for (int k = 0; k < 18; ++k) {
+    tt_node_t *two2[2] = {dbl, dbl};
+    int64_t d0[1] = {0};
+    dbl = made[nm++] = mv(TT_OP_CONCAT, two2, 2, d0, 1);
+  }
+  tt_graph_t *gd = NULL, *od = NULL;
+  CHECK_OK(tt_graph_build(&dbl, 1, &gd, NULL));
+  tt_optimize_options_t dopts = {0, 1, 0, 0};
+  clock_t c0 = clock();
+  CHECK_OK(tt_graph_optimize(gd, &dopts, &od));
+  CHECK((double)(clock() - c0) / CLOCKS_PER_SEC < 1.0);
+  CHECK(od && count_op(od, TT_OP_CONCAT) == 18);
+  tt_graph_destroy(od);
+  tt_graph_destroy(gd);
   for (int k = 0; k < nm; ++k) tt_node_release(made[k]);
   tt_node_release(Y);
   tt_node_release(P);
