@@ -61,7 +61,8 @@ typedef struct tt_optimize_options_s {
 } tt_optimize_options_t;
 
 /* Options from the environment: TORCHTPU_FUSION=0 disables fusion,
- * TORCHTPU_REDUCE_FUSION=0 only reduction fusion, TORCHTPU_VERIFY_IR=1
+ * TORCHTPU_REDUCE_FUSION=0 only reduction fusion,
+ * TORCHTPU_MOVEMENT_COLLAPSE=0 the movement collapse, TORCHTPU_VERIFY_IR=1
  * enables the verifier. */
 void tt_optimize_options_from_env(tt_optimize_options_t *opts);
 
