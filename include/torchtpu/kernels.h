@@ -258,6 +258,33 @@ tt_status_t tt_kernel_attention_backward(const tt_view_t *grad_out, const tt_vie
                                          tt_view_t *grad_q, tt_view_t *grad_k,
                                          tt_view_t *grad_v);
 
+/* The same over operands that are views into larger buffers (how the
+ * graph pass src/passes/attention_layout.c folds the multi-head
+ * attention's layout copies into the op). Element (b, h, r, c) of a
+ * [B, H, rows, cols] operand is data[off + b*sb + h*sh + r*sr + c]: its
+ * columns are contiguous. geom gives the sizes and the layouts of q, k,
+ * v, out, grad_out, grad_q, grad_k, grad_v (lay[0..7]); each view is the
+ * buffer its layout indexes (only its data, dtype and element count are
+ * used), checked to hold every element the layout reaches
+ * (TT_INVALID_ARGUMENT otherwise); output layouts must not overlap. The
+ * mask, if any, is dense as in tt_kernel_attention. geom NULL: the dense
+ * entry points above. No logsumexp output. */
+typedef struct tt_att_layout_s {
+  int64_t off, sb, sh, sr;
+} tt_att_layout_t;
+typedef struct tt_att_geom_s {
+  int64_t B, H, L, S, E, Ev;
+  tt_att_layout_t lay[8];
+} tt_att_geom_t;
+tt_status_t tt_kernel_attention_ex(const tt_view_t *q, const tt_view_t *k, const tt_view_t *v,
+                                   const tt_view_t *mask, int causal, double scale,
+                                   tt_view_t *out, const tt_att_geom_t *geom);
+tt_status_t tt_kernel_attention_backward_ex(const tt_view_t *grad_out, const tt_view_t *q,
+                                            const tt_view_t *k, const tt_view_t *v,
+                                            const tt_view_t *mask, int causal, double scale,
+                                            tt_view_t *grad_q, tt_view_t *grad_k,
+                                            tt_view_t *grad_v, const tt_att_geom_t *geom);
+
 /* ---- random numbers --------------------------------------------------
  * Counter-based (Philox-4x32-10): element i of a call keyed by (seed,
  * offset) depends only on seed, offset and i, so results are reproducible

@@ -54,8 +54,13 @@ typedef struct tt_att_ctx_s {
   float scale;
   int64_t B, H, L, S, E, Ev, nblocks;
   int64_t ms[4]; /* mask strides in elements (0 for a broadcast dim) */
+  /* Where each operand's problems live (tt_att_layout_t, kernels.h):
+   * q, k, v, out, grad_out, grad_q, grad_k, grad_v. */
+  tt_att_layout_t lay[8];
   int failed;
 } tt_att_ctx_t;
+
+enum { TT_ATT_Q, TT_ATT_K, TT_ATT_V, TT_ATT_O, TT_ATT_GO, TT_ATT_GQ, TT_ATT_GK, TT_ATT_GV };
 
 /* ---- the small products --------------------------------------------------
  * c [m, n] (ldc) = (acc ? c : 0) + A B, A(i, p) = a[i*rsa + p*csa] (any
@@ -163,13 +168,46 @@ static void tt_att_mm_keys(int64_t nk, int64_t done, int64_t n, int64_t k, const
               r0 - split);
 }
 
-/* Problem bh's [rows, w] block of t as f32: t's own memory when it is
- * F32, else converted into buf. */
-static const float *tt_att_f32(const tt_view_t *t, int64_t bh, int64_t rows, int64_t w,
-                               float *buf) {
-  if (t->dtype == TT_F32) return (const float *)t->data + bh * rows * w;
-  tt_load_f32(t->data, t->dtype, bh * rows * w, 1, rows * w, buf);
+/* Element offset of problem bh's first row in operand `which`. */
+static int64_t tt_att_base(const tt_att_ctx_t *c, int which, int64_t bh) {
+  const tt_att_layout_t *l = &c->lay[which];
+  return l->off + bh / c->H * l->sb + bh % c->H * l->sh;
+}
+
+/* Problem bh's [rows, w] block of operand `which` (view t) as dense f32:
+ * t's own memory when it is F32 with dense rows, else gathered and
+ * converted into buf. */
+static const float *tt_att_f32(const tt_att_ctx_t *c, int which, const tt_view_t *t,
+                               int64_t bh, int64_t rows, int64_t w, float *buf) {
+  int64_t base = tt_att_base(c, which, bh), sr = c->lay[which].sr;
+  if (t->dtype == TT_F32 && sr == w) return (const float *)t->data + base;
+  if (sr == w) {
+    tt_load_f32(t->data, t->dtype, base, 1, rows * w, buf);
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+      tt_load_f32(t->data, t->dtype, base + r * sr, 1, w, buf + r * w);
+  }
   return buf;
+}
+
+/* Output `which` (view t), problem bh, rows [r0, r0 + rows) of w columns:
+ * where an F32 output's rows start (*ld: their stride), else NULL, and
+ * the rows go through a dense buffer and tt_att_store. */
+static float *tt_att_out_rows(const tt_att_ctx_t *c, int which, tt_view_t *t, int64_t bh,
+                              int64_t r0, int64_t *ld) {
+  if (t->dtype != TT_F32) return NULL;
+  *ld = c->lay[which].sr;
+  return (float *)t->data + tt_att_base(c, which, bh) + r0 * *ld;
+}
+
+static void tt_att_store(const tt_att_ctx_t *c, int which, tt_view_t *t, int64_t bh, int64_t r0,
+                         int64_t rows, int64_t w, const float *src) {
+  int64_t sr = c->lay[which].sr, base = tt_att_base(c, which, bh) + r0 * sr;
+  if (sr == w) {
+    tt_store_f32(src, rows * w, t->data, t->dtype, base);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) tt_store_f32(src + r * w, w, t->data, t->dtype, base + r * sr);
 }
 
 /* Keys that query row i (of L) may see. */
@@ -252,12 +290,12 @@ static int64_t tt_att_block_keys(const tt_att_ctx_t *c, int64_t r0, int64_t rb) 
 static void tt_att_forward_range(void *arg, int64_t begin, int64_t end) {
   tt_att_ctx_t *c = arg;
   int64_t L = c->L, S = c->S, E = c->E, Ev = c->Ev;
-  int f32 = c->q->dtype == TT_F32;
-  /* p [BR, S], mask row [S], lse row [BR], k^T [E, S], and for narrow
-   * dtypes f32 copies of q, k, v and the output block. */
+  /* p [BR, S], mask row [S], lse row [BR], k^T [E, S], and dense f32
+   * copies of q, k, v and the output block (used for narrow dtypes and
+   * strided operands). */
   int64_t Sp = tt_att_pad16(S);
   size_t floats = (size_t)(TT_ATT_BR * Sp + S + TT_ATT_BR + E * S) +
-                  (f32 ? 0 : (size_t)(L * E + S * E + S * Ev + TT_ATT_BR * Ev));
+                  (size_t)(L * E + S * E + S * Ev + TT_ATT_BR * Ev);
   float *p = tt_scratch_alloc(floats * sizeof(float));
   if (!p) {
     __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
@@ -272,19 +310,19 @@ static void tt_att_forward_range(void *arg, int64_t begin, int64_t end) {
     int64_t rb = tt_min64(TT_ATT_BR, L - r0);
     int64_t nk = tt_att_block_keys(c, r0, rb);
     if (bh != loaded) {
-      q = tt_att_f32(c->q, bh, L, E, qb);
-      v = tt_att_f32(c->v, bh, S, Ev, vb);
-      tt_att_transpose(tt_att_f32(c->k, bh, S, E, kb), S, E, kt);
+      q = tt_att_f32(c, TT_ATT_Q, c->q, bh, L, E, qb);
+      v = tt_att_f32(c, TT_ATT_V, c->v, bh, S, Ev, vb);
+      tt_att_transpose(tt_att_f32(c, TT_ATT_K, c->k, bh, S, E, kb), S, E, kt);
       loaded = bh;
     }
     tt_att_probs(c, bh, q, kt, r0, rb, nk, p, mbuf, c->lse ? lrow : NULL);
     if (c->lse) tt_store_f32(lrow, rb, c->lse->data, c->lse->dtype, bh * L + r0);
     if (!c->out) continue;
-    int64_t o_off = (bh * L + r0) * Ev;
-    float *dst = f32 ? (float *)c->out->data + o_off : obuf;
-    tt_att_mm(rb, Ev, nk, p, tt_att_pad16(nk), 1, v, Ev, dst, Ev, 0,
+    int64_t ld = Ev;
+    float *dst = tt_att_out_rows(c, TT_ATT_O, c->out, bh, r0, &ld);
+    tt_att_mm(rb, Ev, nk, p, tt_att_pad16(nk), 1, v, Ev, dst ? dst : obuf, dst ? ld : Ev, 0,
               c->causal ? TT_ATT_K_UPTO_ROW : TT_ATT_FULL, r0);
-    if (!f32) tt_store_f32(obuf, rb * Ev, c->out->data, c->out->dtype, o_off);
+    if (!dst) tt_att_store(c, TT_ATT_O, c->out, bh, r0, rb, Ev, obuf);
   }
   tt_scratch_free(p);
 }
@@ -314,13 +352,12 @@ static void tt_att_dscores(const tt_att_ctx_t *c, const float *p, float *dp, int
 static void tt_att_backward_range(void *arg, int64_t begin, int64_t end) {
   tt_att_ctx_t *c = arg;
   int64_t L = c->L, S = c->S, E = c->E, Ev = c->Ev;
-  int f32 = c->q->dtype == TT_F32;
   /* p, dp [BR, S]; mask row [S]; k^T [E, S], v^T [Ev, S]; f32
-   * accumulators dk [S, E], dv [S, Ev]; for narrow dtypes f32 copies of q,
-   * k, v, grad_out and a dq block. */
+   * accumulators dk [S, E], dv [S, Ev]; dense f32 copies of q, k, v,
+   * grad_out and a dq block (narrow dtypes, strided operands). */
   int64_t Sp = tt_att_pad16(S);
   size_t floats = (size_t)(2 * TT_ATT_BR * Sp + S + E * S + Ev * S + S * E + S * Ev) +
-                  (f32 ? 0 : (size_t)(L * E + S * E + S * Ev + L * Ev + TT_ATT_BR * E));
+                  (size_t)(L * E + S * E + S * Ev + L * Ev + TT_ATT_BR * E);
   float *p = tt_scratch_alloc(floats * sizeof(float));
   if (!p) {
     __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
@@ -331,12 +368,18 @@ static void tt_att_backward_range(void *arg, int64_t begin, int64_t end) {
   float *qb = dvb + S * Ev, *kb = qb + L * E, *vb = kb + S * E, *gob = vb + S * Ev;
   float *dqb = gob + L * Ev;
   for (int64_t bh = begin; bh < end; ++bh) {
-    const float *q = tt_att_f32(c->q, bh, L, E, qb), *k = tt_att_f32(c->k, bh, S, E, kb);
-    const float *v = tt_att_f32(c->v, bh, S, Ev, vb), *go = tt_att_f32(c->go, bh, L, Ev, gob);
+    const float *q = tt_att_f32(c, TT_ATT_Q, c->q, bh, L, E, qb);
+    const float *k = tt_att_f32(c, TT_ATT_K, c->k, bh, S, E, kb);
+    const float *v = tt_att_f32(c, TT_ATT_V, c->v, bh, S, Ev, vb);
+    const float *go = tt_att_f32(c, TT_ATT_GO, c->go, bh, L, Ev, gob);
     tt_att_transpose(k, S, E, kt);
     tt_att_transpose(v, S, Ev, vt);
-    float *dk = f32 ? (float *)c->gk->data + bh * S * E : dkb;
-    float *dv = f32 ? (float *)c->gv->data + bh * S * Ev : dvb;
+    int64_t dk_ld = E, dv_ld = Ev;
+    float *dk = tt_att_out_rows(c, TT_ATT_GK, c->gk, bh, 0, &dk_ld);
+    float *dv = tt_att_out_rows(c, TT_ATT_GV, c->gv, bh, 0, &dv_ld);
+    int dk_direct = dk != NULL, dv_direct = dv != NULL;
+    if (!dk) dk = dkb;
+    if (!dv) dv = dvb;
     int64_t done = 0; /* key rows of dk and dv written so far */
     tt_att_tri_t k_upto = c->causal ? TT_ATT_K_UPTO_ROW : TT_ATT_FULL;
     tt_att_tri_t k_from = c->causal ? TT_ATT_K_FROM_ROW : TT_ATT_FULL;
@@ -344,30 +387,30 @@ static void tt_att_backward_range(void *arg, int64_t begin, int64_t end) {
     for (int64_t r0 = 0; r0 < L; r0 += TT_ATT_BR) {
       int64_t rb = tt_min64(TT_ATT_BR, L - r0);
       int64_t nk = tt_att_block_keys(c, r0, rb);
-      int64_t ld = tt_att_pad16(nk);
+      int64_t ld = tt_att_pad16(nk), dq_ld = E;
       const float *go_r = go + r0 * Ev, *q_r = q + r0 * E;
-      float *dq = f32 ? (float *)c->gq->data + (bh * L + r0) * E : dqb;
+      float *dq = tt_att_out_rows(c, TT_ATT_GQ, c->gq, bh, r0, &dq_ld);
+      int dq_direct = dq != NULL;
+      if (!dq) dq = dqb;
       tt_att_probs(c, bh, q, kt, r0, rb, nk, p, mbuf, NULL);
       /* dv[0:nk] += p^T do */
-      tt_att_mm_keys(nk, done, Ev, rb, p, ld, go_r, Ev, dv, Ev, k_from, r0);
+      tt_att_mm_keys(nk, done, Ev, rb, p, ld, go_r, Ev, dv, dv_ld, k_from, r0);
       /* dp = do v[0:nk]^T */
       tt_att_mm(rb, nk, Ev, go_r, Ev, 1, vt, S, dp, ld, 0, n_upto, r0);
       tt_att_dscores(c, p, dp, r0, rb, nk);
       /* dq = ds k[0:nk];  dk[0:nk] += ds^T q */
-      tt_att_mm(rb, E, nk, dp, ld, 1, k, E, dq, E, 0, k_upto, r0);
-      tt_att_mm_keys(nk, done, E, rb, dp, ld, q_r, E, dk, E, k_from, r0);
+      tt_att_mm(rb, E, nk, dp, ld, 1, k, E, dq, dq_ld, 0, k_upto, r0);
+      tt_att_mm_keys(nk, done, E, rb, dp, ld, q_r, E, dk, dk_ld, k_from, r0);
       done = tt_max64(done, nk);
-      if (!f32) tt_store_f32(dq, rb * E, c->gq->data, c->gq->dtype, (bh * L + r0) * E);
+      if (!dq_direct) tt_att_store(c, TT_ATT_GQ, c->gq, bh, r0, rb, E, dq);
     }
     /* Keys no query saw (causal, S > L). */
-    if (done < S) {
-      memset(dk + done * E, 0, (size_t)((S - done) * E) * sizeof(float));
-      memset(dv + done * Ev, 0, (size_t)((S - done) * Ev) * sizeof(float));
+    for (int64_t r = done; r < S; ++r) {
+      memset(dk + r * dk_ld, 0, (size_t)E * sizeof(float));
+      memset(dv + r * dv_ld, 0, (size_t)Ev * sizeof(float));
     }
-    if (!f32) {
-      tt_store_f32(dk, S * E, c->gk->data, c->gk->dtype, bh * S * E);
-      tt_store_f32(dv, S * Ev, c->gv->data, c->gv->dtype, bh * S * Ev);
-    }
+    if (!dk_direct) tt_att_store(c, TT_ATT_GK, c->gk, bh, 0, S, E, dk);
+    if (!dv_direct) tt_att_store(c, TT_ATT_GV, c->gv, bh, 0, S, Ev, dv);
   }
   tt_scratch_free(p);
 }
@@ -378,6 +421,84 @@ static void tt_att_zero(tt_view_t *t) {
 }
 
 static int tt_att_float(tt_dtype_t dt) { return dt == TT_F32 || dt == TT_F16 || dt == TT_BF16; }
+
+/* Every operand dense [B, H, rows, cols]; also the block count. */
+static void tt_att_dense_layouts(tt_att_ctx_t *c) {
+  const int64_t rows[8] = {c->L, c->S, c->S, c->L, c->L, c->L, c->S, c->S};
+  const int64_t cols[8] = {c->E, c->E, c->Ev, c->Ev, c->Ev, c->E, c->E, c->Ev};
+  for (int i = 0; i < 8; ++i)
+    c->lay[i] = (tt_att_layout_t){0, c->H * rows[i] * cols[i], rows[i] * cols[i], cols[i]};
+  c->nblocks = (c->L + TT_ATT_BR - 1) / TT_ATT_BR;
+}
+
+/* Whether layout l of a [B, H, rows, cols] operand stays inside view t. */
+static int tt_att_layout_fits(const tt_att_ctx_t *c, const tt_att_layout_t *l, int64_t rows,
+                              int64_t cols, const tt_view_t *t) {
+  if (l->off < 0 || l->sb < 0 || l->sh < 0 || l->sr < 0) return 0;
+  if (c->B == 0 || c->H == 0 || rows == 0 || cols == 0) return 1;
+  int64_t last = l->off + (c->B - 1) * l->sb + (c->H - 1) * l->sh + (rows - 1) * l->sr + cols - 1;
+  return last < tt_view_numel(t);
+}
+
+/* The strided form's context: sizes and layouts from geom, the views as
+ * the buffers the layouts index (checked to stay inside them). */
+static tt_status_t tt_att_setup_geom(const char *op, const tt_att_geom_t *g,
+                                     const tt_view_t *const *views, const tt_view_t *mask,
+                                     int causal, double scale, tt_att_ctx_t *c) {
+  memset(c, 0, sizeof(*c));
+  static const char *names[8] = {"query", "key", "value", "out", "grad_out", "grad_query",
+                                 "grad_key", "grad_value"};
+  if (g->B < 0 || g->H < 0 || g->L < 0 || g->S < 0 || g->E < 0 || g->Ev < 0)
+    return tt_status_make(TT_INVALID_ARGUMENT, "%s: negative size", op);
+  c->B = g->B;
+  c->H = g->H;
+  c->L = g->L;
+  c->S = g->S;
+  c->E = g->E;
+  c->Ev = g->Ev;
+  c->causal = causal;
+  c->scale = (float)scale;
+  c->nblocks = (c->L + TT_ATT_BR - 1) / TT_ATT_BR;
+  const int64_t rows[8] = {c->L, c->S, c->S, c->L, c->L, c->L, c->S, c->S};
+  const int64_t cols[8] = {c->E, c->E, c->Ev, c->Ev, c->Ev, c->E, c->E, c->Ev};
+  tt_dtype_t dt = views[0] ? views[0]->dtype : TT_F32;
+  if (!tt_att_float(dt))
+    return tt_status_make(TT_TYPE_ERROR, "%s: query must be float32, float16 or bfloat16", op);
+  for (int i = 0; i < 8; ++i) {
+    c->lay[i] = g->lay[i];
+    if (!views[i]) continue;
+    TT_RETURN_IF_ERROR(tt_check_view(op, names[i], views[i]));
+    if (views[i]->dtype != dt)
+      return tt_status_make(TT_TYPE_ERROR, "%s: %s is %s, query %s", op, names[i],
+                            tt_dtype_name(views[i]->dtype), tt_dtype_name(dt));
+    if (!tt_att_layout_fits(c, &c->lay[i], rows[i], cols[i], views[i]))
+      return tt_status_make(TT_INVALID_ARGUMENT,
+                            "%s: the %s layout (offset %lld, strides %lld, %lld, %lld) "
+                            "reaches past its buffer of %lld elements",
+                            op, names[i], (long long)c->lay[i].off, (long long)c->lay[i].sb,
+                            (long long)c->lay[i].sh, (long long)c->lay[i].sr,
+                            (long long)tt_view_numel(views[i]));
+  }
+  c->q = views[0];
+  c->k = views[1];
+  c->v = views[2];
+  if (mask) {
+    /* The mask keeps its own dense shape (broadcast dims of size 1). */
+    TT_RETURN_IF_ERROR(tt_check_view(op, "mask", mask));
+    const int64_t full[4] = {c->B, c->H, c->L, c->S};
+    int ok = mask->shape.rank == 4 && tt_att_float(mask->dtype);
+    int64_t stride = 1;
+    for (int d2 = 3; ok && d2 >= 0; --d2) {
+      int64_t n = mask->shape.dims[d2];
+      ok = n == 1 || n == full[d2];
+      c->ms[d2] = n == 1 ? 0 : stride;
+      stride *= n;
+    }
+    if (!ok) return tt_status_make(TT_INVALID_ARGUMENT, "%s: the mask does not broadcast", op);
+    c->mask = mask;
+  }
+  return NULL;
+}
 
 /* Checks shapes and dtypes and fills the shared part of the context. */
 static tt_status_t tt_att_setup(const char *op, const tt_view_t *q, const tt_view_t *k,
@@ -416,7 +537,7 @@ static tt_status_t tt_att_setup(const char *op, const tt_view_t *q, const tt_vie
   c->Ev = vd[3];
   c->causal = causal;
   c->scale = (float)scale;
-  c->nblocks = (c->L + TT_ATT_BR - 1) / TT_ATT_BR;
+  tt_att_dense_layouts(c);
   if (mask) {
     TT_RETURN_IF_ERROR(tt_check_view(op, "mask", mask));
     const int64_t full[4] = {c->B, c->H, c->L, c->S};
@@ -503,6 +624,68 @@ tt_status_t tt_kernel_attention_backward(const tt_view_t *grad_out, const tt_vie
     tt_att_zero(grad_q);
     tt_att_zero(grad_k);
     tt_att_zero(grad_v);
+    return NULL;
+  }
+  tt_parallel_for_items(items, tt_att_backward_range, &c);
+  if (c.failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
+  return NULL;
+}
+
+tt_status_t tt_kernel_attention_ex(const tt_view_t *q, const tt_view_t *k, const tt_view_t *v,
+                                   const tt_view_t *mask, int causal, double scale,
+                                   tt_view_t *out, const tt_att_geom_t *geom) {
+  static const char *op = "attention";
+  if (!geom) return tt_kernel_attention(q, k, v, mask, causal, scale, out, NULL);
+  if (!out) return tt_status_make(TT_INVALID_ARGUMENT, "%s: out is NULL", op);
+  const tt_view_t *views[8] = {q, k, v, out, NULL, NULL, NULL, NULL};
+  tt_att_ctx_t c;
+  TT_RETURN_IF_ERROR(tt_att_setup_geom(op, geom, views, mask, causal, scale, &c));
+  c.out = out;
+  int64_t items = c.B * c.H * c.nblocks;
+  if (items == 0) return NULL;
+  if (c.S == 0) {
+    /* No keys: zeros, written through the layout. */
+    float *zero = calloc((size_t)tt_max64(1, c.L * c.Ev), sizeof(float));
+    if (!zero) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
+    for (int64_t bh = 0; bh < c.B * c.H; ++bh) tt_att_store(&c, TT_ATT_O, out, bh, 0, c.L, c.Ev, zero);
+    free(zero);
+    return NULL;
+  }
+  tt_parallel_for_items(items, tt_att_forward_range, &c);
+  if (c.failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
+  return NULL;
+}
+
+tt_status_t tt_kernel_attention_backward_ex(const tt_view_t *grad_out, const tt_view_t *q,
+                                            const tt_view_t *k, const tt_view_t *v,
+                                            const tt_view_t *mask, int causal, double scale,
+                                            tt_view_t *grad_q, tt_view_t *grad_k,
+                                            tt_view_t *grad_v, const tt_att_geom_t *geom) {
+  static const char *op = "attention_backward";
+  if (!geom)
+    return tt_kernel_attention_backward(grad_out, q, k, v, mask, causal, scale, grad_q, grad_k,
+                                        grad_v);
+  const tt_view_t *views[8] = {q, k, v, NULL, grad_out, grad_q, grad_k, grad_v};
+  for (int i = 4; i < 8; ++i)
+    if (!views[i]) return tt_status_make(TT_INVALID_ARGUMENT, "%s: a gradient view is NULL", op);
+  tt_att_ctx_t c;
+  TT_RETURN_IF_ERROR(tt_att_setup_geom(op, geom, views, mask, causal, scale, &c));
+  c.go = grad_out;
+  c.gq = grad_q;
+  c.gk = grad_k;
+  c.gv = grad_v;
+  int64_t items = c.B * c.H;
+  if (items == 0) return NULL;
+  if (c.S == 0 || c.L == 0) {
+    int64_t n = tt_max64(1, tt_max64(c.L, c.S) * tt_max64(c.E, c.Ev));
+    float *zero = calloc((size_t)n, sizeof(float));
+    if (!zero) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
+    for (int64_t bh = 0; bh < items; ++bh) {
+      tt_att_store(&c, TT_ATT_GQ, grad_q, bh, 0, c.L, c.E, zero);
+      tt_att_store(&c, TT_ATT_GK, grad_k, bh, 0, c.S, c.E, zero);
+      tt_att_store(&c, TT_ATT_GV, grad_v, bh, 0, c.S, c.Ev, zero);
+    }
+    free(zero);
     return NULL;
   }
   tt_parallel_for_items(items, tt_att_backward_range, &c);

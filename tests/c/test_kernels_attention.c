@@ -201,8 +201,119 @@ static void test_attention_errors(void) {
   for (int i = 0; i < 5; ++i) tensor_free(all[i]);
 }
 
+/* ---- strided operands (tt_kernel_attention_ex) -------------------------------
+ * The layouts the graph pass gives the op in a multi-head attention: q, k
+ * and v read in place from one [L, B, 3, H, E] projection, out and the
+ * gradient of out in [L, B, H, E], the three gradients written into one
+ * [L, B, 3, H, E] buffer. Results equal the dense entry points' bit for
+ * bit (the same products on the same values); also q, k, v in separate
+ * [L, B, H, E] buffers with L != S, a mask, BF16, and a layout that
+ * reaches past its buffer. */
+static int64_t lbhe(int64_t B, int64_t H, int64_t rows, int64_t cols, int64_t b, int64_t h,
+                    int64_t r, int64_t c, int64_t which, int64_t nwhich) {
+  (void)rows;
+  return (((r * B + b) * nwhich + which) * H + h) * cols + c;
+}
+
+static void run_strided(tt_dtype_t dt, int64_t B, int64_t H, int64_t L, int64_t S, int64_t E,
+                        int causal, int packed, int with_mask) {
+  int64_t qd[4] = {B, H, L, E}, kd[4] = {B, H, S, E}, od[4] = {B, H, L, E};
+  tensor_t q = tensor_new(dt, 4, qd), k = tensor_new(dt, 4, kd), v = tensor_new(dt, 4, kd);
+  tensor_t go = tensor_new(dt, 4, od), out = tensor_new(dt, 4, od);
+  tensor_t gq = tensor_new(dt, 4, qd), gk = tensor_new(dt, 4, kd), gv = tensor_new(dt, 4, kd);
+  tensor_fill_random(&q, -1.5, 1.5);
+  tensor_fill_random(&k, -1.5, 1.5);
+  tensor_fill_random(&v, -1, 1);
+  tensor_fill_random(&go, -1, 1);
+  int64_t md[4] = {1, 1, L, S};
+  tensor_t m = tensor_new(TT_F32, 4, md);
+  tensor_fill_random(&m, -1, 1);
+  const tt_view_t *mv = with_mask ? &m.v : NULL;
+  double scale = 1.0 / sqrt((double)E);
+  /* Buffers: packed [L, B, 3, H, E] (L == S) or one [rows, B, H, E] each. */
+  int64_t nw = packed ? 3 : 1;
+  int64_t yd[1] = {L * B * 3 * H * E}, ld1[1] = {L * B * H * E}, sd1[1] = {S * B * H * E};
+  tensor_t y = tensor_new(dt, 1, yd), yq = tensor_new(dt, 1, ld1), yk = tensor_new(dt, 1, sd1);
+  tensor_t yv = tensor_new(dt, 1, sd1), yo = tensor_new(dt, 1, ld1), ygo = tensor_new(dt, 1, ld1);
+  tensor_t yg = tensor_new(dt, 1, yd), ygq = tensor_new(dt, 1, ld1), ygk = tensor_new(dt, 1, sd1);
+  tensor_t ygv = tensor_new(dt, 1, sd1);
+  const tensor_t *src[3] = {&q, &k, &v};
+  tensor_t *dst3[3] = {&yq, &yk, &yv};
+  for (int w = 0; w < 3; ++w) {
+    int64_t rows = w == 0 ? L : S;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < E; ++c) {
+            double val = tget(src[w], ((b * H + h) * rows + r) * E + c);
+            if (packed) tset(&y, lbhe(B, H, rows, E, b, h, r, c, w, 3), val);
+            else tset(dst3[w], lbhe(B, H, rows, E, b, h, r, c, 0, 1), val);
+          }
+  }
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t r = 0; r < L; ++r)
+        for (int64_t c = 0; c < E; ++c)
+          tset(&ygo, lbhe(B, H, L, E, b, h, r, c, 0, 1), tget(&go, ((b * H + h) * L + r) * E + c));
+  tt_att_geom_t g = {.B = B, .H = H, .L = L, .S = S, .E = E, .Ev = E};
+  for (int i = 0; i < 8; ++i) {
+    int in_packed = packed && (i <= 2 || i >= 5);
+    int64_t which = i <= 2 ? i : i >= 5 ? i - 5 : 0;
+    int64_t ww = in_packed ? nw : 1;
+    g.lay[i] = (tt_att_layout_t){in_packed ? which * H * E : 0, ww * H * E, E, B * ww * H * E};
+  }
+  char what[160];
+  snprintf(what, sizeof what, "strided %s B%lld H%lld L%lld S%lld E%lld causal %d %s%s",
+           tt_dtype_name(dt), (long long)B, (long long)H, (long long)L, (long long)S,
+           (long long)E, causal, packed ? "packed" : "separate", with_mask ? " mask" : "");
+  CHECK_OK(tt_kernel_attention(&q.v, &k.v, &v.v, mv, causal, scale, &out.v, NULL), what);
+  CHECK_OK(tt_kernel_attention_backward(&go.v, &q.v, &k.v, &v.v, mv, causal, scale, &gq.v,
+                                        &gk.v, &gv.v), what);
+  tt_view_t *qv = packed ? &y.v : &yq.v, *kv = packed ? &y.v : &yk.v, *vv = packed ? &y.v : &yv.v;
+  tt_view_t *gqv = packed ? &yg.v : &ygq.v, *gkv = packed ? &yg.v : &ygk.v;
+  tt_view_t *gvv = packed ? &yg.v : &ygv.v;
+  CHECK_OK(tt_kernel_attention_ex(qv, kv, vv, mv, causal, scale, &yo.v, &g), what);
+  CHECK_OK(tt_kernel_attention_backward_ex(&ygo.v, qv, kv, vv, mv, causal, scale, gqv, gkv, gvv,
+                                           &g), what);
+  const tensor_t *dense[4] = {&out, &gq, &gk, &gv};
+  const tensor_t *strided[4] = {&yo, packed ? &yg : &ygq, packed ? &yg : &ygk, packed ? &yg : &ygv};
+  const int64_t which4[4] = {0, 0, 1, 2}, nw4[4] = {1, nw, nw, nw};
+  int bad = 0;
+  for (int t = 0; t < 4; ++t) {
+    int64_t rows = t <= 1 ? L : S;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < E; ++c) {
+            double want = tget(dense[t], ((b * H + h) * rows + r) * E + c);
+            int64_t wi = packed && t > 0 ? which4[t] : 0;
+            double got = tget(strided[t], lbhe(B, H, rows, E, b, h, r, c, wi, packed && t > 0 ? nw4[t] : 1));
+            bad += !(got == want);
+          }
+  }
+  CHECK(bad == 0, "%s: %d values differ from the dense kernels'", what, bad);
+  /* A layout one row too long for its buffer. */
+  tt_att_geom_t g2 = g;
+  g2.lay[0].off += g2.lay[0].sr;
+  CHECK_CODE(tt_kernel_attention_ex(qv, kv, vv, mv, causal, scale, &yo.v, &g2),
+             TT_INVALID_ARGUMENT, "layout past its buffer");
+  tensor_t *all[19] = {&q, &k, &v, &go, &out, &gq, &gk, &gv, &m, &y, &yq, &yk, &yv, &yo, &ygo,
+                       &yg, &ygq, &ygk, &ygv};
+  for (int i = 0; i < 19; ++i) tensor_free(all[i]);
+}
+
+static void test_attention_strided(void) {
+  run_strided(TT_F32, 3, 4, 70, 70, 32, 1, 1, 0);
+  run_strided(TT_F32, 2, 3, 37, 37, 24, 0, 1, 1);
+  run_strided(TT_F32, 2, 2, 37, 50, 24, 0, 0, 1);
+  run_strided(TT_F32, 2, 2, 50, 37, 16, 1, 0, 0);
+  run_strided(TT_BF16, 2, 2, 33, 33, 32, 1, 1, 0);
+  run_strided(TT_BF16, 1, 2, 20, 29, 8, 0, 0, 1);
+}
+
 int main(void) {
   test_attention_values();
   test_attention_errors();
+  test_attention_strided();
   return test_summary();
 }
