@@ -46,6 +46,9 @@ tt_status_t tt_pass_cse(tt_work_t *work);        /* common subexpressions */
 /* Chains of reshapes, transposes, slices and concatenations that only move
  * one tensor's elements: at most one transposed copy each (then CSE). */
 tt_status_t tt_pass_collapse_movement(tt_work_t *work);
+/* Attention ops read their operands and write their results through
+ * strided layouts where that removes layout copies (after CSE). */
+tt_status_t tt_pass_attention_layout(tt_work_t *work);
 tt_status_t tt_pass_fuse_elementwise(tt_work_t *work);
 /* Reductions with their elementwise producers (recomputed where other
  * elementwise readers need them too) and a chain of elementwise consumers
@@ -62,7 +65,8 @@ typedef struct tt_optimize_options_s {
 
 /* Options from the environment: TORCHTPU_FUSION=0 disables fusion,
  * TORCHTPU_REDUCE_FUSION=0 only reduction fusion,
- * TORCHTPU_MOVEMENT_COLLAPSE=0 the movement collapse, TORCHTPU_VERIFY_IR=1
+ * TORCHTPU_MOVEMENT_COLLAPSE=0 the movement collapse and attention layouts,
+ * TORCHTPU_VERIFY_IR=1
  * enables the verifier. */
 void tt_optimize_options_from_env(tt_optimize_options_t *opts);
 

@@ -31,22 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "torchtpu/passes.h"
+#include "passes/movement_map.h"
 
-#define TT_MV_ATOMS 24
-
-typedef struct tt_vmap_s {
-  int32_t base;
-  int64_t off;
-  int n;                       /* atoms, row-major over the node's elements */
-  int64_t size[TT_MV_ATOMS], stride[TT_MV_ATOMS];
-  int rank;
-  int dim_end[TT_MAX_RANK];    /* dim d owns atoms [dim_end[d-1], dim_end[d]) */
-  int copies;                  /* copying nodes on the chain (this one included) */
-  int whole_copy;              /* a copy of all of the base, read by movement ops only */
-} tt_vmap_t;
-
-static int tt_mv_is_movement(tt_op_t op) {
+int tt_mv_is_movement(tt_op_t op) {
   return op == TT_OP_RESHAPE || op == TT_OP_TRANSPOSE || op == TT_OP_SLICE || op == TT_OP_CONCAT;
 }
 
@@ -130,7 +117,7 @@ static int tt_mv_reshape(tt_vmap_t *m, const tt_shape_t *shape) {
   return 1;
 }
 
-static int tt_mv_dim_begin(const tt_vmap_t *m, int d) { return d ? m->dim_end[d - 1] : 0; }
+int tt_mv_dim_begin(const tt_vmap_t *m, int d) { return d ? m->dim_end[d - 1] : 0; }
 
 static int tt_mv_transpose(tt_vmap_t *m, const int64_t *perm) {
   tt_vmap_t o = *m;
@@ -201,21 +188,10 @@ static int tt_mv_same_atoms(const tt_vmap_t *a, const tt_vmap_t *b) {
   return 1;
 }
 
-/* Nodes one candidate's map may visit: concatenations of shared pieces
- * make the walk a DAG, which unbounded would be exponential in depth. */
-#define TT_MV_BUDGET 256
-
-typedef struct tt_mv_pass_s {
-  tt_work_t *w;
-  int budget;
-  int32_t *uses;
-  int32_t *users_movement; /* 1: every reader of i is a movement op */
-} tt_mv_pass_t;
-
 /* Counts of the chain are added for copying nodes; a copy of every
  * element of the base whose readers are all movement ops marks
  * whole_copy. */
-static void tt_mv_map(tt_mv_pass_t *p, int32_t i, int depth, tt_vmap_t *m) {
+void tt_mv_map(tt_mv_pass_t *p, int32_t i, int depth, tt_vmap_t *m) {
   const tt_work_t *w = p->w;
   const tt_instr_t *in = &w->instrs[i];
   int32_t x = in->num_operands ? tt_work_resolve(w, in->operands[0]) : -1;
@@ -286,7 +262,8 @@ static void tt_mv_map(tt_mv_pass_t *p, int32_t i, int depth, tt_vmap_t *m) {
   }
   if (copy) {
     m->copies++;
-    if (tt_shape_numel(&in->shape) == tt_shape_numel(&w->instrs[m->base].shape) &&
+    if (p->users_movement &&
+        tt_shape_numel(&in->shape) == tt_shape_numel(&w->instrs[m->base].shape) &&
         p->users_movement[i])
       m->whole_copy = 1;
   }
@@ -352,7 +329,7 @@ static int tt_mv_digits(const tt_vmap_t *m, int64_t numel, int64_t *dsz, int64_t
 
 /* Makes room for k instructions before position pos (indices >= pos move
  * up by k). Returns 0 on allocation failure. */
-static int tt_mv_insert(tt_work_t *w, int32_t pos, int32_t k) {
+int tt_mv_insert(tt_work_t *w, int32_t pos, int32_t k) {
   int32_t n = w->num_instrs;
   if (n + k > w->cap) {
     int32_t cap = (n + k) * 2;
@@ -383,7 +360,7 @@ static int tt_mv_insert(tt_work_t *w, int32_t pos, int32_t k) {
   return 1;
 }
 
-static int tt_mv_set(tt_instr_t *in, tt_op_t op, tt_dtype_t dt, int32_t operand,
+int tt_mv_set(tt_instr_t *in, tt_op_t op, tt_dtype_t dt, int32_t operand,
                      const tt_shape_t *shape, const int64_t *ia, int32_t nia) {
   int32_t *ops = malloc(sizeof(int32_t) * 2);
   if (!ops) return 0;

@@ -39,6 +39,22 @@ static tt_status_t tt_run_collective_single(const tt_instr_t *in, const tt_view_
   return NULL;
 }
 
+/* The strided attention forms' sizes (B, H, L, S, E, Ev) and layouts
+ * (off, sb, sh, sr), read from their integer attributes. */
+static void tt_x_att_geom(const int64_t *ia, tt_att_geom_t *g) {
+  memset(g, 0, sizeof(*g));
+  g->B = ia[0];
+  g->H = ia[1];
+  g->L = ia[2];
+  g->S = ia[3];
+  g->E = ia[4];
+  g->Ev = ia[5];
+}
+
+static void tt_x_att_layout(const int64_t *ia, tt_att_layout_t *l) {
+  *l = (tt_att_layout_t){ia[0], ia[1], ia[2], ia[3]};
+}
+
 tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num_operands,
                                tt_view_t *out) {
   const int64_t *ia = in->iattrs;
@@ -90,12 +106,32 @@ tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num
     }
     case TT_OP_ATTENTION: {
       const tt_view_t *mask = num_operands > 3 ? &x[3] : NULL;
+      if (in->num_iattrs > 2) {
+        /* The strided form (src/passes/attention_layout.c). */
+        tt_att_geom_t geo;
+        tt_x_att_geom(ia + 2, &geo);
+        for (int k = 0; k < 4; ++k) tt_x_att_layout(ia + 8 + 4 * k, &geo.lay[k]);
+        return tt_kernel_attention_ex(&x[0], &x[1], &x[2], mask, (int)ia[0], in->fattrs[0], out,
+                                      &geo);
+      }
       return tt_kernel_attention(&x[0], &x[1], &x[2], mask, (int)ia[0], in->fattrs[0],
                                  ia[1] ? NULL : out, ia[1] ? out : NULL);
     }
     case TT_OP_ATTENTION_BWD: {
       /* out is the packed [grad_q | grad_k | grad_v]. */
       const tt_view_t *mask = num_operands > 4 ? &x[4] : NULL;
+      if (in->num_iattrs > 1) {
+        /* The strided form: dq, dk, dv at offsets 0, sw, 2 sw of out. */
+        tt_att_geom_t geo;
+        tt_x_att_geom(ia + 1, &geo);
+        tt_x_att_layout(ia + 7, &geo.lay[4]);
+        for (int k = 0; k < 3; ++k) tt_x_att_layout(ia + 11 + 4 * k, &geo.lay[k]);
+        const int64_t *gl = ia + 23;
+        for (int k = 0; k < 3; ++k)
+          geo.lay[5 + k] = (tt_att_layout_t){k * gl[0], gl[1], gl[2], gl[3]};
+        return tt_kernel_attention_backward_ex(&x[0], &x[1], &x[2], &x[3], mask, (int)ia[0],
+                                               in->fattrs[0], out, out, out, &geo);
+      }
       size_t es = tt_dtype_size(out->dtype);
       tt_view_t g[3];
       char *p = out->data;

@@ -1243,6 +1243,115 @@ static void test_movement_collapse(void) {
   tt_buffer_release(bp);
 }
 
+/* ---- attention layouts ------------------------------------------------------
+ * The decoder's attention block (L 6, B 3, H 2, hd 8): q, k, v sliced out
+ * of one [L, B, 3E] projection, the output transposed to [L, B, H, hd],
+ * the backward's grad_out read from [L, B, H, hd] and its packed
+ * gradients gathered into [L, B, 3E]. With the passes every transpose is
+ * gone (the attention ops take their strided forms) and the results equal
+ * those of the graph optimised without them, bit for bit. */
+static void test_attention_layout(void) {
+  enum { L = 6, B = 3, H = 2, D = 8, E = H * D };
+  float y[L * B * 3 * E], gy[L * B * E];
+  for (int i = 0; i < L * B * 3 * E; ++i) y[i] = rnd_unit();
+  for (int i = 0; i < L * B * E; ++i) gy[i] = rnd_unit();
+  tt_buffer_t *by = NULL, *bg = NULL;
+  CHECK_OK(tt_buffer_from_host(0, y, sizeof y, &by));
+  CHECK_OK(tt_buffer_from_host(0, gy, sizeof gy, &bg));
+  tt_shape_t ys = {3, {L, B, 3 * E}}, gs = {3, {L, B, E}};
+  tt_node_t *Y = tt_node_create_param(by, TT_F32, &ys, 0);
+  tt_node_t *G = tt_node_create_param(bg, TT_F32, &gs, 0);
+  tt_node_t *made[64];
+  int nm = 0;
+  int64_t r5[5] = {1, L, B, 3, E}, p5[5] = {3, 1, 2, 0, 4}, r4[4] = {3, L, B, E};
+  tt_node_t *a = made[nm++] = mv(TT_OP_RESHAPE, &Y, 1, r5, 5);
+  tt_node_t *t = made[nm++] = mv(TT_OP_TRANSPOSE, &a, 1, p5, 5);
+  tt_node_t *s3 = made[nm++] = mv(TT_OP_RESHAPE, &t, 1, r4, 4);
+  tt_node_t *qkv[3];
+  for (int k = 0; k < 3; ++k) {
+    int64_t sl[12] = {k, 0, 0, 0, k + 1, L, B, E, 1, 1, 1, 1};
+    int64_t ra[3] = {L, B * H, D}, pa[3] = {1, 0, 2}, rb[4] = {B, H, L, D};
+    tt_node_t *c = made[nm++] = mv(TT_OP_SLICE, &s3, 1, sl, 12);
+    tt_node_t *d = made[nm++] = mv(TT_OP_RESHAPE, &c, 1, ra, 3);
+    tt_node_t *e = made[nm++] = mv(TT_OP_TRANSPOSE, &d, 1, pa, 3);
+    qkv[k] = made[nm++] = mv(TT_OP_RESHAPE, &e, 1, rb, 4);
+  }
+  int64_t att_i[2] = {1, 0};
+  double att_f[2] = {0.35, 0};
+  tt_node_t *att = NULL, *bwd = NULL;
+  CHECK_OK(tt_node_create(TT_OP_ATTENTION, 0, qkv, 3, att_i, 2, att_f, 2, &att));
+  made[nm++] = att;
+  int64_t po[4] = {2, 0, 1, 3}, ro[3] = {L, B, E};
+  tt_node_t *ot = made[nm++] = mv(TT_OP_TRANSPOSE, &att, 1, po, 4);
+  tt_node_t *out = made[nm++] = mv(TT_OP_RESHAPE, &ot, 1, ro, 3);
+  /* grad_out from [L, B, E] */
+  int64_t rg[4] = {L, B, H, D}, pg[4] = {1, 2, 0, 3};
+  tt_node_t *g4 = made[nm++] = mv(TT_OP_RESHAPE, &G, 1, rg, 4);
+  tt_node_t *go = made[nm++] = mv(TT_OP_TRANSPOSE, &g4, 1, pg, 4);
+  tt_node_t *bops[4] = {go, qkv[0], qkv[1], qkv[2]};
+  int64_t bwd_i[1] = {1};
+  CHECK_OK(tt_node_create(TT_OP_ATTENTION_BWD, 0, bops, 4, bwd_i, 1, att_f, 2, &bwd));
+  made[nm++] = bwd;
+  tt_node_t *parts[3];
+  for (int k = 0; k < 3; ++k) {
+    int64_t n = B * H * L * D, sl[3] = {k * n, (k + 1) * n, 1};
+    int64_t ra[3] = {B * H, L, D}, pa[3] = {1, 0, 2}, rb[4] = {1, L, B, E};
+    tt_node_t *c = made[nm++] = mv(TT_OP_SLICE, &bwd, 1, sl, 3);
+    tt_node_t *d = made[nm++] = mv(TT_OP_RESHAPE, &c, 1, ra, 3);
+    tt_node_t *e = made[nm++] = mv(TT_OP_TRANSPOSE, &d, 1, pa, 3);
+    parts[k] = made[nm++] = mv(TT_OP_RESHAPE, &e, 1, rb, 4);
+  }
+  int64_t dim0[1] = {0}, rc[5] = {3, L, B, 1, E}, pc[5] = {3, 1, 2, 0, 4};
+  tt_node_t *cat = made[nm++] = mv(TT_OP_CONCAT, parts, 3, dim0, 1);
+  tt_node_t *rcn = made[nm++] = mv(TT_OP_RESHAPE, &cat, 1, rc, 5);
+  tt_node_t *grad = made[nm++] = mv(TT_OP_TRANSPOSE, &rcn, 1, pc, 5);
+  tt_node_t *outs[2] = {out, grad};
+  tt_graph_t *g = NULL, *o1 = NULL, *o0 = NULL;
+  tt_node_t **inputs = NULL;
+  CHECK_OK(tt_graph_build(outs, 2, &g, &inputs));
+  tt_optimize_options_t on = {0, 1, 0, 0}, off = {0, 1, 0, 1};
+  CHECK_OK(tt_graph_optimize(g, &on, &o1));
+  CHECK_OK(tt_graph_optimize(g, &off, &o0));
+  if (o1 && o0) {
+    CHECK(count_op(o1, TT_OP_TRANSPOSE) == 0 && count_op(o1, TT_OP_CONCAT) == 0);
+    for (int32_t i = 0; i < o1->num_instrs; ++i) {
+      const tt_instr_t *in = &o1->instrs[i];
+      if (in->op == TT_OP_ATTENTION) CHECK(in->num_iattrs == 24);
+      if (in->op == TT_OP_ATTENTION_BWD) CHECK(in->num_iattrs == 27);
+    }
+    int64_t n0 = L * B * E, n1 = L * B * 3 * E;
+    float *got = calloc((size_t)(n0 + n1), sizeof(float)), *want = calloc((size_t)(n0 + n1), sizeof(float));
+    void *og[2] = {got, got + n0}, *ow[2] = {want, want + n0};
+    tt_executable_t *e1 = NULL, *e0 = NULL;
+    CHECK_OK(tt_executable_create(o1, &e1));
+    CHECK_OK(tt_executable_create(o0, &e0));
+    if (e1 && e0) {
+      tt_input_value_t in[2];
+      memset(in, 0, sizeof(in));
+      for (int32_t i = 0; i < o1->num_inputs && i < 2; ++i) in[i].buffer = inputs[i]->buffer;
+      CHECK_OK(tt_executable_run(e1, in, og));
+      CHECK_OK(tt_executable_run(e0, in, ow));
+      CHECK(memcmp(got, want, sizeof(float) * (size_t)(n0 + n1)) == 0);
+      int nonzero = 0;
+      for (int64_t i = 0; i < n0 + n1; ++i) nonzero += got[i] != 0.0f;
+      CHECK(nonzero > (n0 + n1) / 2);
+    }
+    free(got);
+    free(want);
+    if (e1) tt_executable_release(e1);
+    else tt_graph_destroy(o1);
+    if (e0) tt_executable_release(e0);
+    else tt_graph_destroy(o0);
+  }
+  free(inputs);
+  tt_graph_destroy(g);
+  for (int k = 0; k < nm; ++k) tt_node_release(made[k]);
+  tt_node_release(Y);
+  tt_node_release(G);
+  tt_buffer_release(by);
+  tt_buffer_release(bg);
+}
+
 int main(void) {
   CHECK_OK(tt_runtime_init(1));
   test_fusion_matches_unfused();
@@ -1260,6 +1369,7 @@ int main(void) {
   test_transpose_of_dot_folds();
   test_add_of_pads_concat();
   test_movement_collapse();
+  test_attention_layout();
   test_tier1_param_unary();
   test_conv_epilogue_plans();
   return tt_test_finish_();
