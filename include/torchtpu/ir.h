@@ -93,6 +93,13 @@ typedef enum tt_op_e {
   TT_OP_ATTENTION_BWD, /* (grad_out, q, k, v[, mask]); i: [causal]  f: [scale];
                         * [numel(q) + numel(k) + numel(v)] in q's dtype: grad_q, grad_k
                         * and grad_v flattened, one after another */
+  /* Both have strided forms, made only by src/passes/attention_layout.c
+   * (never recorded): the operands are the buffers q, k, v (and grad_out)
+   * are views of, i: [causal, 0, B, H, L, S, E, Ev, q, k, v, out] and
+   * [causal, B, H, L, S, E, Ev, grad_out, q, k, v, grads], each layout
+   * four values (off, sb, sh, sr) as tt_att_layout_t (kernels.h); grads
+   * is (sw, sb, sh, sr), the three gradients at offsets 0, sw, 2*sw. The
+   * results keep the shapes above; their bytes follow the layouts. */
   /* New ops go here, above TT_OP_COUNT. */
   TT_OP_COUNT
 } tt_op_t;
