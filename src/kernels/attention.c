@@ -440,6 +440,32 @@ static int tt_att_layout_fits(const tt_att_ctx_t *c, const tt_att_layout_t *l, i
   return last < tt_view_numel(t);
 }
 
+/* The mask (if any): rank 4, float, broadcasting to [B, H, L, S]; its
+ * strides into c->ms. */
+static tt_status_t tt_att_setup_mask(const char *op, const tt_view_t *mask, tt_att_ctx_t *c) {
+  if (!mask) return NULL;
+  TT_RETURN_IF_ERROR(tt_check_view(op, "mask", mask));
+  const int64_t full[4] = {c->B, c->H, c->L, c->S};
+  int ok = mask->shape.rank == 4 && tt_att_float(mask->dtype);
+  int64_t stride = 1;
+  for (int d2 = 3; ok && d2 >= 0; --d2) {
+    int64_t n = mask->shape.dims[d2];
+    ok = n == 1 || n == full[d2];
+    c->ms[d2] = n == 1 ? 0 : stride;
+    stride *= n;
+  }
+  if (!ok) {
+    char a[128];
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "%s: mask %s (%s) must be a float tensor of rank 4 that broadcasts "
+                          "to [%lld, %lld, %lld, %lld]", op,
+                          tt_dims_str(&mask->shape, a, sizeof a), tt_dtype_name(mask->dtype),
+                          (long long)c->B, (long long)c->H, (long long)c->L, (long long)c->S);
+  }
+  c->mask = mask;
+  return NULL;
+}
+
 /* The strided form's context: sizes and layouts from geom, the views as
  * the buffers the layouts index (checked to stay inside them). */
 static tt_status_t tt_att_setup_geom(const char *op, const tt_att_geom_t *g,
@@ -482,22 +508,8 @@ static tt_status_t tt_att_setup_geom(const char *op, const tt_att_geom_t *g,
   c->q = views[0];
   c->k = views[1];
   c->v = views[2];
-  if (mask) {
-    /* The mask keeps its own dense shape (broadcast dims of size 1). */
-    TT_RETURN_IF_ERROR(tt_check_view(op, "mask", mask));
-    const int64_t full[4] = {c->B, c->H, c->L, c->S};
-    int ok = mask->shape.rank == 4 && tt_att_float(mask->dtype);
-    int64_t stride = 1;
-    for (int d2 = 3; ok && d2 >= 0; --d2) {
-      int64_t n = mask->shape.dims[d2];
-      ok = n == 1 || n == full[d2];
-      c->ms[d2] = n == 1 ? 0 : stride;
-      stride *= n;
-    }
-    if (!ok) return tt_status_make(TT_INVALID_ARGUMENT, "%s: the mask does not broadcast", op);
-    c->mask = mask;
-  }
-  return NULL;
+  /* The mask keeps its own dense shape (broadcast dims of size 1). */
+  return tt_att_setup_mask(op, mask, c);
 }
 
 /* Checks shapes and dtypes and fills the shared part of the context. */
@@ -538,28 +550,7 @@ static tt_status_t tt_att_setup(const char *op, const tt_view_t *q, const tt_vie
   c->causal = causal;
   c->scale = (float)scale;
   tt_att_dense_layouts(c);
-  if (mask) {
-    TT_RETURN_IF_ERROR(tt_check_view(op, "mask", mask));
-    const int64_t full[4] = {c->B, c->H, c->L, c->S};
-    int ok = mask->shape.rank == 4 && tt_att_float(mask->dtype);
-    int64_t stride = 1;
-    for (int d2 = 3; ok && d2 >= 0; --d2) {
-      int64_t n = mask->shape.dims[d2];
-      ok = n == 1 || n == full[d2];
-      c->ms[d2] = n == 1 ? 0 : stride;
-      stride *= n;
-    }
-    if (!ok) {
-      char a[128];
-      return tt_status_make(TT_INVALID_ARGUMENT,
-                            "%s: mask %s (%s) must be a float tensor of rank 4 that broadcasts "
-                            "to [%lld, %lld, %lld, %lld]", op,
-                            tt_dims_str(&mask->shape, a, sizeof a), tt_dtype_name(mask->dtype),
-                            (long long)c->B, (long long)c->H, (long long)c->L, (long long)c->S);
-    }
-    c->mask = mask;
-  }
-  return NULL;
+  return tt_att_setup_mask(op, mask, c);
 }
 
 static tt_status_t tt_att_expect(const char *op, const char *what, const tt_view_t *t,
@@ -577,6 +568,42 @@ static tt_status_t tt_att_expect(const char *op, const char *what, const tt_view
                         tt_dtype_name(dt), tt_dims_str(&want, b, sizeof b));
 }
 
+/* Zeros into rows [0, rows) of every problem of output `which`, through
+ * its layout (no keys, or no queries). */
+static tt_status_t tt_att_zero_out(tt_att_ctx_t *c, const char *op, int which, tt_view_t *t,
+                                   int64_t rows, int64_t w) {
+  if (!t) return NULL;
+  float *zero = calloc((size_t)tt_max64(1, rows * w), sizeof(float));
+  if (!zero) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
+  for (int64_t bh = 0; bh < c->B * c->H; ++bh) tt_att_store(c, which, t, bh, 0, rows, w, zero);
+  free(zero);
+  return NULL;
+}
+
+static tt_status_t tt_att_run_forward(tt_att_ctx_t *c, const char *op) {
+  if (c->B * c->H * c->nblocks == 0) return NULL;
+  if (c->S == 0) {
+    if (c->lse) tt_att_zero(c->lse);
+    return tt_att_zero_out(c, op, TT_ATT_O, c->out, c->L, c->Ev);
+  }
+  tt_parallel_for_items(c->B * c->H * c->nblocks, tt_att_forward_range, c);
+  if (c->failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
+  return NULL;
+}
+
+static tt_status_t tt_att_run_backward(tt_att_ctx_t *c, const char *op) {
+  if (c->B * c->H == 0) return NULL;
+  if (c->S == 0 || c->L == 0) {
+    /* No scores: every gradient is zero. */
+    TT_RETURN_IF_ERROR(tt_att_zero_out(c, op, TT_ATT_GQ, c->gq, c->L, c->E));
+    TT_RETURN_IF_ERROR(tt_att_zero_out(c, op, TT_ATT_GK, c->gk, c->S, c->E));
+    return tt_att_zero_out(c, op, TT_ATT_GV, c->gv, c->S, c->Ev);
+  }
+  tt_parallel_for_items(c->B * c->H, tt_att_backward_range, c);
+  if (c->failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
+  return NULL;
+}
+
 tt_status_t tt_kernel_attention(const tt_view_t *q, const tt_view_t *k, const tt_view_t *v,
                                 const tt_view_t *mask, int causal, double scale, tt_view_t *out,
                                 tt_view_t *lse) {
@@ -588,16 +615,7 @@ tt_status_t tt_kernel_attention(const tt_view_t *q, const tt_view_t *k, const tt
   if (lse) TT_RETURN_IF_ERROR(tt_att_expect(op, "logsumexp", lse, TT_F32, od, 3));
   c.out = out;
   c.lse = lse;
-  int64_t items = c.B * c.H * c.nblocks;
-  if (items == 0) return NULL;
-  if (c.S == 0) {
-    if (out) tt_att_zero(out);
-    if (lse) tt_att_zero(lse);
-    return NULL;
-  }
-  tt_parallel_for_items(items, tt_att_forward_range, &c);
-  if (c.failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
-  return NULL;
+  return tt_att_run_forward(&c, op);
 }
 
 tt_status_t tt_kernel_attention_backward(const tt_view_t *grad_out, const tt_view_t *q,
@@ -617,18 +635,7 @@ tt_status_t tt_kernel_attention_backward(const tt_view_t *grad_out, const tt_vie
   c.gq = grad_q;
   c.gk = grad_k;
   c.gv = grad_v;
-  int64_t items = c.B * c.H;
-  if (items == 0) return NULL;
-  if (c.S == 0 || c.L == 0) {
-    /* No scores: every gradient is zero. */
-    tt_att_zero(grad_q);
-    tt_att_zero(grad_k);
-    tt_att_zero(grad_v);
-    return NULL;
-  }
-  tt_parallel_for_items(items, tt_att_backward_range, &c);
-  if (c.failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
-  return NULL;
+  return tt_att_run_backward(&c, op);
 }
 
 tt_status_t tt_kernel_attention_ex(const tt_view_t *q, const tt_view_t *k, const tt_view_t *v,
@@ -641,19 +648,7 @@ tt_status_t tt_kernel_attention_ex(const tt_view_t *q, const tt_view_t *k, const
   tt_att_ctx_t c;
   TT_RETURN_IF_ERROR(tt_att_setup_geom(op, geom, views, mask, causal, scale, &c));
   c.out = out;
-  int64_t items = c.B * c.H * c.nblocks;
-  if (items == 0) return NULL;
-  if (c.S == 0) {
-    /* No keys: zeros, written through the layout. */
-    float *zero = calloc((size_t)tt_max64(1, c.L * c.Ev), sizeof(float));
-    if (!zero) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
-    for (int64_t bh = 0; bh < c.B * c.H; ++bh) tt_att_store(&c, TT_ATT_O, out, bh, 0, c.L, c.Ev, zero);
-    free(zero);
-    return NULL;
-  }
-  tt_parallel_for_items(items, tt_att_forward_range, &c);
-  if (c.failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
-  return NULL;
+  return tt_att_run_forward(&c, op);
 }
 
 tt_status_t tt_kernel_attention_backward_ex(const tt_view_t *grad_out, const tt_view_t *q,
@@ -674,21 +669,5 @@ tt_status_t tt_kernel_attention_backward_ex(const tt_view_t *grad_out, const tt_
   c.gq = grad_q;
   c.gk = grad_k;
   c.gv = grad_v;
-  int64_t items = c.B * c.H;
-  if (items == 0) return NULL;
-  if (c.S == 0 || c.L == 0) {
-    int64_t n = tt_max64(1, tt_max64(c.L, c.S) * tt_max64(c.E, c.Ev));
-    float *zero = calloc((size_t)n, sizeof(float));
-    if (!zero) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
-    for (int64_t bh = 0; bh < items; ++bh) {
-      tt_att_store(&c, TT_ATT_GQ, grad_q, bh, 0, c.L, c.E, zero);
-      tt_att_store(&c, TT_ATT_GK, grad_k, bh, 0, c.S, c.E, zero);
-      tt_att_store(&c, TT_ATT_GV, grad_v, bh, 0, c.S, c.Ev, zero);
-    }
-    free(zero);
-    return NULL;
-  }
-  tt_parallel_for_items(items, tt_att_backward_range, &c);
-  if (c.failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "%s: out of memory", op);
-  return NULL;
+  return tt_att_run_backward(&c, op);
 }

@@ -1123,6 +1123,44 @@ static tt_node_t *mv(tt_op_t op, tt_node_t **xs, int n, const int64_t *ia, int n
   return r;
 }
 
+/* nn.MultiheadAttention's forward split of the projection Y [L, B, 3E]
+ * into q, k, v [B, H, L, D] (E = H*D), as functionalization records it. */
+static void mha_split(tt_node_t *Y, int64_t L, int64_t B, int64_t H, int64_t D, tt_node_t **made,
+                      int *nm, tt_node_t **qkv) {
+  int64_t E = H * D, r5[5] = {1, L, B, 3, E}, p5[5] = {3, 1, 2, 0, 4}, r4[4] = {3, L, B, E};
+  tt_node_t *a = made[(*nm)++] = mv(TT_OP_RESHAPE, &Y, 1, r5, 5);
+  tt_node_t *t = made[(*nm)++] = mv(TT_OP_TRANSPOSE, &a, 1, p5, 5);
+  tt_node_t *s3 = made[(*nm)++] = mv(TT_OP_RESHAPE, &t, 1, r4, 4);
+  for (int64_t k = 0; k < 3; ++k) {
+    int64_t sl[12] = {k, 0, 0, 0, k + 1, L, B, E, 1, 1, 1, 1};
+    int64_t ra[3] = {L, B * H, D}, pa[3] = {1, 0, 2}, rb[4] = {B, H, L, D};
+    tt_node_t *c = made[(*nm)++] = mv(TT_OP_SLICE, &s3, 1, sl, 12);
+    tt_node_t *d = made[(*nm)++] = mv(TT_OP_RESHAPE, &c, 1, ra, 3);
+    tt_node_t *e = made[(*nm)++] = mv(TT_OP_TRANSPOSE, &d, 1, pa, 3);
+    qkv[k] = made[(*nm)++] = mv(TT_OP_RESHAPE, &e, 1, rb, 4);
+  }
+}
+
+/* Its backward's gathering of the packed [dq | dk | dv] (each [B, H, L,
+ * D]) into [1, L, B, 3, E]. */
+static tt_node_t *mha_gather(tt_node_t *P, int64_t L, int64_t B, int64_t H, int64_t D,
+                             tt_node_t **made, int *nm) {
+  int64_t E = H * D;
+  tt_node_t *parts[3];
+  for (int64_t k = 0; k < 3; ++k) {
+    int64_t n = B * H * L * D, sl[3] = {k * n, (k + 1) * n, 1};
+    int64_t ra[3] = {B * H, L, D}, pa[3] = {1, 0, 2}, rb[4] = {1, L, B, E};
+    tt_node_t *c = made[(*nm)++] = mv(TT_OP_SLICE, &P, 1, sl, 3);
+    tt_node_t *d = made[(*nm)++] = mv(TT_OP_RESHAPE, &c, 1, ra, 3);
+    tt_node_t *e = made[(*nm)++] = mv(TT_OP_TRANSPOSE, &d, 1, pa, 3);
+    parts[k] = made[(*nm)++] = mv(TT_OP_RESHAPE, &e, 1, rb, 4);
+  }
+  int64_t dim0[1] = {0}, rc[5] = {3, L, B, 1, E}, pc[5] = {3, 1, 2, 0, 4};
+  tt_node_t *cat = made[(*nm)++] = mv(TT_OP_CONCAT, parts, 3, dim0, 1);
+  tt_node_t *rcn = made[(*nm)++] = mv(TT_OP_RESHAPE, &cat, 1, rc, 5);
+  return made[(*nm)++] = mv(TT_OP_TRANSPOSE, &rcn, 1, pc, 5);
+}
+
 static void check_collapse(tt_node_t **outs, int nouts, int want_transposes, int want_concats,
                            const char *what) {
   tt_graph_t *g = NULL, *o = NULL, *g2 = NULL;
@@ -1182,34 +1220,11 @@ static void test_movement_collapse(void) {
   tt_node_t *made[64];
   int nm = 0;
   /* forward: q, k, v [B, H, L, D] */
-  int64_t r5[5] = {1, L, B, 3, E}, p5[5] = {3, 1, 2, 0, 4}, r4[4] = {3, L, B, E};
-  tt_node_t *a = made[nm++] = mv(TT_OP_RESHAPE, &Y, 1, r5, 5);
-  tt_node_t *t = made[nm++] = mv(TT_OP_TRANSPOSE, &a, 1, p5, 5);
-  tt_node_t *s3 = made[nm++] = mv(TT_OP_RESHAPE, &t, 1, r4, 4);
   tt_node_t *qkv[3];
-  for (int k = 0; k < 3; ++k) {
-    int64_t sl[12] = {k, 0, 0, 0, k + 1, L, B, E, 1, 1, 1, 1};
-    int64_t ra[3] = {L, B * H, D}, pa[3] = {1, 0, 2}, rb[4] = {B, H, L, D};
-    tt_node_t *c = made[nm++] = mv(TT_OP_SLICE, &s3, 1, sl, 12);
-    tt_node_t *d = made[nm++] = mv(TT_OP_RESHAPE, &c, 1, ra, 3);
-    tt_node_t *e = made[nm++] = mv(TT_OP_TRANSPOSE, &d, 1, pa, 3);
-    qkv[k] = made[nm++] = mv(TT_OP_RESHAPE, &e, 1, rb, 4);
-  }
+  mha_split(Y, L, B, H, D, made, &nm, qkv);
   check_collapse(qkv, 3, 1, 0, "q, k, v");
   /* backward: the packed [dq | dk | dv] back to [1, L, B, 3, E] */
-  tt_node_t *parts[3];
-  for (int k = 0; k < 3; ++k) {
-    int64_t n = B * H * L * D, sl[3] = {k * n, (k + 1) * n, 1};
-    int64_t ra[3] = {B * H, L, D}, pa[3] = {1, 0, 2}, rb[4] = {1, L, B, E};
-    tt_node_t *c = made[nm++] = mv(TT_OP_SLICE, &P, 1, sl, 3);
-    tt_node_t *d = made[nm++] = mv(TT_OP_RESHAPE, &c, 1, ra, 3);
-    tt_node_t *e = made[nm++] = mv(TT_OP_TRANSPOSE, &d, 1, pa, 3);
-    parts[k] = made[nm++] = mv(TT_OP_RESHAPE, &e, 1, rb, 4);
-  }
-  int64_t dim0[1] = {0}, rc[5] = {3, L, B, 1, E}, pc[5] = {3, 1, 2, 0, 4};
-  tt_node_t *cat = made[nm++] = mv(TT_OP_CONCAT, parts, 3, dim0, 1);
-  tt_node_t *rcn = made[nm++] = mv(TT_OP_RESHAPE, &cat, 1, rc, 5);
-  tt_node_t *grad = made[nm++] = mv(TT_OP_TRANSPOSE, &rcn, 1, pc, 5);
+  tt_node_t *grad = mha_gather(P, L, B, H, D, made, &nm);
   check_collapse(&grad, 1, 1, 0, "dq, dk, dv");
   /* a lone transpose; a concatenation of two tensors */
   int64_t pt[3] = {1, 0, 2};
@@ -1263,19 +1278,8 @@ static void test_attention_layout(void) {
   tt_node_t *G = tt_node_create_param(bg, TT_F32, &gs, 0);
   tt_node_t *made[64];
   int nm = 0;
-  int64_t r5[5] = {1, L, B, 3, E}, p5[5] = {3, 1, 2, 0, 4}, r4[4] = {3, L, B, E};
-  tt_node_t *a = made[nm++] = mv(TT_OP_RESHAPE, &Y, 1, r5, 5);
-  tt_node_t *t = made[nm++] = mv(TT_OP_TRANSPOSE, &a, 1, p5, 5);
-  tt_node_t *s3 = made[nm++] = mv(TT_OP_RESHAPE, &t, 1, r4, 4);
   tt_node_t *qkv[3];
-  for (int k = 0; k < 3; ++k) {
-    int64_t sl[12] = {k, 0, 0, 0, k + 1, L, B, E, 1, 1, 1, 1};
-    int64_t ra[3] = {L, B * H, D}, pa[3] = {1, 0, 2}, rb[4] = {B, H, L, D};
-    tt_node_t *c = made[nm++] = mv(TT_OP_SLICE, &s3, 1, sl, 12);
-    tt_node_t *d = made[nm++] = mv(TT_OP_RESHAPE, &c, 1, ra, 3);
-    tt_node_t *e = made[nm++] = mv(TT_OP_TRANSPOSE, &d, 1, pa, 3);
-    qkv[k] = made[nm++] = mv(TT_OP_RESHAPE, &e, 1, rb, 4);
-  }
+  mha_split(Y, L, B, H, D, made, &nm, qkv);
   int64_t att_i[2] = {1, 0};
   double att_f[2] = {0.35, 0};
   tt_node_t *att = NULL, *bwd = NULL;
@@ -1292,19 +1296,7 @@ static void test_attention_layout(void) {
   int64_t bwd_i[1] = {1};
   CHECK_OK(tt_node_create(TT_OP_ATTENTION_BWD, 0, bops, 4, bwd_i, 1, att_f, 2, &bwd));
   made[nm++] = bwd;
-  tt_node_t *parts[3];
-  for (int k = 0; k < 3; ++k) {
-    int64_t n = B * H * L * D, sl[3] = {k * n, (k + 1) * n, 1};
-    int64_t ra[3] = {B * H, L, D}, pa[3] = {1, 0, 2}, rb[4] = {1, L, B, E};
-    tt_node_t *c = made[nm++] = mv(TT_OP_SLICE, &bwd, 1, sl, 3);
-    tt_node_t *d = made[nm++] = mv(TT_OP_RESHAPE, &c, 1, ra, 3);
-    tt_node_t *e = made[nm++] = mv(TT_OP_TRANSPOSE, &d, 1, pa, 3);
-    parts[k] = made[nm++] = mv(TT_OP_RESHAPE, &e, 1, rb, 4);
-  }
-  int64_t dim0[1] = {0}, rc[5] = {3, L, B, 1, E}, pc[5] = {3, 1, 2, 0, 4};
-  tt_node_t *cat = made[nm++] = mv(TT_OP_CONCAT, parts, 3, dim0, 1);
-  tt_node_t *rcn = made[nm++] = mv(TT_OP_RESHAPE, &cat, 1, rc, 5);
-  tt_node_t *grad = made[nm++] = mv(TT_OP_TRANSPOSE, &rcn, 1, pc, 5);
+  tt_node_t *grad = mha_gather(bwd, L, B, H, D, made, &nm);
   tt_node_t *outs[2] = {out, grad};
   tt_graph_t *g = NULL, *o1 = NULL, *o0 = NULL;
   tt_node_t **inputs = NULL;
