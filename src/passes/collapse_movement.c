@@ -167,10 +167,8 @@ static int tt_mv_slice(tt_vmap_t *m, const tt_shape_t *xs, const int64_t *ia) {
         o.size[n] = m->size[a];
         o.stride[n++] = m->stride[a];
       }
-    } else if (len == 0) {
-      return 0;
     } else {
-      return 0;
+      return 0; /* a strided slice across atoms */
     }
     o.dim_end[d] = n;
   }
