@@ -230,6 +230,12 @@ tt_status_t tt_kernel_scatter(const tt_view_t *base, int dim,
 /* softmax (log=0) or log_softmax (log=1) along dim; out same shape. */
 tt_status_t tt_kernel_softmax(const tt_view_t *x, int dim, int log,
                               tt_view_t *out);
+/* softmax / log_softmax of x + bias along the last dim (F32 only; bias
+ * holds the row's length of values, added to every row): what the
+ * simplify pass makes of a bias add read only by a softmax (a language
+ * model's head). Equal to the add and tt_kernel_softmax run apart. */
+tt_status_t tt_kernel_softmax_bias(const tt_view_t *x, const tt_view_t *bias, int dim, int log,
+                                   tt_view_t *out);
 /* grad_x from grad_out and the forward output y. */
 tt_status_t tt_kernel_softmax_backward(const tt_view_t *grad_out,
                                        const tt_view_t *y, int dim, int log,

@@ -23,7 +23,31 @@
  * Every loop is a plain elementwise or 16-lane loop so it vectorises. */
 TT_TARGET_CLONES
 static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
-                                 int64_t ld, int log_out) {
+                                 int64_t ld, int log_out, const float *bias) {
+  if (bias) {
+    /* A contiguous row of x + bias (tt_kernel_softmax_bias): the sum is
+     * added in tt_row_sum_f32's lanes and order, so the result equals the
+     * add and the softmax run apart, bit for bit. */
+    for (int64_t l = 0; l < L; ++l) y[l] = x[l] + bias[l];
+    float mm = tt_row_minmax_f32(y, L, 1);
+    if (log_out) {
+      float acc[TT_ROW_LANES] = {0};
+      int64_t i = 0;
+      for (; i + TT_ROW_LANES <= L; i += TT_ROW_LANES)
+        for (int q = 0; q < TT_ROW_LANES; ++q) acc[q] += tt_expf_fast(y[i + q] - mm);
+      for (int q = 0; q < 8; ++q) acc[q] += acc[q + 8];
+      for (int q = 0; q < 4; ++q) acc[q] += acc[q + 4];
+      float sum = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+      for (; i < L; ++i) sum += tt_expf_fast(y[i] - mm);
+      float ls = logf(sum);
+      for (int64_t l = 0; l < L; ++l) y[l] = (y[l] - mm) - ls;
+    } else {
+      for (int64_t l = 0; l < L; ++l) y[l] = tt_expf_fast(y[l] - mm);
+      float inv = 1.0f / tt_row_sum_f32(y, NULL, L);
+      for (int64_t l = 0; l < L; ++l) y[l] *= inv;
+    }
+    return;
+  }
   if (w == 1 && ld == 1) {
     /* Contiguous row: exp into y (also for log_softmax, whose last pass
      * overwrites it), then a 16-lane sum. */
@@ -151,6 +175,7 @@ typedef struct tt_softmax_ctx_s {
   const tt_view_t *y;  /* backward: forward output */
   tt_view_t *out;
   int log_out;
+  const float *bias; /* forward over contiguous f32 rows: added first */
   int64_t A, L, B, nblk;
   _Atomic int failed;
 } tt_softmax_ctx_t;
@@ -187,7 +212,7 @@ static void tt_softmax_range(void *arg, int64_t begin, int64_t end) {
                                    (float *)op, c->L, w, c->B, c->log_out);
         } else {
           tt_softmax_panel_f32((const float *)xp, (float *)op, c->L, w, c->B,
-                               c->log_out);
+                               c->log_out, c->bias);
         }
       } else if (c->y) {
         tt_softmax_bwd_panel_f64((const double *)xp,
@@ -208,7 +233,7 @@ static void tt_softmax_range(void *arg, int64_t begin, int64_t end) {
     if (c->y) {
       tt_softmax_bwd_panel_f32(bx, by, bo, c->L, w, w, c->log_out);
     } else {
-      tt_softmax_panel_f32(bx, bo, c->L, w, w, c->log_out);
+      tt_softmax_panel_f32(bx, bo, c->L, w, w, c->log_out, NULL);
     }
     for (int64_t l = 0; l < c->L; ++l) {
       tt_store_f32(bo + l * w, w, c->out->data, dt, base + l * c->B);
@@ -219,7 +244,7 @@ static void tt_softmax_range(void *arg, int64_t begin, int64_t end) {
 
 static tt_status_t tt_softmax_run(const char *name, const tt_view_t *x,
                                   const tt_view_t *y, int dim, int log_out,
-                                  tt_view_t *out) {
+                                  tt_view_t *out, const float *bias) {
   TT_RETURN_IF_ERROR(tt_check_view(name, "input", x));
   TT_RETURN_IF_ERROR(tt_check_view(name, "out", out));
   if (y) TT_RETURN_IF_ERROR(tt_check_view(name, "output", y));
@@ -239,7 +264,7 @@ static tt_status_t tt_softmax_run(const char *name, const tt_view_t *x,
                           "%s: dim %d out of range for rank %d", name, dim, rank);
   }
   tt_softmax_ctx_t c = {.x = x, .y = y, .out = out, .log_out = log_out,
-                        .A = 1, .L = 1, .B = 1};
+                        .bias = bias, .A = 1, .L = 1, .B = 1};
   for (int d = 0; d < rank; ++d) {
     if (d < dim) c.A *= x->shape.dims[d];
     else if (d == dim) c.L = x->shape.dims[d];
@@ -255,12 +280,28 @@ static tt_status_t tt_softmax_run(const char *name, const tt_view_t *x,
 
 tt_status_t tt_kernel_softmax(const tt_view_t *x, int dim, int log,
                               tt_view_t *out) {
-  return tt_softmax_run(log ? "log_softmax" : "softmax", x, NULL, dim, log, out);
+  return tt_softmax_run(log ? "log_softmax" : "softmax", x, NULL, dim, log, out, NULL);
+}
+
+tt_status_t tt_kernel_softmax_bias(const tt_view_t *x, const tt_view_t *bias, int dim, int log,
+                                   tt_view_t *out) {
+  const char *name = log ? "log_softmax" : "softmax";
+  TT_RETURN_IF_ERROR(tt_check_view(name, "input", x));
+  TT_RETURN_IF_ERROR(tt_check_view(name, "bias", bias));
+  int rank = x->shape.rank;
+  if (x->dtype != TT_F32 || bias->dtype != TT_F32 || rank < 1 || dim != rank - 1 ||
+      tt_view_numel(bias) != x->shape.dims[rank - 1])
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "%s with a bias: float32 rows along the last dim and a float32 "
+                          "bias of the row length, got %s rank %d dim %d and %s of %lld",
+                          name, tt_dtype_name(x->dtype), rank, dim,
+                          tt_dtype_name(bias->dtype), (long long)tt_view_numel(bias));
+  return tt_softmax_run(name, x, NULL, dim, log, out, (const float *)bias->data);
 }
 
 tt_status_t tt_kernel_softmax_backward(const tt_view_t *grad_out,
                                        const tt_view_t *y, int dim, int log,
                                        tt_view_t *grad_x) {
   return tt_softmax_run(log ? "log_softmax_backward" : "softmax_backward",
-                        grad_out, y, dim, log, grad_x);
+                        grad_out, y, dim, log, grad_x, NULL);
 }

@@ -1,7 +1,8 @@
 /* Algebraic and structural simplification. Runtime scalars are graph
  * inputs whose values are not known when compiling, so the rewrites here
  * are the ones that hold for every value: identity reshapes, converts and
- * broadcasts, reshape chains, transpose chains. */
+ * broadcasts, reshape chains, transpose chains, and a few folds of a
+ * producer into the kernel that reads it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -210,6 +211,56 @@ static void tt_fold_broadcast_operands(tt_work_t *w, tt_instr_t *in) {
   }
 }
 
+/* softmax(reshape?(add(x, bias))) along the last dim, with bias one value
+ * per column and the add (and reshape) read by nothing else ->
+ * softmax(reshape?(x), bias): the kernel adds the bias to each row as it
+ * loads it (tt_kernel_softmax_bias), so the biased logits of a language
+ * model's head ([N, vocab], 8 MiB in the decoder) are never written and
+ * read back. F32 only; results equal the separate add's. */
+static void tt_fold_softmax_bias(tt_work_t *w, tt_instr_t *in, int32_t **uses) {
+  int32_t r = in->shape.rank;
+  if (in->num_operands != 1 || in->dtype != TT_F32 || r < 1 || in->iattrs[0] != r - 1) return;
+  int64_t L = in->shape.dims[r - 1];
+  int32_t x = tt_work_resolve(w, in->operands[0]), reshape = -1;
+  if (w->instrs[x].op == TT_OP_RESHAPE) {
+    reshape = x;
+    x = tt_work_resolve(w, w->instrs[x].operands[0]);
+  }
+  tt_instr_t *add = &w->instrs[x];
+  if (add->op != TT_OP_BINARY || add->iattrs[0] != TT_BIN_ADD || add->num_operands != 2 ||
+      add->dtype != TT_F32 || add->shape.rank < 1 || add->shape.dims[add->shape.rank - 1] != L)
+    return;
+  int32_t full = -1, bias = -1;
+  for (int k = 0; k < 2; ++k) {
+    int32_t o = tt_work_resolve(w, add->operands[k]);
+    const tt_instr_t *oi = &w->instrs[o];
+    if (oi->dtype != TT_F32) return;
+    if (tt_shape_equal(&oi->shape, &add->shape)) {
+      full = o;
+      continue;
+    }
+    int row = oi->shape.rank >= 1 && oi->shape.dims[oi->shape.rank - 1] == L;
+    for (int32_t d = 0; row && d < oi->shape.rank - 1; ++d) row = oi->shape.dims[d] == 1;
+    if (row) bias = o;
+  }
+  if (full < 0 || bias < 0) return;
+  if (!*uses) *uses = tt_work_use_counts(w);
+  if (!*uses || (*uses)[x] != 1 || (reshape >= 0 && (*uses)[reshape] != 1)) return;
+  int32_t *ops = malloc(sizeof(int32_t) * 2);
+  if (!ops) return;
+  if (reshape >= 0) {
+    w->instrs[reshape].operands[0] = full;
+    ops[0] = reshape;
+  } else {
+    ops[0] = full;
+  }
+  ops[1] = bias;
+  free(in->operands);
+  in->operands = ops;
+  in->num_operands = 2;
+  (*uses)[x] = 0;
+}
+
 tt_status_t tt_pass_simplify(tt_work_t *w) {
   int32_t *uses = NULL;
   for (int32_t i = 0; i < w->num_instrs; ++i) {
@@ -217,6 +268,7 @@ tt_status_t tt_pass_simplify(tt_work_t *w) {
     if (w->instrs[i].op == TT_OP_DOT) tt_fold_dot_transpose(w, &w->instrs[i], &uses);
     if (w->instrs[i].op == TT_OP_TRANSPOSE) tt_fold_transpose_of_dot(w, i, &uses);
     if (w->instrs[i].op == TT_OP_BINARY) tt_fold_add_of_pads(w, i, &uses);
+    if (w->instrs[i].op == TT_OP_SOFTMAX) tt_fold_softmax_bias(w, &w->instrs[i], &uses);
     if (w->forward[i] != i) continue;
     tt_instr_t *in = &w->instrs[i];
     if (in->op == TT_OP_BINARY || in->op == TT_OP_WHERE) tt_fold_broadcast_operands(w, in);

@@ -709,6 +709,8 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
       return tt_kernel_scatter(&x[0], (int)ia[0], &x[1], &x[2], in->num_iattrs > 1 ? (int)ia[1] : 0,
                                out);
     case TT_OP_SOFTMAX:
+      if (in->num_operands == 2) /* with a bias row (simplify.c) */
+        return tt_kernel_softmax_bias(&x[0], &x[1], (int)ia[0], (int)ia[1], out);
       return tt_kernel_softmax(&x[0], (int)ia[0], (int)ia[1], out);
     case TT_OP_SOFTMAX_BWD:
       return tt_kernel_softmax_backward(&x[0], &x[1], (int)ia[0], (int)ia[1], out);

@@ -574,6 +574,41 @@ static void test_softmax(void) {
   tensor_free(&f);
 }
 
+/* softmax / log_softmax with a bias row (tt_kernel_softmax_bias): equal,
+ * bit for bit, to the add and the plain kernel run apart, for rows that
+ * are and are not multiples of 16 long; errors for a dim that is not the
+ * last, a bias of another length and a narrow dtype. */
+static void test_softmax_bias(void) {
+  const int64_t rows[3] = {1, 5, 64}, lens[3] = {1000, 37, 16};
+  for (int c = 0; c < 3; ++c)
+    for (int log_out = 0; log_out < 2; ++log_out) {
+      int64_t xd[2] = {rows[c], lens[c]}, bd[1] = {lens[c]};
+      tensor_t x = tensor_new(TT_F32, 2, xd), b = tensor_new(TT_F32, 1, bd);
+      tensor_t xb = tensor_new(TT_F32, 2, xd), y1 = tensor_new(TT_F32, 2, xd);
+      tensor_t y2 = tensor_new(TT_F32, 2, xd);
+      tensor_fill_random(&x, -6, 6);
+      tensor_fill_random(&b, -3, 3);
+      char what[96];
+      snprintf(what, sizeof what, "softmax_bias [%lld, %lld] log %d", (long long)rows[c],
+               (long long)lens[c], log_out);
+      CHECK_OK(tt_kernel_binary(TT_BIN_ADD, &x.v, &b.v, &xb.v), what);
+      CHECK_OK(tt_kernel_softmax(&xb.v, 1, log_out, &y1.v), what);
+      CHECK_OK(tt_kernel_softmax_bias(&x.v, &b.v, 1, log_out, &y2.v), what);
+      CHECK(memcmp(y1.v.data, y2.v.data, sizeof(float) * (size_t)y1.n) == 0,
+            "%s: differs from add + softmax", what);
+      tensor_t *all[5] = {&x, &b, &xb, &y1, &y2};
+      for (int i = 0; i < 5; ++i) tensor_free(all[i]);
+    }
+  int64_t xd[2] = {3, 8}, bd[1] = {8}, b7[1] = {7};
+  tensor_t x = tensor_new(TT_F32, 2, xd), b = tensor_new(TT_F32, 1, bd), y = tensor_new(TT_F32, 2, xd);
+  tensor_t bad = tensor_new(TT_F32, 1, b7), xh = tensor_new(TT_BF16, 2, xd);
+  CHECK_CODE(tt_kernel_softmax_bias(&x.v, &b.v, 0, 1, &y.v), TT_INVALID_ARGUMENT, "dim 0");
+  CHECK_CODE(tt_kernel_softmax_bias(&x.v, &bad.v, 1, 1, &y.v), TT_INVALID_ARGUMENT, "bias 7");
+  CHECK_CODE(tt_kernel_softmax_bias(&xh.v, &b.v, 1, 1, &y.v), TT_INVALID_ARGUMENT, "bf16");
+  tensor_t *all[5] = {&x, &b, &y, &bad, &xh};
+  for (int i = 0; i < 5; ++i) tensor_free(all[i]);
+}
+
 /* ---- conv2d forward paths ---------------------------------------------------
  * The forward GEMM on phase planes (conv_fwd.c) and the depthwise kernel
  * (conv_direct.c) for strides, padding, dilation, groups, odd sizes,
@@ -951,6 +986,7 @@ int main(void) {
   test_scan();
   test_pool();
   test_softmax();
+  test_softmax_bias();
   test_conv_forward_paths();
   test_conv_batched_paths();
   test_conv_dense_path();

@@ -1344,6 +1344,71 @@ static void test_attention_layout(void) {
   tt_buffer_release(bg);
 }
 
+/* ---- softmax with its bias ---------------------------------------------------
+ * A language model's head: log_softmax(reshape(x + bias)) along the last
+ * dim becomes one softmax instruction reading x and the bias (no add is
+ * left); values equal the unoptimised graph's bit for bit. A bias add
+ * with a second reader keeps its add. */
+static void test_softmax_bias_fold(void) {
+  enum { A = 4, T = 6, V = 37 };
+  float xs[A * T * V], bs[V];
+  for (int i = 0; i < A * T * V; ++i) xs[i] = rnd_unit() * 3.0f;
+  for (int i = 0; i < V; ++i) bs[i] = rnd_unit();
+  tt_buffer_t *bx = NULL, *bb = NULL;
+  CHECK_OK(tt_buffer_from_host(0, xs, sizeof xs, &bx));
+  CHECK_OK(tt_buffer_from_host(0, bs, sizeof bs, &bb));
+  tt_shape_t xsh = {3, {A, T, V}}, bsh = {1, {V}};
+  tt_node_t *x = tt_node_create_param(bx, TT_F32, &xsh, 0);
+  tt_node_t *b = tt_node_create_param(bb, TT_F32, &bsh, 0);
+  for (int form = 0; form < 2; ++form) {
+    tt_node_t *add = binary(x, b, TT_BIN_ADD);
+    int64_t r2[2] = {A * T, V}, sm[2] = {1, 1};
+    tt_node_t *r = mv(TT_OP_RESHAPE, &add, 1, r2, 2), *y = NULL;
+    CHECK_OK(tt_node_create(TT_OP_SOFTMAX, 0, &r, 1, sm, 2, NULL, 0, &y));
+    tt_node_t *other = form ? unary(add, TT_UN_NEG) : NULL;
+    tt_node_t *outs[2] = {y, other};
+    int nouts = form ? 2 : 1;
+    tt_graph_t *g = NULL, *o = NULL;
+    tt_node_t **inputs = NULL;
+    CHECK_OK(tt_graph_build(outs, nouts, &g, &inputs));
+    tt_optimize_options_t opts = {0, 1, 0, 0};
+    CHECK_OK(tt_graph_optimize(g, &opts, &o));
+    if (g && o) {
+      CHECK(count_op(o, TT_OP_BINARY) == (form ? 1 : 0));
+      for (int32_t i = 0; i < o->num_instrs; ++i)
+        if (o->instrs[i].op == TT_OP_SOFTMAX) CHECK(o->instrs[i].num_operands == (form ? 1 : 2));
+      float got[2 * A * T * V], want[2 * A * T * V];
+      memset(got, 0, sizeof got);
+      memset(want, 1, sizeof want);
+      void *og[2] = {got, got + A * T * V}, *ow[2] = {want, want + A * T * V};
+      tt_executable_t *e1 = NULL, *e2 = NULL;
+      CHECK_OK(tt_executable_create(o, &e1));
+      CHECK_OK(tt_executable_create(g, &e2));
+      if (e1 && e2) {
+        tt_input_value_t in[2];
+        memset(in, 0, sizeof(in));
+        for (int32_t i = 0; i < o->num_inputs && i < 2; ++i) in[i].buffer = inputs[i]->buffer;
+        CHECK_OK(tt_executable_run(e1, in, og));
+        CHECK_OK(tt_executable_run(e2, in, ow));
+        CHECK(memcmp(got, want, sizeof(float) * (size_t)(A * T * V * nouts)) == 0);
+      }
+      if (e1) tt_executable_release(e1);
+      else tt_graph_destroy(o);
+      if (e2) tt_executable_release(e2);
+      else tt_graph_destroy(g);
+    }
+    free(inputs);
+    tt_node_release(add);
+    tt_node_release(r);
+    tt_node_release(y);
+    if (other) tt_node_release(other);
+  }
+  tt_node_release(x);
+  tt_node_release(b);
+  tt_buffer_release(bx);
+  tt_buffer_release(bb);
+}
+
 int main(void) {
   CHECK_OK(tt_runtime_init(1));
   test_fusion_matches_unfused();
@@ -1362,6 +1427,7 @@ int main(void) {
   test_add_of_pads_concat();
   test_movement_collapse();
   test_attention_layout();
+  test_softmax_bias_fold();
   test_tier1_param_unary();
   test_conv_epilogue_plans();
   return tt_test_finish_();
