@@ -61,6 +61,8 @@ typedef struct tt_optimize_options_s {
   int verify;  /* verifier between passes */
   int no_reduce_fusion; /* with fuse: leave reductions unfused */
   int no_collapse; /* leave movement chains as recorded */
+  int no_engine_forms; /* no forms only the engine's kernels run (strided
+                        * attention): graphs emitted as StableHLO */
 } tt_optimize_options_t;
 
 /* Options from the environment: TORCHTPU_FUSION=0 disables fusion,

@@ -11,6 +11,7 @@
 #include "torchtpu/trace.h"
 #include "torchtpu/codegen.h"
 #include "torchtpu/passes.h"
+#include "torchtpu/pjrt.h"
 
 struct tt_tensor_s {
   int32_t refcount; /* atomic */
@@ -425,6 +426,8 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, in
     /* Optimise (the result keeps g's cache key), then plan. */
     tt_optimize_options_t opts;
     tt_optimize_options_from_env(&opts);
+    /* Graphs that run through a PJRT plugin are emitted as StableHLO. */
+    opts.no_engine_forms = tt_pjrt_engine_enabled();
     tt_graph_t *opt = NULL;
     st = tt_graph_optimize(g, &opts, &opt);
     if (!st && tt_debug_dump_enabled()) {

@@ -35,7 +35,8 @@ tt_status_t tt_graph_optimize(const tt_graph_t *graph, const tt_optimize_options
   TT_RUN_PASS("simplify", tt_pass_simplify(work));
   if (!opts->no_collapse) TT_RUN_PASS("collapse_movement", tt_pass_collapse_movement(work));
   TT_RUN_PASS("cse", tt_pass_cse(work));
-  if (!opts->no_collapse) TT_RUN_PASS("attention_layout", tt_pass_attention_layout(work));
+  if (!opts->no_collapse && !opts->no_engine_forms)
+    TT_RUN_PASS("attention_layout", tt_pass_attention_layout(work));
   if (opts->fuse && !opts->no_reduce_fusion)
     TT_RUN_PASS("fuse_reduce", tt_pass_fuse_reduce(work));
   if (opts->fuse) TT_RUN_PASS("fuse_elementwise", tt_pass_fuse_elementwise(work));

@@ -83,7 +83,7 @@ static void test_fusion_matches_unfused(void) {
   CHECK_OK(tt_node_create(TT_OP_WHERE, 0, wops, 3, NULL, 0, NULL, 0, &z));
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(&z, 1, &g, NULL));
-  tt_optimize_options_t off = {0, 1, 0, 0}, on = {1, 1, 0, 0};
+  tt_optimize_options_t off = {0, 1, 0, 0, 0}, on = {1, 1, 0, 0, 0};
   tt_graph_t *g0 = NULL, *g1 = NULL;
   CHECK_OK(tt_graph_optimize(g, &off, &g0));
   CHECK_OK(tt_graph_optimize(g, &on, &g1));
@@ -141,7 +141,7 @@ static void test_fusion_duplicates_cheap_producer(void) {
   tt_node_t *roots[3] = {t1, d, t2};
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(roots, 3, &g, NULL));
-  tt_optimize_options_t off = {0, 1, 1, 0}, on = {1, 1, 1, 0};
+  tt_optimize_options_t off = {0, 1, 1, 0, 0}, on = {1, 1, 1, 0, 0};
   tt_graph_t *g0 = NULL, *g1 = NULL;
   CHECK_OK(tt_graph_optimize(g, &off, &g0));
   CHECK_OK(tt_graph_optimize(g, &on, &g1));
@@ -186,7 +186,7 @@ static void test_fusion_copy_limit(void) {
     for (int i = 0; i < readers; ++i) r[i] = unary(y, codes[i]);
     tt_graph_t *g = NULL, *g1 = NULL;
     CHECK_OK(tt_graph_build(r, readers, &g, NULL));
-    tt_optimize_options_t on = {1, 1, 1, 0};
+    tt_optimize_options_t on = {1, 1, 1, 0, 0};
     CHECK_OK(tt_graph_optimize(g, &on, &g1));
     if (g1) {
       if (readers == 3)
@@ -220,7 +220,7 @@ static void test_cse_simplify_dce(void) {
   CHECK_OK(tt_node_create(TT_OP_RESHAPE, 0, &sum, 1, flat, 1, NULL, 0, &r2));
   tt_graph_t *g = NULL, *o = NULL;
   CHECK_OK(tt_graph_build(&r2, 1, &g, NULL));
-  tt_optimize_options_t opts = {0, 1, 0, 0};
+  tt_optimize_options_t opts = {0, 1, 0, 0, 0};
   CHECK_OK(tt_graph_optimize(g, &opts, &o));
   /* param, one exp, add, reshape: the duplicate exp, the identity reshape
    * and both transposes are gone. */
@@ -268,7 +268,7 @@ static void test_broadcast_operands_fold(void) {
   tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
   CHECK_OK(tt_graph_build(&z, 1, &g, NULL));
   CHECK(g && count_op(g, TT_OP_BROADCAST) == 3);
-  tt_optimize_options_t opts = {0, 1, 0, 0};
+  tt_optimize_options_t opts = {0, 1, 0, 0, 0};
   CHECK_OK(tt_graph_optimize(g, &opts, &g1));
   CHECK(g1 && count_op(g1, TT_OP_BROADCAST) == 1); /* only the unary's */
   if (g1) {
@@ -339,7 +339,7 @@ static void test_transpose_of_dot_folds(void) {
     }
     tt_graph_t *g = NULL, *o = NULL, *plain = NULL;
     CHECK_OK(tt_graph_build(outs, nout, &g, NULL));
-    tt_optimize_options_t on = {0, 1, 0, 0};
+    tt_optimize_options_t on = {0, 1, 0, 0, 0};
     CHECK_OK(tt_graph_optimize(g, &on, &o));
     CHECK_OK(tt_graph_build(outs, nout, &plain, NULL)); /* unoptimised */
     if (o && plain) {
@@ -430,7 +430,7 @@ static void test_add_of_pads_concat(void) {
     tt_graph_t *g = NULL, *o = NULL;
     tt_node_t **inputs = NULL;
     CHECK_OK(tt_graph_build(outs, nouts, &g, &inputs));
-    tt_optimize_options_t opts = {0, 1, 0, 0};
+    tt_optimize_options_t opts = {0, 1, 0, 0, 0};
     CHECK_OK(tt_graph_optimize(g, &opts, &o));
     if (!g || !o) continue;
     CHECK(count_op(o, TT_OP_CONCAT) == (form == 0 ? 1 : 0));
@@ -544,7 +544,7 @@ static void test_reduce_fusion_layer_norm(void) {
   tt_node_t *r = unary(ve, TT_UN_RSQRT), *y = binary(d, r, TT_BIN_MUL);
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
-  tt_optimize_options_t none = {0, 1, 0, 0}, elem = {1, 1, 1, 0}, both = {1, 1, 0, 0};
+  tt_optimize_options_t none = {0, 1, 0, 0, 0}, elem = {1, 1, 1, 0, 0}, both = {1, 1, 0, 0, 0};
   tt_graph_t *g0 = NULL, *g1 = NULL, *g2 = NULL;
   CHECK_OK(tt_graph_optimize(g, &none, &g0));
   CHECK_OK(tt_graph_optimize(g, &elem, &g1));
@@ -635,7 +635,7 @@ static void test_reduce_fusion_matches_unfused(void) {
       tt_node_t *rk = binary(red, k, TT_BIN_MUL), *y = binary(rk, k, TT_BIN_ADD);
       tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
       CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
-      tt_optimize_options_t off = {1, 1, 1, 0}, on = {1, 1, 0, 0};
+      tt_optimize_options_t off = {1, 1, 1, 0, 0}, on = {1, 1, 0, 0, 0};
       CHECK_OK(tt_graph_optimize(g, &off, &g0));
       CHECK_OK(tt_graph_optimize(g, &on, &g1));
       const tt_instr_t *fr = g1 ? find_fused_reduce(g1) : NULL;
@@ -734,7 +734,7 @@ typedef struct {
 
 static plan_pair_t plan_pair_make(const tt_graph_t *g) {
   plan_pair_t p = {{NULL, NULL}, {NULL, NULL}};
-  tt_optimize_options_t off = {0, 1, 0, 0};
+  tt_optimize_options_t off = {0, 1, 0, 0, 0};
   for (int k = 0; k < 2; ++k) {
     CHECK_OK(tt_graph_optimize(g, &off, &p.g[k]));
     if (k == 0) setenv("TORCHTPU_BUFFER_PLAN", "0", 1);
@@ -991,7 +991,7 @@ static void test_tier1_param_unary(void) {
     tt_node_t *y = unary_ab(ad, cases[ci].code, cases[ci].alpha, cases[ci].beta);
     tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
     CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
-    tt_optimize_options_t on = {1, 1, 0, 0};
+    tt_optimize_options_t on = {1, 1, 0, 0, 0};
     CHECK_OK(tt_graph_optimize(g, &on, &g0));
     CHECK_OK(tt_graph_optimize(g, &on, &g1));
     if (g0 && g1) {
@@ -1054,7 +1054,7 @@ static void test_conv_epilogue_plans(void) {
   tt_node_t *outs[3] = {a, f, late};
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(outs, 3, &g, NULL));
-  tt_optimize_options_t on = {1, 1, 0, 0};
+  tt_optimize_options_t on = {1, 1, 0, 0, 0};
   /* 0: epilogues off; 1: planned (fused early); 2: unplanned (fused late) */
   float *res[3];
   int64_t fused[3];
@@ -1167,7 +1167,7 @@ static void check_collapse(tt_node_t **outs, int nouts, int want_transposes, int
   tt_node_t **inputs = NULL;
   CHECK_OK(tt_graph_build(outs, nouts, &g, &inputs));
   CHECK_OK(tt_graph_build(outs, nouts, &g2, NULL));
-  tt_optimize_options_t opts = {0, 1, 0, 0};
+  tt_optimize_options_t opts = {0, 1, 0, 0, 0};
   CHECK_OK(tt_graph_optimize(g, &opts, &o));
   if (!g || !o || !g2) return;
   if (count_op(o, TT_OP_TRANSPOSE) != want_transposes || count_op(o, TT_OP_CONCAT) != want_concats)
@@ -1244,7 +1244,7 @@ static void test_movement_collapse(void) {
   }
   tt_graph_t *gd = NULL, *od = NULL;
   CHECK_OK(tt_graph_build(&dbl, 1, &gd, NULL));
-  tt_optimize_options_t dopts = {0, 1, 0, 0};
+  tt_optimize_options_t dopts = {0, 1, 0, 0, 0};
   clock_t c0 = clock();
   CHECK_OK(tt_graph_optimize(gd, &dopts, &od));
   CHECK((double)(clock() - c0) / CLOCKS_PER_SEC < 1.0);
@@ -1301,7 +1301,7 @@ static void test_attention_layout(void) {
   tt_graph_t *g = NULL, *o1 = NULL, *o0 = NULL;
   tt_node_t **inputs = NULL;
   CHECK_OK(tt_graph_build(outs, 2, &g, &inputs));
-  tt_optimize_options_t on = {0, 1, 0, 0}, off = {0, 1, 0, 1};
+  tt_optimize_options_t on = {0, 1, 0, 0, 0}, off = {0, 1, 0, 1, 0};
   CHECK_OK(tt_graph_optimize(g, &on, &o1));
   CHECK_OK(tt_graph_optimize(g, &off, &o0));
   if (o1 && o0) {
@@ -1334,6 +1334,19 @@ static void test_attention_layout(void) {
     else tt_graph_destroy(o1);
     if (e0) tt_executable_release(e0);
     else tt_graph_destroy(o0);
+  }
+  /* Graphs emitted as StableHLO (a PJRT plugin runs them) keep the dense
+   * attention forms, which the emitter lowers. */
+  tt_graph_t *oh = NULL;
+  tt_optimize_options_t hlo = {0, 1, 0, 0, 1};
+  CHECK_OK(tt_graph_optimize(g, &hlo, &oh));
+  if (oh) {
+    for (int32_t i = 0; i < oh->num_instrs; ++i) {
+      const tt_instr_t *in = &oh->instrs[i];
+      if (in->op == TT_OP_ATTENTION) CHECK(in->num_iattrs == 2);
+      if (in->op == TT_OP_ATTENTION_BWD) CHECK(in->num_iattrs == 1);
+    }
+    tt_graph_destroy(oh);
   }
   free(inputs);
   tt_graph_destroy(g);
@@ -1371,7 +1384,7 @@ static void test_softmax_bias_fold(void) {
     tt_graph_t *g = NULL, *o = NULL;
     tt_node_t **inputs = NULL;
     CHECK_OK(tt_graph_build(outs, nouts, &g, &inputs));
-    tt_optimize_options_t opts = {0, 1, 0, 0};
+    tt_optimize_options_t opts = {0, 1, 0, 0, 0};
     CHECK_OK(tt_graph_optimize(g, &opts, &o));
     if (g && o) {
       CHECK(count_op(o, TT_OP_BINARY) == (form ? 1 : 0));

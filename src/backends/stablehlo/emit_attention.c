@@ -144,6 +144,16 @@ static tt_shv_t tt_shlo_att_backward(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 tt_shv_t tt_shlo_lower_attention(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   int n = ins->in->num_operands;
   if (tt_shlo_bad(c, n, ins->x)) return -1;
+  if ((ins->in->op == TT_OP_ATTENTION && ins->in->num_iattrs > 2) ||
+      (ins->in->op == TT_OP_ATTENTION_BWD && ins->in->num_iattrs > 1)) {
+    /* The strided forms exist only in graphs optimised for the engine's
+     * own kernels (src/passes/attention_layout.c, skipped when graphs run
+     * through a PJRT plugin). */
+    tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED,
+                                   "stablehlo: %s in its strided form (engine-only)",
+                                   tt_op_name(ins->in->op)));
+    return -1;
+  }
   if (ins->in->op == TT_OP_ATTENTION) return tt_shlo_att_forward(c, ins);
   return tt_shlo_att_backward(c, ins);
 }

@@ -486,6 +486,13 @@ tt_shv_t tt_shlo_lower_softmax(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   tt_shv_t r;
   if (in->op == TT_OP_SOFTMAX) {
     tt_shv_t x = tt_shlo_convert(c, ins->x[0], acc);
+    if (in->num_operands == 2) {
+      /* x + bias (simplify.c folds a bias add into the softmax): the bias
+       * holds one value per element of the last dim. */
+      tt_shape_t row = {1, {s->dims[s->rank - 1]}};
+      tt_shv_t b = tt_shlo_reshape(c, tt_shlo_convert(c, ins->x[1], acc), &row);
+      x = tt_shlo_bin(c, "add", x, tt_shlo_bcast_to(c, b, s));
+    }
     tt_shv_t m = tt_shlo_reduce(c, x, mask, "stablehlo.maximum", tt_shlo_lowest(c, acc));
     tt_shv_t z = tt_shlo_bin(c, "subtract", x, tt_shlo_unreduce(c, m, mask, s));
     tt_shv_t e = tt_shlo_un(c, "exponential", z);
