@@ -422,18 +422,28 @@ static void tt_att_zero(tt_view_t *t) {
 
 static int tt_att_float(tt_dtype_t dt) { return dt == TT_F32 || dt == TT_F16 || dt == TT_BF16; }
 
-/* Every operand dense [B, H, rows, cols]; also the block count. */
-static void tt_att_dense_layouts(tt_att_ctx_t *c) {
-  const int64_t rows[8] = {c->L, c->S, c->S, c->L, c->L, c->L, c->S, c->S};
-  const int64_t cols[8] = {c->E, c->E, c->Ev, c->Ev, c->Ev, c->E, c->E, c->Ev};
-  for (int i = 0; i < 8; ++i)
-    c->lay[i] = (tt_att_layout_t){0, c->H * rows[i] * cols[i], rows[i] * cols[i], cols[i]};
-  c->nblocks = (c->L + TT_ATT_BR - 1) / TT_ATT_BR;
+/* Rows (L or S) and columns (E or Ev) of one problem of operand `which`. */
+static void tt_att_extent(const tt_att_ctx_t *c, int which, int64_t *rows, int64_t *cols) {
+  static const uint8_t key_rows[8] = {0, 1, 1, 0, 0, 0, 1, 1};
+  static const uint8_t e_cols[8] = {1, 1, 0, 0, 0, 1, 1, 0};
+  *rows = key_rows[which] ? c->S : c->L;
+  *cols = e_cols[which] ? c->E : c->Ev;
 }
 
-/* Whether layout l of a [B, H, rows, cols] operand stays inside view t. */
-static int tt_att_layout_fits(const tt_att_ctx_t *c, const tt_att_layout_t *l, int64_t rows,
-                              int64_t cols, const tt_view_t *t) {
+/* Every operand dense [B, H, rows, cols]. */
+static void tt_att_dense_layouts(tt_att_ctx_t *c) {
+  for (int i = 0; i < 8; ++i) {
+    int64_t rows, cols;
+    tt_att_extent(c, i, &rows, &cols);
+    c->lay[i] = (tt_att_layout_t){0, c->H * rows * cols, rows * cols, cols};
+  }
+}
+
+/* Whether operand which's layout stays inside view t. */
+static int tt_att_layout_fits(const tt_att_ctx_t *c, int which, const tt_view_t *t) {
+  const tt_att_layout_t *l = &c->lay[which];
+  int64_t rows, cols;
+  tt_att_extent(c, which, &rows, &cols);
   if (l->off < 0 || l->sb < 0 || l->sh < 0 || l->sr < 0) return 0;
   if (c->B == 0 || c->H == 0 || rows == 0 || cols == 0) return 1;
   int64_t last = l->off + (c->B - 1) * l->sb + (c->H - 1) * l->sh + (rows - 1) * l->sr + cols - 1;
@@ -484,9 +494,6 @@ static tt_status_t tt_att_setup_geom(const char *op, const tt_att_geom_t *g,
   c->Ev = g->Ev;
   c->causal = causal;
   c->scale = (float)scale;
-  c->nblocks = (c->L + TT_ATT_BR - 1) / TT_ATT_BR;
-  const int64_t rows[8] = {c->L, c->S, c->S, c->L, c->L, c->L, c->S, c->S};
-  const int64_t cols[8] = {c->E, c->E, c->Ev, c->Ev, c->Ev, c->E, c->E, c->Ev};
   tt_dtype_t dt = views[0] ? views[0]->dtype : TT_F32;
   if (!tt_att_float(dt))
     return tt_status_make(TT_TYPE_ERROR, "%s: query must be float32, float16 or bfloat16", op);
@@ -497,7 +504,7 @@ static tt_status_t tt_att_setup_geom(const char *op, const tt_att_geom_t *g,
     if (views[i]->dtype != dt)
       return tt_status_make(TT_TYPE_ERROR, "%s: %s is %s, query %s", op, names[i],
                             tt_dtype_name(views[i]->dtype), tt_dtype_name(dt));
-    if (!tt_att_layout_fits(c, &c->lay[i], rows[i], cols[i], views[i]))
+    if (!tt_att_layout_fits(c, i, views[i]))
       return tt_status_make(TT_INVALID_ARGUMENT,
                             "%s: the %s layout (offset %lld, strides %lld, %lld, %lld) "
                             "reaches past its buffer of %lld elements",
@@ -581,6 +588,7 @@ static tt_status_t tt_att_zero_out(tt_att_ctx_t *c, const char *op, int which, t
 }
 
 static tt_status_t tt_att_run_forward(tt_att_ctx_t *c, const char *op) {
+  c->nblocks = (c->L + TT_ATT_BR - 1) / TT_ATT_BR;
   if (c->B * c->H * c->nblocks == 0) return NULL;
   if (c->S == 0) {
     if (c->lse) tt_att_zero(c->lse);

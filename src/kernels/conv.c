@@ -569,13 +569,12 @@ static tt_status_t tt_conv_run(tt_conv_ctx_t *c) {
     if (c->kind == TT_CONV_FWD) tt_conv_run_epilogue(c, 0, tt_view_numel(c->out));
     return NULL;
   }
-  if (!tt_conv_dense_off_ && c->kind != TT_CONV_BWD_W &&
-      tt_conv_dense_ok(g, c->kind == TT_CONV_FWD ? c->x : c->go, c->w, c->out)) {
-    return tt_conv_dense_run(c);
-  }
-  if (!tt_conv_dense_off_ && c->kind == TT_CONV_BWD_W && g->N > 0 &&
-      tt_conv_dense_ok(g, c->go, c->x, c->out)) {
-    return tt_conv_dense_bwd_w(c);
+  if (!tt_conv_dense_off_) {
+    /* The pass's two operands: (x or grad_out) and (w, or x for BWD_W). */
+    const tt_view_t *a = c->kind == TT_CONV_FWD ? c->x : c->go;
+    const tt_view_t *b = c->kind == TT_CONV_BWD_W ? c->x : c->w;
+    if (tt_conv_dense_ok(g, a, b, c->out))
+      return c->kind == TT_CONV_BWD_W ? tt_conv_dense_bwd_w(c) : tt_conv_dense_run(c);
   }
   if (c->kind == TT_CONV_BWD_IN && g->Cg > 1 && tt_conv_bwd_in_as_fwd_ok(g) &&
       !tt_conv_bwd_in_col2im_) {

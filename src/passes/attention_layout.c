@@ -91,10 +91,6 @@ static int32_t tt_al_result(tt_mv_pass_t *p, int32_t r, const int32_t *reader, i
   return u;
 }
 
-static void tt_al_set_operands(tt_instr_t *in, const int32_t *bases, int n) {
-  for (int k = 0; k < n; ++k) in->operands[k] = bases[k];
-}
-
 tt_status_t tt_pass_attention_layout(tt_work_t *w) {
   tt_mv_pass_t p = {.w = w};
   int32_t *reader = NULL;
@@ -108,12 +104,7 @@ tt_status_t tt_pass_attention_layout(tt_work_t *w) {
       p.uses = tt_work_use_counts(w);
       reader = malloc(sizeof(int32_t) * ((size_t)w->num_instrs + 1));
       if (!p.uses || !reader) break;
-      for (int32_t j = 0; j < w->num_instrs; ++j) reader[j] = -1;
-      for (int32_t j = 0; j < w->num_instrs; ++j) {
-        const tt_instr_t *u = &w->instrs[j];
-        if (w->forward[j] != j || !p.uses[j]) continue;
-        for (int32_t k = 0; k < u->num_operands; ++k) reader[tt_work_resolve(w, u->operands[k])] = j;
-      }
+      tt_mv_scan_readers(w, p.uses, reader, NULL);
     }
     if (!p.uses[i]) continue;
     int q0 = fwd ? 0 : 1; /* the backward's q is its second operand */
@@ -186,7 +177,7 @@ tt_status_t tt_pass_attention_layout(tt_work_t *w) {
     for (int j = 0; j < 4; ++j) ia[n++] = res[j];
     memcpy(in->iattrs, ia, sizeof(int64_t) * (size_t)n);
     in->num_iattrs = n;
-    tt_al_set_operands(in, bases, nin);
+    for (int k = 0; k < nin; ++k) in->operands[k] = bases[k];
     if (u >= 0) {
       tt_shape_t us = w->instrs[u].shape;
       if (!tt_mv_set(&w->instrs[u], TT_OP_RESHAPE, w->instrs[u].dtype, i, &us, us.dims, us.rank))

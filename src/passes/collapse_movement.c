@@ -37,6 +37,26 @@ int tt_mv_is_movement(tt_op_t op) {
   return op == TT_OP_RESHAPE || op == TT_OP_TRANSPOSE || op == TT_OP_SLICE || op == TT_OP_CONCAT;
 }
 
+void tt_mv_scan_readers(const tt_work_t *w, const int32_t *uses, int32_t *last_reader,
+                        int32_t *users_movement) {
+  int32_t n = w->num_instrs;
+  for (int32_t j = 0; j < n; ++j) {
+    if (last_reader) last_reader[j] = -1;
+    if (users_movement) users_movement[j] = 1;
+  }
+  for (int32_t j = 0; j < n; ++j) {
+    const tt_instr_t *u = &w->instrs[j];
+    if (w->forward[j] != j || !uses[j]) continue;
+    for (int32_t k = 0; k < u->num_operands; ++k) {
+      int32_t o = tt_work_resolve(w, u->operands[k]);
+      if (last_reader) last_reader[o] = j;
+      if (users_movement && !tt_mv_is_movement(u->op)) users_movement[o] = 0;
+    }
+  }
+  if (users_movement)
+    for (int32_t r = 0; r < w->num_outputs; ++r) users_movement[tt_work_resolve(w, w->outputs[r])] = 0;
+}
+
 /* Whether slice instruction in (of operand shape xs) is a contiguous range
  * the executor aliases (as tt_slice_view_offset_ in executable.c). */
 static int tt_mv_slice_aliases(const tt_instr_t *in, const tt_shape_t *xs) {
@@ -444,18 +464,9 @@ tt_status_t tt_pass_collapse_movement(tt_work_t *w) {
     if (in->op != TT_OP_TRANSPOSE && in->op != TT_OP_CONCAT && in->op != TT_OP_SLICE) continue;
     if (!p.uses) {
       p.uses = tt_work_use_counts(w);
-      int32_t n = w->num_instrs;
-      p.users_movement = malloc(sizeof(int32_t) * ((size_t)n + 1));
+      p.users_movement = malloc(sizeof(int32_t) * ((size_t)w->num_instrs + 1));
       if (!p.uses || !p.users_movement) break;
-      for (int32_t j = 0; j < n; ++j) p.users_movement[j] = 1;
-      for (int32_t j = 0; j < n; ++j) {
-        const tt_instr_t *u = &w->instrs[j];
-        if (w->forward[j] != j || !p.uses[j]) continue;
-        for (int32_t k = 0; k < u->num_operands; ++k)
-          if (!tt_mv_is_movement(u->op)) p.users_movement[tt_work_resolve(w, u->operands[k])] = 0;
-      }
-      for (int32_t r = 0; r < w->num_outputs; ++r)
-        p.users_movement[tt_work_resolve(w, w->outputs[r])] = 0;
+      tt_mv_scan_readers(w, p.uses, NULL, p.users_movement);
     }
     if (!p.uses[i]) continue;
     tt_vmap_t m;

@@ -33,6 +33,12 @@ typedef struct tt_mv_pass_s {
 
 /* Whether op only moves elements (reshape, transpose, slice, concat). */
 int tt_mv_is_movement(tt_op_t op);
+/* Over live instructions (uses from tt_work_use_counts): last_reader[o],
+ * the last instruction reading o (-1: none), and users_movement[o], 1
+ * when every reader of o is a movement op and o is no graph output.
+ * Either array may be NULL. */
+void tt_mv_scan_readers(const tt_work_t *w, const int32_t *uses, int32_t *last_reader,
+                        int32_t *users_movement);
 /* Node i's view map over its base (p->budget counts down; a node that is
  * no movement op, or a chain the map cannot follow, is its own base). */
 void tt_mv_map(tt_mv_pass_t *p, int32_t i, int depth, tt_vmap_t *m);

@@ -146,32 +146,30 @@ def _single_window(in_hw, out_hw, k, p, d, groups):
     kernels over 1x1 or 2x2 planes) ran as one matrix-vector product per
     image. Only the taps of the window that fall on the input do work (the
     centre tap of a 3x3 kernel over a 1x1 plane): the GEMM is over
-    C * (taps on the input), not C*KH*KW. Returns, per spatial dim, the
-    input extent the window reads (rows [0, h) after cropping) and the tap
-    range [t0, t0 + h), or None when the output is not 1x1 or the window
-    reads no input at all."""
+    C * (taps on the input), not C*KH*KW. The window starts p rows (and
+    columns) above the input, so those taps are [p, p + h) and they read
+    input rows [0, h). Returns h per spatial dim, or None when the output is
+    not 1x1 or the window reads no input at all."""
     if list(out_hw) != [1, 1] or list(d) != [1, 1] or groups != 1:
         return None
-    ext, t0 = [], []
-    for i in range(2):
-        h = min(k[i] - p[i], in_hw[i])  # the window starts p[i] rows above the input
-        if h <= 0:
-            return None
-        ext.append(h)
-        t0.append(p[i])
-    return ext, t0
+    ext = [min(k[i] - p[i], in_hw[i]) for i in range(2)]
+    return ext if min(ext) > 0 else None
 
 
-def _window_weight(wh, win):
+def _window_taps(k, p, ext):
+    """(lows, highs) that crop a [.., KH, KW] weight to the window's taps
+    on the input (negated: that pad its gradient back to the kernel)."""
+    return list(p), [k[i] - p[i] - ext[i] for i in range(2)]
+
+
+def _window_weight(wh, p, ext):
     """The weight's taps that read the input: [O, C, h, w], cropped."""
-    ext, t0 = win
-    k = wh.shape[2:]
-    return _pad4(wh, [-t for t in t0], [-(k[i] - t0[i] - ext[i]) for i in range(2)])
+    lo, hi = _window_taps(wh.shape[2:], p, ext)
+    return _pad4(wh, [-v for v in lo], [-v for v in hi])
 
 
-def _window_input(xh, win):
+def _window_input(xh, ext):
     """The input rows and columns the window reads: [N, C, h, w]."""
-    ext = win[0]
     return _pad4(xh, [0, 0], [ext[i] - xh.shape[2 + i] for i in range(2)])
 
 
@@ -218,9 +216,9 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
                          wh.shape[2:], p, d, groups)
     if win:
         n, o = xh.shape[0], wh.shape[0]
-        ckk = wh.shape[1] * win[0][0] * win[0][1]
+        ckk = wh.shape[1] * win[0] * win[1]
         xw = reshape(_window_input(xh, win), [1, n, ckk])
-        out = op(DOT, [xw, reshape(_window_weight(wh, win), [1, o, ckk])], (0, 1))
+        out = op(DOT, [xw, reshape(_window_weight(wh, p, win), [1, o, ckk])], (0, 1))
         out = reshape(out, [n, o, 1, 1])
     else:
         out = op(CONV2D, [xh, wh], (*s, *p, *d, groups))
@@ -339,10 +337,10 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
     win = _single_window(xh.shape[2:], gh.shape[2:], wh.shape[2:], p, d, groups)
     if win:  # the forward's single GEMM, differentiated
         n, o = xh.shape[0], wh.shape[0]
-        c, ext, t0 = wh.shape[1], win[0], win[1]
+        c, ext = wh.shape[1], win
         ckk = c * ext[0] * ext[1]
         g2 = reshape(gh, [1, n, o])
-        w2 = reshape(_window_weight(wh, win), [1, o, ckk])
+        w2 = reshape(_window_weight(wh, p, ext), [1, o, ckk])
     gi = gw = gb = None
     if output_mask[0]:
         if win:
@@ -357,8 +355,7 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
         if win:
             xw = reshape(_window_input(xh, win), [1, n, ckk])
             gw = reshape(op(DOT, [g2, xw], (1, 0)), [o, c, *ext])
-            k = wh.shape[2:]
-            gw = _pad4(gw, t0, [k[i] - t0[i] - ext[i] for i in range(2)])
+            gw = _pad4(gw, *_window_taps(wh.shape[2:], p, ext))
         else:
             gw = op(CONV2D_BWD_WEIGHT, [gh, xh], attrs + tuple(wh.shape))
         if conv1d:
