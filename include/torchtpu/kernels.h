@@ -273,8 +273,17 @@ tt_status_t tt_kernel_attention_backward(const tt_view_t *grad_out, const tt_vie
  * buffer its layout indexes (only its data, dtype and element count are
  * used), checked to hold every element the layout reaches
  * (TT_INVALID_ARGUMENT otherwise); output layouts must not overlap. The
- * mask, if any, is dense as in tt_kernel_attention. geom NULL: the dense
- * entry points above. No logsumexp output. */
+ * mask, if any, is dense as in tt_kernel_attention. geom NULL: dense
+ * operands, checked as by the entry points above. No logsumexp output.
+ *
+ * probs (NULL: not used) keeps the probabilities softmax(scale q k^T +
+ * mask) between a forward and its backward, so the backward need not
+ * recompute them (about a third of its time on short rows): f32 rows
+ * [B * H * L, tt_attention_probs_ld(S)], problem by problem. The forward
+ * writes each row's first keys (up to its last visible one, rounded up;
+ * the rest of a row is left as it was); a backward given the same
+ * operands, mask, causal flag and scale reads the same entries, and gets
+ * the results it would have computed without them, bit for bit. */
 typedef struct tt_att_layout_s {
   int64_t off, sb, sh, sr;
 } tt_att_layout_t;
@@ -284,12 +293,14 @@ typedef struct tt_att_geom_s {
 } tt_att_geom_t;
 tt_status_t tt_kernel_attention_ex(const tt_view_t *q, const tt_view_t *k, const tt_view_t *v,
                                    const tt_view_t *mask, int causal, double scale,
-                                   tt_view_t *out, const tt_att_geom_t *geom);
+                                   tt_view_t *out, const tt_att_geom_t *geom, float *probs);
 tt_status_t tt_kernel_attention_backward_ex(const tt_view_t *grad_out, const tt_view_t *q,
                                             const tt_view_t *k, const tt_view_t *v,
                                             const tt_view_t *mask, int causal, double scale,
                                             tt_view_t *grad_q, tt_view_t *grad_k,
-                                            tt_view_t *grad_v, const tt_att_geom_t *geom);
+                                            tt_view_t *grad_v, const tt_att_geom_t *geom,
+                                            const float *probs);
+int64_t tt_attention_probs_ld(int64_t S);
 
 /* ---- random numbers --------------------------------------------------
  * Counter-based (Philox-4x32-10): element i of a call keyed by (seed,

@@ -17,4 +17,10 @@ tt_status_t tt_node_infer_extra(tt_node_t *n);
 tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num_operands,
                                tt_view_t *out);
 
+/* An ATTENTION or ATTENTION_BWD instruction (as tt_run_instr_extra runs
+ * it) with the probabilities kept between the two (tt_kernel_attention_ex):
+ * psave for a forward, pload for a backward; NULL: computed in scratch. */
+tt_status_t tt_run_attention(const tt_instr_t *in, const tt_view_t *x, int num_operands,
+                             tt_view_t *out, float *psave, const float *pload);
+
 #endif /* TORCHTPU_IR_OPS_EXTRA_H_ */

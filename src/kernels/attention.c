@@ -57,6 +57,12 @@ typedef struct tt_att_ctx_s {
   /* Where each operand's problems live (tt_att_layout_t, kernels.h):
    * q, k, v, out, grad_out, grad_q, grad_k, grad_v. */
   tt_att_layout_t lay[8];
+  /* Probabilities kept between a forward and its backward
+   * (tt_attention_probs_ld): written by the forward when psave is set,
+   * read by the backward instead of recomputing them when pload is. */
+  float *psave;
+  const float *pload;
+  int64_t pld;
   int failed;
 } tt_att_ctx_t;
 
@@ -264,13 +270,12 @@ static const float *tt_att_mask_row(const tt_att_ctx_t *c, int64_t b, int64_t h,
 }
 
 /* Probabilities of query rows [r0, r0 + rb) of problem bh against keys
- * [0, nk) into p [rb, nk] (row stride tt_att_pad16(nk)), from q (the
- * problem's [L, E] rows) and kt (its keys transposed, [E, S]); lse_out
- * (optional) gets each row's logsumexp. */
+ * [0, nk) into p [rb, nk] (row stride ld >= tt_att_pad16(nk)), from q
+ * (the problem's [L, E] rows) and kt (its keys transposed, [E, S]);
+ * lse_out (optional) gets each row's logsumexp. */
 static void tt_att_probs(const tt_att_ctx_t *c, int64_t bh, const float *q, const float *kt,
-                         int64_t r0, int64_t rb, int64_t nk, float *p, float *mbuf,
+                         int64_t r0, int64_t rb, int64_t nk, float *p, int64_t ld, float *mbuf,
                          float *lse_out) {
-  int64_t ld = tt_att_pad16(nk);
   tt_att_mm(rb, nk, c->E, q + r0 * c->E, c->E, 1, kt, c->S, p, ld, 0,
             c->causal ? TT_ATT_N_UPTO_ROW : TT_ATT_FULL, r0);
   int64_t b = bh / c->H, h = bh % c->H;
@@ -315,12 +320,16 @@ static void tt_att_forward_range(void *arg, int64_t begin, int64_t end) {
       tt_att_transpose(tt_att_f32(c, TT_ATT_K, c->k, bh, S, E, kb), S, E, kt);
       loaded = bh;
     }
-    tt_att_probs(c, bh, q, kt, r0, rb, nk, p, mbuf, c->lse ? lrow : NULL);
+    /* The block's probabilities: in scratch, or where the backward will
+     * read them. */
+    float *pb = c->psave ? c->psave + (bh * L + r0) * c->pld : p;
+    int64_t pld = c->psave ? c->pld : tt_att_pad16(nk);
+    tt_att_probs(c, bh, q, kt, r0, rb, nk, pb, pld, mbuf, c->lse ? lrow : NULL);
     if (c->lse) tt_store_f32(lrow, rb, c->lse->data, c->lse->dtype, bh * L + r0);
     if (!c->out) continue;
     int64_t ld = Ev;
     float *dst = tt_att_out_rows(c, TT_ATT_O, c->out, bh, r0, &ld);
-    tt_att_mm(rb, Ev, nk, p, tt_att_pad16(nk), 1, v, Ev, dst ? dst : obuf, dst ? ld : Ev, 0,
+    tt_att_mm(rb, Ev, nk, pb, pld, 1, v, Ev, dst ? dst : obuf, dst ? ld : Ev, 0,
               c->causal ? TT_ATT_K_UPTO_ROW : TT_ATT_FULL, r0);
     if (!dst) tt_att_store(c, TT_ATT_O, c->out, bh, r0, rb, Ev, obuf);
   }
@@ -328,19 +337,19 @@ static void tt_att_forward_range(void *arg, int64_t begin, int64_t end) {
 }
 
 /* ds = p * (dp - D) * scale in place in dp [rb, nk] (row stride
- * tt_att_pad16(nk)), over each row's visible keys, with D = sum_j p dp:
+ * tt_att_pad16(nk); p's is pld), over each row's visible keys, with D = sum_j p dp:
  * the row's sum of grad_out * out, taken from the f32 probabilities rather
  * than from the out tensor, which for F16/BF16 was rounded (the rounding
  * error of D is amplified where dp - D cancels). Zeros after the visible
  * keys: the causal products read whole tiles, and dp there was never
  * written. */
 TT_ATT_CLONES
-static void tt_att_dscores(const tt_att_ctx_t *c, const float *p, float *dp, int64_t r0,
-                           int64_t rb, int64_t nk) {
+static void tt_att_dscores(const tt_att_ctx_t *c, const float *p, int64_t pld, float *dp,
+                           int64_t r0, int64_t rb, int64_t nk) {
   float scale = c->scale;
   int64_t ld = tt_att_pad16(nk);
   for (int64_t i = 0; i < rb; ++i) {
-    const float *pr = p + i * ld;
+    const float *pr = p + i * pld;
     float *r = dp + i * ld;
     int64_t lim = tt_min64(tt_att_visible(c, r0 + i), nk), w = tt_att_pad16(lim);
     float di = tt_row_sum_f32(pr, r, lim);
@@ -372,7 +381,7 @@ static void tt_att_backward_range(void *arg, int64_t begin, int64_t end) {
     const float *k = tt_att_f32(c, TT_ATT_K, c->k, bh, S, E, kb);
     const float *v = tt_att_f32(c, TT_ATT_V, c->v, bh, S, Ev, vb);
     const float *go = tt_att_f32(c, TT_ATT_GO, c->go, bh, L, Ev, gob);
-    tt_att_transpose(k, S, E, kt);
+    if (!c->pload) tt_att_transpose(k, S, E, kt); /* only the recomputed scores read it */
     tt_att_transpose(v, S, Ev, vt);
     int64_t dk_ld = E, dv_ld = Ev;
     float *dk = tt_att_out_rows(c, TT_ATT_GK, c->gk, bh, 0, &dk_ld);
@@ -392,12 +401,20 @@ static void tt_att_backward_range(void *arg, int64_t begin, int64_t end) {
       float *dq = tt_att_out_rows(c, TT_ATT_GQ, c->gq, bh, r0, &dq_ld);
       int dq_direct = dq != NULL;
       if (!dq) dq = dqb;
-      tt_att_probs(c, bh, q, kt, r0, rb, nk, p, mbuf, NULL);
+      /* The block's probabilities: the forward's, or recomputed. */
+      const float *pb = p;
+      int64_t pld = ld;
+      if (c->pload) {
+        pb = c->pload + (bh * L + r0) * c->pld;
+        pld = c->pld;
+      } else {
+        tt_att_probs(c, bh, q, kt, r0, rb, nk, p, ld, mbuf, NULL);
+      }
       /* dv[0:nk] += p^T do */
-      tt_att_mm_keys(nk, done, Ev, rb, p, ld, go_r, Ev, dv, dv_ld, k_from, r0);
+      tt_att_mm_keys(nk, done, Ev, rb, pb, pld, go_r, Ev, dv, dv_ld, k_from, r0);
       /* dp = do v[0:nk]^T */
       tt_att_mm(rb, nk, Ev, go_r, Ev, 1, vt, S, dp, ld, 0, n_upto, r0);
-      tt_att_dscores(c, p, dp, r0, rb, nk);
+      tt_att_dscores(c, pb, pld, dp, r0, rb, nk);
       /* dq = ds k[0:nk];  dk[0:nk] += ds^T q */
       tt_att_mm(rb, E, nk, dp, ld, 1, k, E, dq, dq_ld, 0, k_upto, r0);
       tt_att_mm_keys(nk, done, E, rb, dp, ld, q_r, E, dk, dk_ld, k_from, r0);
@@ -612,17 +629,46 @@ static tt_status_t tt_att_run_backward(tt_att_ctx_t *c, const char *op) {
   return NULL;
 }
 
+int64_t tt_attention_probs_ld(int64_t S) { return tt_att_pad16(S); }
+
+/* The dense forms' contexts (out / grad views checked against q, k, v). */
+static tt_status_t tt_att_dense_forward(const char *op, const tt_view_t *q, const tt_view_t *k,
+                                        const tt_view_t *v, const tt_view_t *mask, int causal,
+                                        double scale, tt_view_t *out, tt_view_t *lse,
+                                        tt_att_ctx_t *c) {
+  TT_RETURN_IF_ERROR(tt_att_setup(op, q, k, v, mask, causal, scale, c));
+  const int64_t od[4] = {c->B, c->H, c->L, c->Ev};
+  if (out) TT_RETURN_IF_ERROR(tt_att_expect(op, "out", out, q->dtype, od, 4));
+  if (lse) TT_RETURN_IF_ERROR(tt_att_expect(op, "logsumexp", lse, TT_F32, od, 3));
+  c->out = out;
+  c->lse = lse;
+  return NULL;
+}
+
+static tt_status_t tt_att_dense_backward(const char *op, const tt_view_t *grad_out,
+                                         const tt_view_t *q, const tt_view_t *k,
+                                         const tt_view_t *v, const tt_view_t *mask, int causal,
+                                         double scale, tt_view_t *grad_q, tt_view_t *grad_k,
+                                         tt_view_t *grad_v, tt_att_ctx_t *c) {
+  TT_RETURN_IF_ERROR(tt_att_setup(op, q, k, v, mask, causal, scale, c));
+  const int64_t od[4] = {c->B, c->H, c->L, c->Ev};
+  TT_RETURN_IF_ERROR(tt_att_expect(op, "grad_out", grad_out, q->dtype, od, 4));
+  TT_RETURN_IF_ERROR(tt_att_expect(op, "grad_query", grad_q, q->dtype, q->shape.dims, 4));
+  TT_RETURN_IF_ERROR(tt_att_expect(op, "grad_key", grad_k, q->dtype, k->shape.dims, 4));
+  TT_RETURN_IF_ERROR(tt_att_expect(op, "grad_value", grad_v, q->dtype, v->shape.dims, 4));
+  c->go = grad_out;
+  c->gq = grad_q;
+  c->gk = grad_k;
+  c->gv = grad_v;
+  return NULL;
+}
+
 tt_status_t tt_kernel_attention(const tt_view_t *q, const tt_view_t *k, const tt_view_t *v,
                                 const tt_view_t *mask, int causal, double scale, tt_view_t *out,
                                 tt_view_t *lse) {
   static const char *op = "attention";
   tt_att_ctx_t c;
-  TT_RETURN_IF_ERROR(tt_att_setup(op, q, k, v, mask, causal, scale, &c));
-  const int64_t od[4] = {c.B, c.H, c.L, c.Ev};
-  if (out) TT_RETURN_IF_ERROR(tt_att_expect(op, "out", out, q->dtype, od, 4));
-  if (lse) TT_RETURN_IF_ERROR(tt_att_expect(op, "logsumexp", lse, TT_F32, od, 3));
-  c.out = out;
-  c.lse = lse;
+  TT_RETURN_IF_ERROR(tt_att_dense_forward(op, q, k, v, mask, causal, scale, out, lse, &c));
   return tt_att_run_forward(&c, op);
 }
 
@@ -633,29 +679,26 @@ tt_status_t tt_kernel_attention_backward(const tt_view_t *grad_out, const tt_vie
                                          tt_view_t *grad_v) {
   static const char *op = "attention_backward";
   tt_att_ctx_t c;
-  TT_RETURN_IF_ERROR(tt_att_setup(op, q, k, v, mask, causal, scale, &c));
-  const int64_t od[4] = {c.B, c.H, c.L, c.Ev};
-  TT_RETURN_IF_ERROR(tt_att_expect(op, "grad_out", grad_out, q->dtype, od, 4));
-  TT_RETURN_IF_ERROR(tt_att_expect(op, "grad_query", grad_q, q->dtype, q->shape.dims, 4));
-  TT_RETURN_IF_ERROR(tt_att_expect(op, "grad_key", grad_k, q->dtype, k->shape.dims, 4));
-  TT_RETURN_IF_ERROR(tt_att_expect(op, "grad_value", grad_v, q->dtype, v->shape.dims, 4));
-  c.go = grad_out;
-  c.gq = grad_q;
-  c.gk = grad_k;
-  c.gv = grad_v;
+  TT_RETURN_IF_ERROR(tt_att_dense_backward(op, grad_out, q, k, v, mask, causal, scale, grad_q,
+                                           grad_k, grad_v, &c));
   return tt_att_run_backward(&c, op);
 }
 
 tt_status_t tt_kernel_attention_ex(const tt_view_t *q, const tt_view_t *k, const tt_view_t *v,
                                    const tt_view_t *mask, int causal, double scale,
-                                   tt_view_t *out, const tt_att_geom_t *geom) {
+                                   tt_view_t *out, const tt_att_geom_t *geom, float *probs) {
   static const char *op = "attention";
-  if (!geom) return tt_kernel_attention(q, k, v, mask, causal, scale, out, NULL);
   if (!out) return tt_status_make(TT_INVALID_ARGUMENT, "%s: out is NULL", op);
-  const tt_view_t *views[8] = {q, k, v, out, NULL, NULL, NULL, NULL};
   tt_att_ctx_t c;
-  TT_RETURN_IF_ERROR(tt_att_setup_geom(op, geom, views, mask, causal, scale, &c));
-  c.out = out;
+  if (geom) {
+    const tt_view_t *views[8] = {q, k, v, out, NULL, NULL, NULL, NULL};
+    TT_RETURN_IF_ERROR(tt_att_setup_geom(op, geom, views, mask, causal, scale, &c));
+    c.out = out;
+  } else {
+    TT_RETURN_IF_ERROR(tt_att_dense_forward(op, q, k, v, mask, causal, scale, out, NULL, &c));
+  }
+  c.psave = probs;
+  c.pld = tt_att_pad16(c.S);
   return tt_att_run_forward(&c, op);
 }
 
@@ -663,19 +706,25 @@ tt_status_t tt_kernel_attention_backward_ex(const tt_view_t *grad_out, const tt_
                                             const tt_view_t *k, const tt_view_t *v,
                                             const tt_view_t *mask, int causal, double scale,
                                             tt_view_t *grad_q, tt_view_t *grad_k,
-                                            tt_view_t *grad_v, const tt_att_geom_t *geom) {
+                                            tt_view_t *grad_v, const tt_att_geom_t *geom,
+                                            const float *probs) {
   static const char *op = "attention_backward";
-  if (!geom)
-    return tt_kernel_attention_backward(grad_out, q, k, v, mask, causal, scale, grad_q, grad_k,
-                                        grad_v);
-  const tt_view_t *views[8] = {q, k, v, NULL, grad_out, grad_q, grad_k, grad_v};
-  for (int i = 4; i < 8; ++i)
-    if (!views[i]) return tt_status_make(TT_INVALID_ARGUMENT, "%s: a gradient view is NULL", op);
   tt_att_ctx_t c;
-  TT_RETURN_IF_ERROR(tt_att_setup_geom(op, geom, views, mask, causal, scale, &c));
-  c.go = grad_out;
-  c.gq = grad_q;
-  c.gk = grad_k;
-  c.gv = grad_v;
+  if (geom) {
+    const tt_view_t *views[8] = {q, k, v, NULL, grad_out, grad_q, grad_k, grad_v};
+    for (int i = 4; i < 8; ++i)
+      if (!views[i])
+        return tt_status_make(TT_INVALID_ARGUMENT, "%s: a gradient view is NULL", op);
+    TT_RETURN_IF_ERROR(tt_att_setup_geom(op, geom, views, mask, causal, scale, &c));
+    c.go = grad_out;
+    c.gq = grad_q;
+    c.gk = grad_k;
+    c.gv = grad_v;
+  } else {
+    TT_RETURN_IF_ERROR(tt_att_dense_backward(op, grad_out, q, k, v, mask, causal, scale, grad_q,
+                                             grad_k, grad_v, &c));
+  }
+  c.pload = probs;
+  c.pld = tt_att_pad16(c.S);
   return tt_att_run_backward(&c, op);
 }

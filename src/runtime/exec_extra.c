@@ -55,6 +55,57 @@ static void tt_x_att_layout(const int64_t *ia, tt_att_layout_t *l) {
   *l = (tt_att_layout_t){ia[0], ia[1], ia[2], ia[3]};
 }
 
+tt_status_t tt_run_attention(const tt_instr_t *in, const tt_view_t *x, int num_operands,
+                             tt_view_t *out, float *psave, const float *pload) {
+  const int64_t *ia = in->iattrs;
+  switch (in->op) {
+    case TT_OP_ATTENTION: {
+      const tt_view_t *mask = num_operands > 3 ? &x[3] : NULL;
+      if (in->num_iattrs > 2) {
+        /* The strided form (src/passes/attention_layout.c). */
+        tt_att_geom_t geo;
+        tt_x_att_geom(ia + 2, &geo);
+        for (int k = 0; k < 4; ++k) tt_x_att_layout(ia + 8 + 4 * k, &geo.lay[k]);
+        return tt_kernel_attention_ex(&x[0], &x[1], &x[2], mask, (int)ia[0], in->fattrs[0], out,
+                                      &geo, psave);
+      }
+      if (ia[1]) /* the logsumexp form */
+        return tt_kernel_attention(&x[0], &x[1], &x[2], mask, (int)ia[0], in->fattrs[0], NULL,
+                                   out);
+      return tt_kernel_attention_ex(&x[0], &x[1], &x[2], mask, (int)ia[0], in->fattrs[0], out,
+                                    NULL, psave);
+    }
+    case TT_OP_ATTENTION_BWD: {
+      /* out is the packed [grad_q | grad_k | grad_v]. */
+      const tt_view_t *mask = num_operands > 4 ? &x[4] : NULL;
+      if (in->num_iattrs > 1) {
+        /* The strided form: dq, dk, dv at offsets 0, sw, 2 sw of out. */
+        tt_att_geom_t geo;
+        tt_x_att_geom(ia + 1, &geo);
+        tt_x_att_layout(ia + 7, &geo.lay[4]);
+        for (int k = 0; k < 3; ++k) tt_x_att_layout(ia + 11 + 4 * k, &geo.lay[k]);
+        const int64_t *gl = ia + 23;
+        for (int k = 0; k < 3; ++k)
+          geo.lay[5 + k] = (tt_att_layout_t){k * gl[0], gl[1], gl[2], gl[3]};
+        return tt_kernel_attention_backward_ex(&x[0], &x[1], &x[2], &x[3], mask, (int)ia[0],
+                                               in->fattrs[0], out, out, out, &geo, pload);
+      }
+      size_t es = tt_dtype_size(out->dtype);
+      tt_view_t g[3];
+      char *p = out->data;
+      for (int i = 0; i < 3; ++i) {
+        g[i] = (tt_view_t){.data = p, .dtype = out->dtype, .shape = x[1 + i].shape};
+        p += (size_t)tt_shape_numel(&x[1 + i].shape) * es;
+      }
+      return tt_kernel_attention_backward_ex(&x[0], &x[1], &x[2], &x[3], mask, (int)ia[0],
+                                             in->fattrs[0], &g[0], &g[1], &g[2], NULL, pload);
+    }
+    default:
+      return tt_status_make(TT_INVALID_ARGUMENT, "%s is not an attention op",
+                            tt_op_name(in->op));
+  }
+}
+
 tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num_operands,
                                tt_view_t *out) {
   const int64_t *ia = in->iattrs;
@@ -104,44 +155,9 @@ tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num
       if (bytes) memcpy(out->data, x[0].data, bytes);
       return NULL;
     }
-    case TT_OP_ATTENTION: {
-      const tt_view_t *mask = num_operands > 3 ? &x[3] : NULL;
-      if (in->num_iattrs > 2) {
-        /* The strided form (src/passes/attention_layout.c). */
-        tt_att_geom_t geo;
-        tt_x_att_geom(ia + 2, &geo);
-        for (int k = 0; k < 4; ++k) tt_x_att_layout(ia + 8 + 4 * k, &geo.lay[k]);
-        return tt_kernel_attention_ex(&x[0], &x[1], &x[2], mask, (int)ia[0], in->fattrs[0], out,
-                                      &geo);
-      }
-      return tt_kernel_attention(&x[0], &x[1], &x[2], mask, (int)ia[0], in->fattrs[0],
-                                 ia[1] ? NULL : out, ia[1] ? out : NULL);
-    }
-    case TT_OP_ATTENTION_BWD: {
-      /* out is the packed [grad_q | grad_k | grad_v]. */
-      const tt_view_t *mask = num_operands > 4 ? &x[4] : NULL;
-      if (in->num_iattrs > 1) {
-        /* The strided form: dq, dk, dv at offsets 0, sw, 2 sw of out. */
-        tt_att_geom_t geo;
-        tt_x_att_geom(ia + 1, &geo);
-        tt_x_att_layout(ia + 7, &geo.lay[4]);
-        for (int k = 0; k < 3; ++k) tt_x_att_layout(ia + 11 + 4 * k, &geo.lay[k]);
-        const int64_t *gl = ia + 23;
-        for (int k = 0; k < 3; ++k)
-          geo.lay[5 + k] = (tt_att_layout_t){k * gl[0], gl[1], gl[2], gl[3]};
-        return tt_kernel_attention_backward_ex(&x[0], &x[1], &x[2], &x[3], mask, (int)ia[0],
-                                               in->fattrs[0], out, out, out, &geo);
-      }
-      size_t es = tt_dtype_size(out->dtype);
-      tt_view_t g[3];
-      char *p = out->data;
-      for (int i = 0; i < 3; ++i) {
-        g[i] = (tt_view_t){.data = p, .dtype = out->dtype, .shape = x[1 + i].shape};
-        p += (size_t)tt_shape_numel(&x[1 + i].shape) * es;
-      }
-      return tt_kernel_attention_backward(&x[0], &x[1], &x[2], &x[3], mask, (int)ia[0],
-                                          in->fattrs[0], &g[0], &g[1], &g[2]);
-    }
+    case TT_OP_ATTENTION:
+    case TT_OP_ATTENTION_BWD:
+      return tt_run_attention(in, x, num_operands, out, NULL, NULL);
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));
   }

@@ -42,6 +42,12 @@ struct tt_executable_s {
    * output slot runs in place: its result takes over the convolution's
    * buffer (alias[f]). */
   int32_t *epi_next, *epi_src;
+  /* Attention pairs (tt_plan_attention_pairs): att_peer[fwd] is the
+   * backward that reads the probabilities the forward keeps, and
+   * att_peer[bwd] that forward (-1 otherwise); att_bytes[fwd] their size.
+   * NULL when the graph has none. */
+  int32_t *att_peer;
+  size_t *att_bytes;
   size_t arena_bytes, planned_bytes;
 };
 
@@ -250,6 +256,80 @@ static tt_status_t tt_plan_epilogues(tt_executable_t *e) {
   return NULL;
 }
 
+/* Attention pairs: a forward ATTENTION and an ATTENTION_BWD over the same
+ * q, k, v (the same instructions, and in the strided forms the same
+ * sizes and layouts), mask, causal flag and scale, as a training step
+ * has them, keep the forward's probabilities for the backward
+ * (tt_kernel_attention_ex), which then skips recomputing q k^T and its
+ * softmax: the decoder of bench_training.py, a 64-key causal attention,
+ * ran its backward ~35% faster (docs/kernels.md). The probabilities are
+ * f32 [B*H*L, pad16(S)]; kept only where that is at most four times the
+ * size of q (S <= 4 max(E, Ev), rounded) so that long sequences, where
+ * they grow as L*S, keep the memory of the flash form.
+ * TORCHTPU_ATTENTION_KEEP_PROBS=0 turns it off. */
+static int tt_att_pair_fits_(const tt_graph_t *g, const tt_instr_t *f, const tt_instr_t *b) {
+  if (f->num_operands + 1 != b->num_operands) return 0;
+  for (int k = 0; k < f->num_operands; ++k)
+    if (f->operands[k] != b->operands[k + 1]) return 0;
+  if (f->iattrs[0] != b->iattrs[0] || f->fattrs[0] != b->fattrs[0]) return 0;
+  int strided = f->num_iattrs > 2;
+  if (strided != (b->num_iattrs > 1)) return 0;
+  if (!strided) return f->iattrs[1] == 0; /* the out form, not the logsumexp one */
+  (void)g;
+  /* [causal, 0, B..Ev, q, k, v, out] against [causal, B..Ev, grad_out, q, k, v, grads] */
+  for (int k = 0; k < 6; ++k)
+    if (f->iattrs[2 + k] != b->iattrs[1 + k]) return 0;
+  for (int k = 0; k < 12; ++k)
+    if (f->iattrs[8 + k] != b->iattrs[11 + k]) return 0;
+  return 1;
+}
+
+/* The sizes (B, H, L, S, E, Ev) of attention forward f. */
+static void tt_att_sizes_(const tt_graph_t *g, const tt_instr_t *f, int64_t d[6]) {
+  if (f->num_iattrs > 2) {
+    for (int k = 0; k < 6; ++k) d[k] = f->iattrs[2 + k];
+    return;
+  }
+  const int64_t *q = g->instrs[f->operands[0]].shape.dims;
+  const int64_t *k = g->instrs[f->operands[1]].shape.dims;
+  const int64_t *v = g->instrs[f->operands[2]].shape.dims;
+  d[0] = q[0], d[1] = q[1], d[2] = q[2], d[3] = k[2], d[4] = q[3], d[5] = v[3];
+}
+
+static tt_status_t tt_plan_attention_pairs(tt_executable_t *e) {
+  const tt_graph_t *g = e->graph;
+  int32_t n = g->num_instrs;
+  const char *env = getenv("TORCHTPU_ATTENTION_KEEP_PROBS");
+  if (env && strcmp(env, "0") == 0) return NULL;
+  for (int32_t b = 0; b < n; ++b) {
+    const tt_instr_t *bi = &g->instrs[b];
+    if (bi->op != TT_OP_ATTENTION_BWD) continue;
+    for (int32_t f = 0; f < b; ++f) {
+      const tt_instr_t *fi = &g->instrs[f];
+      if (fi->op != TT_OP_ATTENTION || (e->att_peer && e->att_peer[f] >= 0) ||
+          !tt_att_pair_fits_(g, fi, bi))
+        continue;
+      int64_t d[6];
+      tt_att_sizes_(g, fi, d);
+      int64_t ld = tt_attention_probs_ld(d[3]);
+      int64_t width = d[4] > d[5] ? d[4] : d[5];
+      if (ld > 4 * (width > 16 ? width : 16)) break;
+      if (!e->att_peer) {
+        e->att_peer = malloc(sizeof(int32_t) * ((size_t)n + 1));
+        e->att_bytes = calloc((size_t)n + 1, sizeof(size_t));
+        if (!e->att_peer || !e->att_bytes)
+          return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
+        for (int32_t i = 0; i < n; ++i) e->att_peer[i] = -1;
+      }
+      e->att_peer[f] = b;
+      e->att_peer[b] = f;
+      e->att_bytes[f] = (size_t)(d[0] * d[1] * d[2] * ld) * sizeof(float);
+      break;
+    }
+  }
+  return NULL;
+}
+
 /* After the buffer plan: an epilogue reading a reshape the plan copies
  * (instead of aliasing) runs at its own place, in place when it shares
  * the convolution's buffer. */
@@ -446,6 +526,7 @@ tt_status_t tt_executable_create(tt_graph_t *graph, tt_executable_t **out_exe) {
   tt_status_t st = tt_plan_donation(graph, e->direct_output, e->donor);
   if (!st) tt_plan_output_forwarding(e);
   if (!st) st = tt_plan_epilogues(e);
+  if (!st) st = tt_plan_attention_pairs(e);
   if (!st) st = tt_plan_memory(e);
   if (!st) tt_check_epilogues(e);
   if (st) {
@@ -469,6 +550,8 @@ void tt_executable_release(tt_executable_t *e) {
   free(e->offset);
   free(e->epi_next);
   free(e->epi_src);
+  free(e->att_peer);
+  free(e->att_bytes);
   free(e->direct_output);
   free(e->kernels);
   free(e->donor);
@@ -814,6 +897,30 @@ static int tt_reshape_aliases_(const tt_executable_t *e, const tt_graph_t *g,
   return src->last_use == self;
 }
 
+/* Attention instruction i of a pair (tt_plan_attention_pairs): the
+ * forward allocates the probabilities its backward reads (kept[i]; when
+ * that fails the backward recomputes them), the backward frees them. */
+static tt_status_t tt_run_attention_pair(const tt_executable_t *e, const tt_graph_t *g, int32_t i,
+                                         int32_t device, void *const *vals, void **kept,
+                                         tt_view_t *out) {
+  const tt_instr_t *in = &g->instrs[i];
+  tt_view_t x[5];
+  for (int k = 0; k < in->num_operands && k < 5; ++k)
+    x[k] = tt_make_view(&g->instrs[in->operands[k]], vals[in->operands[k]]);
+  int32_t peer = e->att_peer[i];
+  if (peer > i) {
+    kept[i] = e->att_bytes[i] ? tt_device_alloc(device, e->att_bytes[i]) : NULL;
+    return tt_run_attention(in, x, in->num_operands, out, kept[i], NULL);
+  }
+  tt_status_t st = tt_run_attention(in, x, in->num_operands, out, NULL, kept[peer]);
+  if (kept[peer]) {
+    tt_counter_add("AttentionProbsKept", 1);
+    tt_device_free(device, kept[peer], e->att_bytes[peer]);
+  }
+  kept[peer] = NULL;
+  return st;
+}
+
 /* TORCHTPU_EXEC_PROFILE=1: every instruction's time goes into the metric
  * "ExecuteOp.<op>" (fused reductions as "fused_reduce", tier-1 fused
  * kernels as "fused"), and the copies of outputs that were not written in
@@ -875,9 +982,11 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
   uint8_t *owned = calloc((size_t)n + 1, 1);
   /* Scalars are stored inline: 8 bytes each. */
   int64_t *scalars = calloc((size_t)n + 1, sizeof(int64_t));
+  /* Attention probabilities kept from a forward to its backward. */
+  void **kept = e->att_peer ? calloc((size_t)n + 1, sizeof(void *)) : NULL;
   tt_status_t st = NULL;
   uint8_t *arena = NULL;
-  if (!vals || !owned || !scalars) {
+  if (!vals || !owned || !scalars || (e->att_peer && !kept)) {
     st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (execute)");
     goto done;
   }
@@ -940,6 +1049,8 @@ tt_status_t tt_executable_execute(tt_executable_t *e, int32_t device,
       if (f >= 0) {
         vals[f] = e->direct_output[f] >= 0 ? output_data[e->direct_output[f]] : vals[i];
         st = tt_run_conv_epilogue(e, g, i, inputs, vals, &out);
+      } else if (e->att_peer && e->att_peer[i] >= 0) {
+        st = tt_run_attention_pair(e, g, i, device, vals, kept, &out);
       } else if (!done_early) {
         st = tt_run_instr(e, g, i, inputs, vals, &out);
       }
@@ -979,6 +1090,10 @@ done:
     for (int32_t i = 0; i < n; ++i)
       if (owned[i]) tt_device_free(device, vals[i], tt_instr_bytes(&g->instrs[i]));
   if (arena) tt_device_free(device, arena, e->arena_bytes);
+  if (kept)
+    for (int32_t i = 0; i < n; ++i)
+      if (kept[i]) tt_device_free(device, kept[i], e->att_bytes[i]);
+  free(kept);
   free(vals);
   free(owned);
   free(scalars);

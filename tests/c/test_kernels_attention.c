@@ -208,15 +208,25 @@ static void test_attention_errors(void) {
  * [L, B, 3, H, E] buffer. Results equal the dense entry points' bit for
  * bit (the same products on the same values); also q, k, v in separate
  * [L, B, H, E] buffers with L != S, a mask, BF16, and a layout that
- * reaches past its buffer. */
+ * reaches past its buffer. keep: the forward keeps its probabilities for
+ * the backward (buffer filled with NaN first, so a read of an entry the
+ * forward did not write would show), strided and dense, with the same
+ * results bit for bit. */
 static int64_t lbhe(int64_t B, int64_t H, int64_t rows, int64_t cols, int64_t b, int64_t h,
                     int64_t r, int64_t c, int64_t which, int64_t nwhich) {
   (void)rows;
   return (((r * B + b) * nwhich + which) * H + h) * cols + c;
 }
 
+static float *nan_probs(int64_t B, int64_t H, int64_t L, int64_t S) {
+  size_t n = (size_t)(B * H * L * tt_attention_probs_ld(S));
+  float *p = malloc((n + 1) * sizeof(float));
+  for (size_t i = 0; i < n; ++i) p[i] = NAN;
+  return p;
+}
+
 static void run_strided(tt_dtype_t dt, int64_t B, int64_t H, int64_t L, int64_t S, int64_t E,
-                        int causal, int packed, int with_mask) {
+                        int causal, int packed, int with_mask, int keep) {
   int64_t qd[4] = {B, H, L, E}, kd[4] = {B, H, S, E}, od[4] = {B, H, L, E};
   tensor_t q = tensor_new(dt, 4, qd), k = tensor_new(dt, 4, kd), v = tensor_new(dt, 4, kd);
   tensor_t go = tensor_new(dt, 4, od), out = tensor_new(dt, 4, od);
@@ -263,18 +273,20 @@ static void run_strided(tt_dtype_t dt, int64_t B, int64_t H, int64_t L, int64_t 
     g.lay[i] = (tt_att_layout_t){in_packed ? which * H * E : 0, ww * H * E, E, B * ww * H * E};
   }
   char what[160];
-  snprintf(what, sizeof what, "strided %s B%lld H%lld L%lld S%lld E%lld causal %d %s%s",
+  snprintf(what, sizeof what, "strided %s B%lld H%lld L%lld S%lld E%lld causal %d %s%s%s",
            tt_dtype_name(dt), (long long)B, (long long)H, (long long)L, (long long)S,
-           (long long)E, causal, packed ? "packed" : "separate", with_mask ? " mask" : "");
+           (long long)E, causal, packed ? "packed" : "separate", with_mask ? " mask" : "",
+           keep ? " kept probabilities" : "");
   CHECK_OK(tt_kernel_attention(&q.v, &k.v, &v.v, mv, causal, scale, &out.v, NULL), what);
   CHECK_OK(tt_kernel_attention_backward(&go.v, &q.v, &k.v, &v.v, mv, causal, scale, &gq.v,
                                         &gk.v, &gv.v), what);
   tt_view_t *qv = packed ? &y.v : &yq.v, *kv = packed ? &y.v : &yk.v, *vv = packed ? &y.v : &yv.v;
   tt_view_t *gqv = packed ? &yg.v : &ygq.v, *gkv = packed ? &yg.v : &ygk.v;
   tt_view_t *gvv = packed ? &yg.v : &ygv.v;
-  CHECK_OK(tt_kernel_attention_ex(qv, kv, vv, mv, causal, scale, &yo.v, &g), what);
+  float *probs = keep ? nan_probs(B, H, L, S) : NULL;
+  CHECK_OK(tt_kernel_attention_ex(qv, kv, vv, mv, causal, scale, &yo.v, &g, probs), what);
   CHECK_OK(tt_kernel_attention_backward_ex(&ygo.v, qv, kv, vv, mv, causal, scale, gqv, gkv, gvv,
-                                           &g), what);
+                                           &g, probs), what);
   const tensor_t *dense[4] = {&out, &gq, &gk, &gv};
   const tensor_t *strided[4] = {&yo, packed ? &yg : &ygq, packed ? &yg : &ygk, packed ? &yg : &ygv};
   const int64_t which4[4] = {0, 0, 1, 2}, nw4[4] = {1, nw, nw, nw};
@@ -292,10 +304,32 @@ static void run_strided(tt_dtype_t dt, int64_t B, int64_t H, int64_t L, int64_t 
           }
   }
   CHECK(bad == 0, "%s: %d values differ from the dense kernels'", what, bad);
+  if (keep) {
+    /* The dense operands, with kept probabilities. */
+    tensor_t out2 = tensor_new(dt, 4, od), gq2 = tensor_new(dt, 4, qd);
+    tensor_t gk2 = tensor_new(dt, 4, kd), gv2 = tensor_new(dt, 4, kd);
+    free(probs);
+    probs = nan_probs(B, H, L, S);
+    CHECK_OK(tt_kernel_attention_ex(&q.v, &k.v, &v.v, mv, causal, scale, &out2.v, NULL, probs),
+             what);
+    CHECK_OK(tt_kernel_attention_backward_ex(&go.v, &q.v, &k.v, &v.v, mv, causal, scale, &gq2.v,
+                                             &gk2.v, &gv2.v, NULL, probs), what);
+    const tensor_t *want[4] = {&out, &gq, &gk, &gv}, *got[4] = {&out2, &gq2, &gk2, &gv2};
+    int bad2 = 0;
+    for (int t = 0; t < 4; ++t)
+      for (int64_t i = 0; i < tt_view_numel(&want[t]->v); ++i)
+        bad2 += !(tget(got[t], i) == tget(want[t], i));
+    CHECK(bad2 == 0, "%s: %d dense values differ with kept probabilities", what, bad2);
+    tensor_free(&out2);
+    tensor_free(&gq2);
+    tensor_free(&gk2);
+    tensor_free(&gv2);
+  }
+  free(probs);
   /* A layout one row too long for its buffer. */
   tt_att_geom_t g2 = g;
   g2.lay[0].off += g2.lay[0].sr;
-  CHECK_CODE(tt_kernel_attention_ex(qv, kv, vv, mv, causal, scale, &yo.v, &g2),
+  CHECK_CODE(tt_kernel_attention_ex(qv, kv, vv, mv, causal, scale, &yo.v, &g2, NULL),
              TT_INVALID_ARGUMENT, "layout past its buffer");
   tensor_t *all[19] = {&q, &k, &v, &go, &out, &gq, &gk, &gv, &m, &y, &yq, &yk, &yv, &yo, &ygo,
                        &yg, &ygq, &ygk, &ygv};
@@ -303,12 +337,15 @@ static void run_strided(tt_dtype_t dt, int64_t B, int64_t H, int64_t L, int64_t 
 }
 
 static void test_attention_strided(void) {
-  run_strided(TT_F32, 3, 4, 70, 70, 32, 1, 1, 0);
-  run_strided(TT_F32, 2, 3, 37, 37, 24, 0, 1, 1);
-  run_strided(TT_F32, 2, 2, 37, 50, 24, 0, 0, 1);
-  run_strided(TT_F32, 2, 2, 50, 37, 16, 1, 0, 0);
-  run_strided(TT_BF16, 2, 2, 33, 33, 32, 1, 1, 0);
-  run_strided(TT_BF16, 1, 2, 20, 29, 8, 0, 0, 1);
+  for (int keep = 0; keep < 2; ++keep) {
+    run_strided(TT_F32, 3, 4, 70, 70, 32, 1, 1, 0, keep);
+    run_strided(TT_F32, 2, 3, 37, 37, 24, 0, 1, 1, keep);
+    run_strided(TT_F32, 2, 2, 37, 50, 24, 0, 0, 1, keep);
+    run_strided(TT_F32, 2, 2, 50, 37, 16, 1, 0, 0, keep);
+    run_strided(TT_BF16, 2, 2, 33, 33, 32, 1, 1, 0, keep);
+    run_strided(TT_BF16, 1, 2, 20, 29, 8, 0, 0, 1, keep);
+  }
+  run_strided(TT_F32, 2, 2, 130, 130, 32, 1, 0, 0, 1); /* three query blocks */
 }
 
 int main(void) {

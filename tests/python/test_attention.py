@@ -224,3 +224,49 @@ def test_step_runs_one_attention_instruction_each_way():
     assert "ExecuteOp.softmax" not in ops and "ExecuteOp.dot" not in ops, ops
     off = _profiled_ops(TORCHTPU_FUSED_ATTENTION="0")
     assert "ExecuteOp.attention" not in off and "ExecuteOp.softmax" in off, off
+
+
+KEEP_CHILD = r"""
+import json, sys, torch, torch_xla, torch.nn.functional as F
+import torch_xla.debug.metrics as met
+dev = torch_xla.device()
+S = int(sys.argv[1])
+g = torch.Generator().manual_seed(0)
+q = torch.randn(2, 3, 40, 8, generator=g).to(dev).requires_grad_()
+k, v = (torch.randn(2, 3, S, 8, generator=g).to(dev).requires_grad_() for _ in range(2))
+torch.manual_seed(0)
+layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True,
+                                         norm_first=True).to(dev)
+x = torch.randn(3, 10, 32, generator=g).to(dev)
+mask = torch.nn.Transformer.generate_square_subsequent_mask(10).to(dev)
+for causal in (True, False):
+    with torch_xla.step():
+        F.scaled_dot_product_attention(q, k, v, is_causal=causal).square().sum().backward()
+        layer(x, src_mask=mask, is_causal=True).square().mean().backward()
+torch_xla.sync(wait=True)
+grads = [t.grad.cpu().flatten().tolist() for t in (q, k, v)]
+grads += [p.grad.cpu().flatten().tolist() for p in layer.parameters()]
+print(json.dumps({"kept": met.counter_value("AttentionProbsKept") or 0, "grads": grads}))
+"""
+
+
+def _keep_run(S, **env):
+    e = dict(os.environ, PJRT_DEVICE="CPU", **env)
+    r = subprocess.run([sys.executable, "-c", KEEP_CHILD, str(S)], env=e, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_backward_reads_the_forwards_probabilities():
+    """A step's attention backward reads the probabilities its forward kept
+    (src/runtime/executable.c, attention pairs) instead of recomputing
+    them: dense SDPA and the encoder layer's strided form, four pairs over
+    two steps, gradients equal bit for bit to the recomputing path
+    (TORCHTPU_ATTENTION_KEEP_PROBS=0). Keys far past the head width (S =
+    200, E = 8) are not kept: the flash form's memory."""
+    kept = _keep_run(24)
+    off = _keep_run(24, TORCHTPU_ATTENTION_KEEP_PROBS="0")
+    assert kept["kept"] == 4 and off["kept"] == 0
+    assert kept["grads"] == off["grads"]
+    assert _keep_run(200)["kept"] == 2  # only the encoder layer's
