@@ -302,6 +302,25 @@ tt_status_t tt_kernel_attention_backward_ex(const tt_view_t *grad_out, const tt_
                                             const float *probs);
 int64_t tt_attention_probs_ld(int64_t S);
 
+/* ---- layer norm (layer_norm.c) -------------------------------------
+ * x (F32) normalised over its dims [axis, rank), viewed as [R, C]:
+ * y = (x - mean) * rstd * weight + bias per row, rstd = 1/sqrt(var + eps)
+ * (biased variance), mean and rstd of R elements each; weight and bias
+ * (NULL: none) of C elements. Views are checked by element count (any
+ * shapes), all F32. The backward gives grad_x, grad_weight (the row sum of
+ * grad_out * xhat) and grad_bias (the row sum of grad_out), each optional
+ * (NULL), from the forward's mean and rstd; its sums over rows do not
+ * depend on the thread count. TT_TYPE_ERROR for another dtype,
+ * TT_INVALID_ARGUMENT for a view of the wrong size. */
+tt_status_t tt_kernel_layer_norm(const tt_view_t *x, int axis, const tt_view_t *weight,
+                                 const tt_view_t *bias, double eps, tt_view_t *y,
+                                 tt_view_t *mean, tt_view_t *rstd);
+tt_status_t tt_kernel_layer_norm_backward(const tt_view_t *grad_out, const tt_view_t *x,
+                                          int axis, const tt_view_t *mean,
+                                          const tt_view_t *rstd, const tt_view_t *weight,
+                                          tt_view_t *grad_x, tt_view_t *grad_weight,
+                                          tt_view_t *grad_bias);
+
 /* ---- random numbers --------------------------------------------------
  * Counter-based (Philox-4x32-10): element i of a call keyed by (seed,
  * offset) depends only on seed, offset and i, so results are reproducible

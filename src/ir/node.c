@@ -29,6 +29,8 @@ static const char *const tt_op_names_[TT_OP_COUNT] = {
     [TT_OP_SPMD_SHARD_TO_FULL] = "spmd_shard_to_full",
     [TT_OP_ATTENTION] = "attention",
     [TT_OP_ATTENTION_BWD] = "attention_bwd",
+    [TT_OP_LAYER_NORM] = "layer_norm",
+    [TT_OP_LAYER_NORM_BWD] = "layer_norm_bwd",
 };
 
 const char *tt_op_name(tt_op_t op) {
@@ -534,6 +536,8 @@ static tt_status_t tt_infer(tt_node_t *n) {
     case TT_OP_FFT:
     case TT_OP_ATTENTION:
     case TT_OP_ATTENTION_BWD:
+    case TT_OP_LAYER_NORM:
+    case TT_OP_LAYER_NORM_BWD:
       return tt_node_infer_extra(n);
     case TT_OP_ALL_REDUCE:
     case TT_OP_ALL_GATHER:

@@ -240,6 +240,34 @@ tt_status_t tt_node_infer_extra(tt_node_t *n) {
       n->dtype = x[1]->dtype;
       return NULL;
     }
+    case TT_OP_LAYER_NORM:
+    case TT_OP_LAYER_NORM_BWD: {
+      int bwd = n->op == TT_OP_LAYER_NORM_BWD;
+      TT_RETURN_IF_ERROR(bwd ? tt_x_need(n, 4, 5, 2) : tt_x_need(n, 1, 3, 3));
+      const tt_node_t *xn = x[bwd];
+      TT_RETURN_IF_ERROR(tt_x_dim(n, ia[0], xn->shape.rank));
+      int64_t R = 1, C = 1;
+      for (int d = 0; d < xn->shape.rank; ++d) *(d < ia[0] ? &R : &C) *= xn->shape.dims[d];
+      /* Forward: weight then bias, as flagged; backward: grad_out (as x),
+       * mean, rstd (R each), weight. */
+      int64_t want[5] = {R * C, C, C, 0, 0};
+      if (bwd) {
+        want[0] = R * C, want[1] = R * C, want[2] = R, want[3] = R, want[4] = C;
+      } else if (n->num_operands != 1 + (ia[1] != 0) + (ia[2] != 0)) {
+        return tt_status_make(TT_INVALID_ARGUMENT, "layer_norm: %d operands for weight %lld, "
+                              "bias %lld", n->num_operands, (long long)ia[1], (long long)ia[2]);
+      }
+      for (int k = 0; k < n->num_operands; ++k)
+        if (x[k]->dtype != TT_F32 || tt_shape_numel(&x[k]->shape) != want[k])
+          return tt_status_make(TT_INVALID_ARGUMENT,
+                                "%s: operand %d must be float32 with %lld elements, got %s with "
+                                "%lld", tt_op_name(n->op), k, (long long)want[k],
+                                tt_dtype_name(x[k]->dtype),
+                                (long long)tt_shape_numel(&x[k]->shape));
+      n->shape = (tt_shape_t){.rank = 1, .dims = {R * C + 2 * (bwd ? C : R)}};
+      n->dtype = TT_F32;
+      return NULL;
+    }
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "op %s has no shape inference yet",
                             tt_op_name(n->op));

@@ -106,6 +106,33 @@ tt_status_t tt_run_attention(const tt_instr_t *in, const tt_view_t *x, int num_o
   }
 }
 
+/* A flat F32 piece [off, off + n) of out, as a rank-1 view. */
+static tt_view_t tt_x_piece(const tt_view_t *out, int64_t off, int64_t n) {
+  return (tt_view_t){.data = (float *)out->data + off, .dtype = TT_F32,
+                     .shape = {.rank = 1, .dims = {n}}};
+}
+
+static tt_status_t tt_run_layer_norm(const tt_instr_t *in, const tt_view_t *x, int num_operands,
+                                     tt_view_t *out) {
+  const int64_t *ia = in->iattrs;
+  int axis = (int)ia[0];
+  const tt_view_t *xv = &x[in->op == TT_OP_LAYER_NORM_BWD];
+  int64_t R = 1, C = 1;
+  for (int d = 0; d < xv->shape.rank; ++d) *(d < axis ? &R : &C) *= xv->shape.dims[d];
+  if (in->op == TT_OP_LAYER_NORM) {
+    const tt_view_t *w = ia[1] ? &x[1] : NULL, *b = ia[2] ? &x[1 + (ia[1] != 0)] : NULL;
+    tt_view_t y = tt_x_piece(out, 0, R * C), mean = tt_x_piece(out, R * C, R);
+    tt_view_t rstd = tt_x_piece(out, R * C + R, R);
+    return tt_kernel_layer_norm(xv, axis, w, b, in->fattrs[0], &y, &mean, &rstd);
+  }
+  tt_view_t gx = tt_x_piece(out, 0, R * C), gw = tt_x_piece(out, R * C, C);
+  tt_view_t gb = tt_x_piece(out, R * C + C, C);
+  if (!ia[1] && R * C != 0) memset(gx.data, 0, (size_t)(R * C) * sizeof(float));
+  return tt_kernel_layer_norm_backward(&x[0], xv, axis, &x[2], &x[3],
+                                       num_operands > 4 ? &x[4] : NULL, ia[1] ? &gx : NULL, &gw,
+                                       &gb);
+}
+
 tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num_operands,
                                tt_view_t *out) {
   const int64_t *ia = in->iattrs;
@@ -158,6 +185,9 @@ tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num
     case TT_OP_ATTENTION:
     case TT_OP_ATTENTION_BWD:
       return tt_run_attention(in, x, num_operands, out, NULL, NULL);
+    case TT_OP_LAYER_NORM:
+    case TT_OP_LAYER_NORM_BWD:
+      return tt_run_layer_norm(in, x, num_operands, out);
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));
   }

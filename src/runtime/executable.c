@@ -819,6 +819,8 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
     case TT_OP_SPMD_SHARD_TO_FULL:
     case TT_OP_ATTENTION:
     case TT_OP_ATTENTION_BWD:
+    case TT_OP_LAYER_NORM:
+    case TT_OP_LAYER_NORM_BWD:
       return tt_run_instr_extra(in, x, in->num_operands, out);
     default:
       return tt_status_make(TT_UNIMPLEMENTED, "no kernel for op %s", tt_op_name(in->op));

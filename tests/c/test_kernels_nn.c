@@ -981,6 +981,89 @@ static void test_conv_dense_path(void) {
   tt_sgemm_force_isa(TT_SGEMM_ISA_AUTO);
 }
 
+/* ---- layer norm (layer_norm.c) ---------------------------------------------
+ * Forward and backward against a double-precision reference: rows of 128
+ * (the decoder's), 130 (a vector tail), 3, normalised over two dims, with
+ * and without weight and bias, 9000 rows (chunks of 36 rows for the
+ * column sums); grad_x left out; a wrong dtype and a wrong weight size. */
+static void run_layer_norm(int64_t R, int64_t C1, int64_t C2, int affine, int want_dx) {
+  int64_t C = C1 * C2, xd[3] = {R, C1, C2}, cd[1] = {C}, rd[1] = {R};
+  tensor_t x = tensor_new(TT_F32, 3, xd), go = tensor_new(TT_F32, 3, xd);
+  tensor_t y = tensor_new(TT_F32, 3, xd), dx = tensor_new(TT_F32, 3, xd);
+  tensor_t w = tensor_new(TT_F32, 1, cd), b = tensor_new(TT_F32, 1, cd);
+  tensor_t dw = tensor_new(TT_F32, 1, cd), db = tensor_new(TT_F32, 1, cd);
+  tensor_t mean = tensor_new(TT_F32, 1, rd), rstd = tensor_new(TT_F32, 1, rd);
+  tensor_fill_random(&x, -2, 3);
+  tensor_fill_random(&go, -1, 1);
+  tensor_fill_random(&w, 0.5, 1.5);
+  tensor_fill_random(&b, -1, 1);
+  const double eps = 1e-5;
+  char what[96];
+  snprintf(what, sizeof what, "layer_norm R%lld C%lldx%lld%s%s", (long long)R, (long long)C1,
+           (long long)C2, affine ? " affine" : "", want_dx ? "" : " no grad_x");
+  CHECK_OK(tt_kernel_layer_norm(&x.v, 1, affine ? &w.v : NULL, affine ? &b.v : NULL, eps, &y.v,
+                                &mean.v, &rstd.v), what);
+  CHECK_OK(tt_kernel_layer_norm_backward(&go.v, &x.v, 1, &mean.v, &rstd.v, affine ? &w.v : NULL,
+                                         want_dx ? &dx.v : NULL, &dw.v, &db.v), what);
+  double *sw = calloc((size_t)C, sizeof(double)), *sb = calloc((size_t)C, sizeof(double));
+  double ey = 0, es = 0, edx = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < C; ++i) m += tget(&x, r * C + i);
+    m /= (double)C;
+    for (int64_t i = 0; i < C; ++i) v += (tget(&x, r * C + i) - m) * (tget(&x, r * C + i) - m);
+    double rs = 1.0 / sqrt(v / (double)C + eps);
+    es = fmax(es, fabs(tget(&mean, r) - m) + fabs(tget(&rstd, r) - rs) / rs);
+    double mg = 0, mgx = 0;
+    for (int64_t i = 0; i < C; ++i) {
+      double xh = (tget(&x, r * C + i) - m) * rs, gv = tget(&go, r * C + i);
+      double want = affine ? xh * tget(&w, i) + tget(&b, i) : xh;
+      ey = fmax(ey, fabs(tget(&y, r * C + i) - want));
+      double g = affine ? gv * tget(&w, i) : gv;
+      mg += g;
+      mgx += g * xh;
+      sw[i] += gv * xh;
+      sb[i] += gv;
+    }
+    mg /= (double)C;
+    mgx /= (double)C;
+    for (int64_t i = 0; i < C && want_dx; ++i) {
+      double xh = (tget(&x, r * C + i) - m) * rs, gv = tget(&go, r * C + i);
+      double g = affine ? gv * tget(&w, i) : gv;
+      edx = fmax(edx, fabs(tget(&dx, r * C + i) - (g - mg - xh * mgx) * rs));
+    }
+  }
+  double ew = 0;
+  for (int64_t i = 0; i < C; ++i)
+    ew = fmax(ew, (fabs(tget(&dw, i) - sw[i]) + fabs(tget(&db, i) - sb[i])) /
+                      (1.0 + sqrt((double)R)));
+  CHECK(ey < 2e-5 && es < 2e-5 && edx < 5e-5 && ew < 5e-5,
+        "%s: errors y %.3g, mean/rstd %.3g, dx %.3g, dw/db %.3g", what, ey, es, edx, ew);
+  if (R > 1 && C > 1) {
+    tensor_t h = tensor_new(TT_F16, 3, xd);
+    CHECK_CODE(tt_kernel_layer_norm(&h.v, 1, NULL, NULL, eps, &y.v, &mean.v, &rstd.v),
+               TT_TYPE_ERROR, "layer_norm f16 input");
+    tensor_free(&h);
+    tensor_t bad = tensor_new(TT_F32, 1, rd);
+    CHECK_CODE(tt_kernel_layer_norm(&x.v, 1, &bad.v, NULL, eps, &y.v, &mean.v, &rstd.v),
+               TT_INVALID_ARGUMENT, "layer_norm weight of R elements");
+    tensor_free(&bad);
+  }
+  free(sw);
+  free(sb);
+  tensor_t *all[10] = {&x, &go, &y, &dx, &w, &b, &dw, &db, &mean, &rstd};
+  for (int i = 0; i < 10; ++i) tensor_free(all[i]);
+}
+
+static void test_layer_norm(void) {
+  run_layer_norm(64, 128, 1, 1, 1);
+  run_layer_norm(37, 130, 1, 1, 1);
+  run_layer_norm(5, 3, 1, 0, 1);
+  run_layer_norm(12, 5, 8, 0, 1);
+  run_layer_norm(9000, 16, 1, 1, 1);
+  run_layer_norm(40, 64, 1, 1, 0);
+}
+
 int main(void) {
   test_reduce();
   test_scan();
@@ -990,5 +1073,6 @@ int main(void) {
   test_conv_forward_paths();
   test_conv_batched_paths();
   test_conv_dense_path();
+  test_layer_norm();
   return test_summary();
 }

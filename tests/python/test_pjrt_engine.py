@@ -11,6 +11,7 @@ environment set, and reads one JSON line back:
     differ are listed below with why (strict: a row that starts passing
     fails the test, so the list stays true);
   - training: an MLP and the small CNN of models.py, 5 steps of SGD and of
+    AdamW, and the small transformer (fused attention and layer norm) with
     AdamW, through PJRT and through the own CPU backend: losses within 1e-4
     relative;
   - errors: a graph with an op the plugin has no implementation of
@@ -229,8 +230,8 @@ def test_op_table_other_dtypes_match_pytorch():
     _check_table(out, KNOWN_DEVIATIONS)
 
 
-@pytest.mark.parametrize("kind", ["mlp", "cnn"])
-@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+@pytest.mark.parametrize("kind,optimizer", [("mlp", "sgd"), ("mlp", "adamw"), ("cnn", "sgd"),
+                                            ("cnn", "adamw"), ("transformer", "adamw")])
 def test_training_matches_own_backend(kind, optimizer):
     through_pjrt = _child(PJRT_ENV, "train", kind, optimizer)
     own = _child(OWN_ENV, "train", kind, optimizer)

@@ -1,9 +1,11 @@
 """Linear algebra and neural-network lowerings: GEMMs, convolution,
 pooling, softmax, embedding, dropout."""
+import os
+
 import torch
 
 from torchtpu.lowering.core import (
-    ADAPTIVE_AVG_POOL2D, ADAPTIVE_AVG_POOL2D_BWD, AVG_POOL2D, AVG_POOL2D_BWD, BIN, BINARY,
+    LAYER_NORM, LAYER_NORM_BWD, ADAPTIVE_AVG_POOL2D, ADAPTIVE_AVG_POOL2D_BWD, AVG_POOL2D, AVG_POOL2D_BWD, BIN, BINARY,
     BROADCAST, CONV2D, CONV2D_BWD_INPUT, CONV2D_BWD_WEIGHT, DOT, INDEX_ADD, INDEX_SELECT,
     MAX_POOL2D, MAX_POOL2D_BWD, MAX_POOL2D_INDICES, REDUCE, RED_MAX, RED_MEAN, RED_SUM, SOFTMAX,
     SOFTMAX_BWD, TT_BF16, TT_F16, TT_F32, TT_I64, UN, UNARY, WHERE, PAD, SLICE, aten, broadcast, convert, handle, lowers, norm_dim, op,
@@ -1025,12 +1027,56 @@ def _ln_ok(x, normalized_shape):
             list(x.shape[x.dim() - k:]) == [int(s) for s in normalized_shape])
 
 
+# The engine's layer-norm ops (TT_OP_LAYER_NORM / _BWD, src/kernels/
+# layer_norm.c): one pass over the rows each way where the IR primitives
+# above ran as nine kernels. float32 with float32 parameters of the
+# normalized shape; anything else keeps the primitives.
+# TORCHTPU_FUSED_LAYER_NORM=0 keeps them always.
+_LN_FUSED = os.environ.get("TORCHTPU_FUSED_LAYER_NORM", "1") != "0"
+
+
+def _ln_fused_ok(x, normalized_shape, *params):
+    if not _LN_FUSED or x._h.dtype != TT_F32 or x.numel() == 0:
+        return False
+    shape = [int(s) for s in normalized_shape]
+    return all(p is None or (is_xla(p) and p._h.dtype == TT_F32 and
+                             p._h.device == x._h.device and list(p.shape) == shape)
+               for p in params)
+
+
+def _prod(dims):
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
+def _ln_pieces(packed, sizes):
+    """Contiguous slices of a packed layer-norm result (read in place)."""
+    out, start = [], 0
+    for n, shape in sizes:
+        out.append(None if shape is None else
+                   reshape(op(SLICE, [packed], (start, start + n, 1)), shape))
+        start += n
+    return out
+
+
 @lowers(aten.native_layer_norm.default)
 def native_layer_norm(x, normalized_shape, weight, bias, eps):
     if not _ln_ok(x, normalized_shape):
         from torch._decomp import decomposition_table
         return decomposition_table[aten.native_layer_norm.default](
             x, normalized_shape, weight, bias, eps)
+    if _ln_fused_ok(x, normalized_shape, weight, bias):
+        axis = x.dim() - len(normalized_shape)
+        operands = [x._h] + [p._h for p in (weight, bias) if p is not None]
+        packed = op(LAYER_NORM, operands, (axis, int(weight is not None), int(bias is not None)),
+                    (float(eps),))
+        C = _prod(x.shape[axis:])
+        R = x.numel() // C
+        stat = list(x.shape[:axis]) + [1] * len(normalized_shape)
+        y, mean, rstd = _ln_pieces(packed, [(R * C, list(x.shape)), (R, stat), (R, stat)])
+        return wrap(y), wrap(mean), wrap(rstd)
     dev = x._h.device
     ct = TT_F32 if x.dtype in (torch.float16, torch.bfloat16) else x._h.dtype
     axis, mask, _ = _ln_geom(x, normalized_shape)
@@ -1051,6 +1097,20 @@ def native_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight
         from torch._decomp import decomposition_table
         return decomposition_table[aten.native_layer_norm_backward.default](
             grad_out, x, normalized_shape, mean, rstd, weight, bias, output_mask)
+    if _ln_fused_ok(x, normalized_shape, weight, bias) and \
+            all(is_xla(t) and t._h.dtype == TT_F32 for t in (grad_out, mean, rstd)):
+        axis = x.dim() - len(normalized_shape)
+        operands = [grad_out._h, x._h, mean._h, rstd._h] + ([weight._h] if weight is not None
+                                                              else [])
+        packed = op(LAYER_NORM_BWD, operands, (axis, int(bool(output_mask[0]))))
+        n = x.numel()
+        C = _prod(x.shape[axis:])
+        gi, gw, gb = _ln_pieces(packed, [
+            (n, list(x.shape) if output_mask[0] else None),
+            (C, list(weight.shape) if output_mask[1] and weight is not None else None),
+            (C, list(bias.shape) if output_mask[2] and bias is not None else None)])
+        return (None if gi is None else wrap(gi), None if gw is None else wrap(gw),
+                None if gb is None else wrap(gb))
     dev = x._h.device
     ct = TT_F32 if x.dtype in (torch.float16, torch.bfloat16) else x._h.dtype
     axis, mask, lead = _ln_geom(x, normalized_shape)

@@ -690,6 +690,12 @@ static const char *const tt_shlo_lowering_[] = {
     [TT_OP_ATTENTION_BWD] = "the probabilities recomputed as forward, four dot_generals (dv, dp, "
                             "dq, dk), reduce add, reshapes and a concatenate of the three "
                             "flattened gradients",
+    [TT_OP_LAYER_NORM] = "on [R, C]: reduce add (mean), subtract, multiply, reduce add "
+                         "(variance), add eps, rsqrt, multiply (weight), add (bias); the output, "
+                         "mean and rstd flattened and concatenated",
+    [TT_OP_LAYER_NORM_BWD] = "on [R, C]: xhat from mean and rstd, reduce add over columns (two "
+                             "row means) and rows (grad_weight, grad_bias), elementwise grad_x; "
+                             "the three concatenated",
 };
 _Static_assert(sizeof(tt_shlo_lowering_) / sizeof(tt_shlo_lowering_[0]) == TT_OP_COUNT,
                "every IR op needs a StableHLO lowering entry");
@@ -848,6 +854,9 @@ static tt_shv_t tt_shlo_lower_instr(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
     case TT_OP_ATTENTION:
     case TT_OP_ATTENTION_BWD:
       return tt_shlo_lower_attention(c, ins);
+    case TT_OP_LAYER_NORM:
+    case TT_OP_LAYER_NORM_BWD:
+      return tt_shlo_lower_layer_norm(c, ins);
     case TT_OP_COUNT:
       break;
   }

@@ -181,6 +181,8 @@ tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 tt_shv_t tt_shlo_lower_softmax(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 /* ATTENTION and ATTENTION_BWD (emit_attention.c). */
 tt_shv_t tt_shlo_lower_attention(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+/* LAYER_NORM and LAYER_NORM_BWD (emit_layer_norm.c). */
+tt_shv_t tt_shlo_lower_layer_norm(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 tt_shv_t tt_shlo_lower_rng(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 
 tt_shv_t tt_shlo_lower_slice_scatter(tt_shlo_t *c, const tt_shlo_instr_t *ins);

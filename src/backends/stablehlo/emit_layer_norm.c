@@ -1,0 +1,84 @@
+/* StableHLO lowerings of LAYER_NORM and LAYER_NORM_BWD (the engine's
+ * fused layer norm, src/kernels/layer_norm.c): x reshaped to [R, C],
+ * row means as reduce add over dim 1, column sums over dim 0, the rest
+ * elementwise, and the packed results (flattened pieces concatenated)
+ * laid out as the kernels write them. */
+#include "backends/stablehlo/emit_internal.h"
+
+/* v [R] broadcast along the columns of [R, C]. */
+static tt_shv_t tt_shlo_ln_rows(tt_shlo_t *c, tt_shv_t v, const tt_shape_t *rc) {
+  static const int64_t dims[1] = {0};
+  return tt_shlo_bcast_dims(c, v, rc, dims);
+}
+
+/* v [C] broadcast along the rows of [R, C]. */
+static tt_shv_t tt_shlo_ln_cols(tt_shlo_t *c, tt_shv_t v, const tt_shape_t *rc) {
+  static const int64_t dims[1] = {1};
+  return tt_shlo_bcast_dims(c, v, rc, dims);
+}
+
+/* v reshaped to rank 1 (n elements). */
+static tt_shv_t tt_shlo_ln_flat(tt_shlo_t *c, tt_shv_t v, int64_t n) {
+  tt_shape_t fs = tt_shlo_dims(1, &n);
+  return tt_shlo_reshape(c, v, &fs);
+}
+
+/* Sum over dim `dim` of a [R, C] value. */
+static tt_shv_t tt_shlo_ln_sum(tt_shlo_t *c, tt_shv_t v, int dim) {
+  return tt_shlo_reduce(c, v, 1u << dim, "stablehlo.add", tt_shlo_scalar(c, TT_F32, 0));
+}
+
+tt_shv_t tt_shlo_lower_layer_norm(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+  const tt_instr_t *in = ins->in;
+  int n = in->num_operands;
+  if (tt_shlo_bad(c, n, ins->x)) return -1;
+  int bwd = in->op == TT_OP_LAYER_NORM_BWD;
+  const tt_shape_t *xs = tt_shlo_shape(c, ins->x[bwd]);
+  int64_t R = 1, C = 1;
+  for (int d = 0; d < xs->rank; ++d) *(d < in->iattrs[0] ? &R : &C) *= xs->dims[d];
+  int64_t rcd[2] = {R, C};
+  tt_shape_t rc = tt_shlo_dims(2, rcd);
+  tt_shv_t x = tt_shlo_reshape(c, ins->x[bwd], &rc);
+  if (!bwd) {
+    tt_shv_t mean = tt_shlo_bin_k(c, "multiply", tt_shlo_ln_sum(c, x, 1), 1.0 / (double)C);
+    tt_shv_t xc = tt_shlo_bin(c, "subtract", x, tt_shlo_ln_rows(c, mean, &rc));
+    tt_shv_t var = tt_shlo_bin_k(c, "multiply",
+                                 tt_shlo_ln_sum(c, tt_shlo_bin(c, "multiply", xc, xc), 1),
+                                 1.0 / (double)C);
+    tt_shv_t rstd = tt_shlo_un(c, "rsqrt", tt_shlo_bin_k(c, "add", var, in->fattrs[0]));
+    tt_shv_t y = tt_shlo_bin(c, "multiply", xc, tt_shlo_ln_rows(c, rstd, &rc));
+    int k = 1;
+    if (in->iattrs[1])
+      y = tt_shlo_bin(c, "multiply", y, tt_shlo_ln_cols(c, tt_shlo_ln_flat(c, ins->x[k++], C), &rc));
+    if (in->iattrs[2])
+      y = tt_shlo_bin(c, "add", y, tt_shlo_ln_cols(c, tt_shlo_ln_flat(c, ins->x[k], C), &rc));
+    tt_shv_t parts[3] = {tt_shlo_ln_flat(c, y, R * C), mean, rstd};
+    return tt_shlo_concat(c, 3, parts, 0);
+  }
+  tt_shv_t go = tt_shlo_reshape(c, ins->x[0], &rc);
+  tt_shv_t mean = tt_shlo_ln_flat(c, ins->x[2], R), rstd = tt_shlo_ln_flat(c, ins->x[3], R);
+  tt_shv_t rstd_rc = tt_shlo_ln_rows(c, rstd, &rc);
+  tt_shv_t xhat = tt_shlo_bin(c, "multiply",
+                              tt_shlo_bin(c, "subtract", x, tt_shlo_ln_rows(c, mean, &rc)),
+                              rstd_rc);
+  tt_shv_t gw = tt_shlo_ln_sum(c, tt_shlo_bin(c, "multiply", go, xhat), 0);
+  tt_shv_t gb = tt_shlo_ln_sum(c, go, 0);
+  tt_shv_t gx;
+  if (in->iattrs[1]) {
+    tt_shv_t g = n > 4 ? tt_shlo_bin(c, "multiply", go,
+                                     tt_shlo_ln_cols(c, tt_shlo_ln_flat(c, ins->x[4], C), &rc))
+                       : go;
+    tt_shv_t mg = tt_shlo_bin_k(c, "multiply", tt_shlo_ln_sum(c, g, 1), 1.0 / (double)C);
+    tt_shv_t mgx = tt_shlo_bin_k(c, "multiply",
+                                 tt_shlo_ln_sum(c, tt_shlo_bin(c, "multiply", g, xhat), 1),
+                                 1.0 / (double)C);
+    tt_shv_t inner = tt_shlo_bin(c, "subtract",
+                                 tt_shlo_bin(c, "subtract", g, tt_shlo_ln_rows(c, mg, &rc)),
+                                 tt_shlo_bin(c, "multiply", xhat, tt_shlo_ln_rows(c, mgx, &rc)));
+    gx = tt_shlo_bin(c, "multiply", inner, rstd_rc);
+  } else {
+    gx = tt_shlo_const_f(c, TT_F32, &rc, 0.0);
+  }
+  tt_shv_t parts[3] = {tt_shlo_ln_flat(c, gx, R * C), gw, gb};
+  return tt_shlo_concat(c, 3, parts, 0);
+}
