@@ -12,12 +12,17 @@
 #include "torchtpu/kernels.h"
 
 /* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and the
- * loader picks one at run time (the engine is built without -march). */
+ * loader picks one at run time (the engine is built without -march): the
+ * x86-64-v4 and -v3 levels, which include FMA ("avx512f" or "avx2" alone
+ * do not), so fastmath.h's explicit fused multiply-adds are single
+ * instructions. a * b + c written as such stays two operations (ISO C
+ * mode: no contraction), as each op rounds in eager PyTorch. */
 /* (Not under ThreadSanitizer: ifunc resolvers run before its runtime is
  * up and crash when instrumented.) */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && \
     !defined(__SANITIZE_THREAD__)
-#define TT_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define TT_TARGET_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TT_TARGET_CLONES
 #endif
