@@ -101,9 +101,11 @@ typedef enum tt_op_e {
    * four values (off, sb, sh, sr) as tt_att_layout_t (kernels.h); grads
    * is (sw, sb, sh, sr), the three gradients at offsets 0, sw, 2*sw. The
    * results keep the shapes above; their bytes follow the layouts. */
-  TT_OP_LAYER_NORM,     /* (x[, weight][, bias]); i: [axis, has_weight, has_bias]  f: [eps];
-                         * F32 x normalised over dims [axis, rank) (R rows of C): F32
-                         * [R*C + 2R], the output, then mean and rstd per row (kernels.h) */
+  TT_OP_LAYER_NORM,     /* (x[, weight][, bias]); i: [axis, has_weight, has_bias, form]
+                         * f: [eps]; F32 x normalised over dims [axis, rank) (R rows of C):
+                         * form 0: the output, x's shape, F32; 1: F32 [2R], the mean and
+                         * then the rstd of each row; 2: F32 [R*C + 2R], the output
+                         * flattened, then mean and rstd (kernels.h) */
   TT_OP_LAYER_NORM_BWD, /* (grad_out, x, mean, rstd[, weight]); i: [axis, want_grad_x];
                          * F32 [R*C + 2C]: grad_x (zeros unless wanted), grad_weight and
                          * grad_bias, one after another */

@@ -305,8 +305,9 @@ int64_t tt_attention_probs_ld(int64_t S);
 /* ---- layer norm (layer_norm.c) -------------------------------------
  * x (F32) normalised over its dims [axis, rank), viewed as [R, C]:
  * y = (x - mean) * rstd * weight + bias per row, rstd = 1/sqrt(var + eps)
- * (biased variance), mean and rstd of R elements each; weight and bias
- * (NULL: none) of C elements. Views are checked by element count (any
+ * (biased variance), mean and rstd of R elements each (y, or mean and
+ * rstd together, may be NULL: not stored); weight and bias (NULL: none)
+ * of C elements. Views are checked by element count (any
  * shapes), all F32. The backward gives grad_x, grad_weight (the row sum of
  * grad_out * xhat) and grad_bias (the row sum of grad_out), each optional
  * (NULL), from the forward's mean and rstd; its sums over rows do not

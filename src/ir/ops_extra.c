@@ -243,7 +243,7 @@ tt_status_t tt_node_infer_extra(tt_node_t *n) {
     case TT_OP_LAYER_NORM:
     case TT_OP_LAYER_NORM_BWD: {
       int bwd = n->op == TT_OP_LAYER_NORM_BWD;
-      TT_RETURN_IF_ERROR(bwd ? tt_x_need(n, 4, 5, 2) : tt_x_need(n, 1, 3, 3));
+      TT_RETURN_IF_ERROR(bwd ? tt_x_need(n, 4, 5, 2) : tt_x_need(n, 1, 3, 4));
       const tt_node_t *xn = x[bwd];
       TT_RETURN_IF_ERROR(tt_x_dim(n, ia[0], xn->shape.rank));
       int64_t R = 1, C = 1;
@@ -264,7 +264,14 @@ tt_status_t tt_node_infer_extra(tt_node_t *n) {
                                 "%lld", tt_op_name(n->op), k, (long long)want[k],
                                 tt_dtype_name(x[k]->dtype),
                                 (long long)tt_shape_numel(&x[k]->shape));
-      n->shape = (tt_shape_t){.rank = 1, .dims = {R * C + 2 * (bwd ? C : R)}};
+      if (!bwd && (ia[3] < 0 || ia[3] > 2))
+        return tt_status_make(TT_INVALID_ARGUMENT, "layer_norm: form %lld is not 0, 1 or 2",
+                              (long long)ia[3]);
+      if (!bwd && ia[3] == 0)
+        n->shape = xn->shape;
+      else
+        n->shape = (tt_shape_t){.rank = 1,
+                                .dims = {bwd ? R * C + 2 * C : ia[3] == 1 ? 2 * R : R * C + 2 * R}};
       n->dtype = TT_F32;
       return NULL;
     }

@@ -65,7 +65,7 @@ static void tt_ln_forward_range(void *arg, int64_t begin, int64_t end) {
   const float inv_c = 1.0f / (float)C;
   for (int64_t r = begin; r < end; ++r) {
     const float *x = c->x + r * C;
-    float *y = c->y + r * C;
+    float *y = c->y ? c->y + r * C : NULL;
     float mean = tt_ln_sum(x, NULL, 0.0f, C) * inv_c;
     float var = 0.0f;
     {
@@ -83,6 +83,11 @@ static void tt_ln_forward_range(void *arg, int64_t begin, int64_t end) {
       var = (((acc[0] + acc[2]) + (acc[1] + acc[3])) + tail) * inv_c;
     }
     float rstd = 1.0f / sqrtf(var + c->eps);
+    if (c->mean) {
+      c->mean[r] = mean;
+      c->rstd[r] = rstd;
+    }
+    if (!y) continue;
     const float *w = c->w, *b = c->b;
     if (w && b) {
       for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
@@ -93,8 +98,6 @@ static void tt_ln_forward_range(void *arg, int64_t begin, int64_t end) {
     } else {
       for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - mean) * rstd;
     }
-    c->mean[r] = mean;
-    c->rstd[r] = rstd;
   }
 }
 
@@ -200,14 +203,18 @@ tt_status_t tt_kernel_layer_norm(const tt_view_t *x, int axis, const tt_view_t *
   TT_RETURN_IF_ERROR(tt_ln_vec(op, "output", y, R * C));
   TT_RETURN_IF_ERROR(tt_ln_vec(op, "mean", mean, R));
   TT_RETURN_IF_ERROR(tt_ln_vec(op, "rstd", rstd, R));
-  if (!y || !mean || !rstd)
-    return tt_status_make(TT_INVALID_ARGUMENT, "%s: output, mean and rstd are required", op);
+  if (!y && !(mean && rstd))
+    return tt_status_make(TT_INVALID_ARGUMENT, "%s: needs the output or both mean and rstd",
+                          op);
+  if ((mean == NULL) != (rstd == NULL))
+    return tt_status_make(TT_INVALID_ARGUMENT, "%s: mean and rstd go together", op);
   tt_ln_ctx_t c = {.x = x->data, .w = weight ? weight->data : NULL,
-                   .b = bias ? bias->data : NULL, .y = y->data, .mean = mean->data,
-                   .rstd = rstd->data, .R = R, .C = C, .eps = (float)eps};
+                   .b = bias ? bias->data : NULL, .y = y ? y->data : NULL,
+                   .mean = mean ? mean->data : NULL, .rstd = rstd ? rstd->data : NULL,
+                   .R = R, .C = C, .eps = (float)eps};
   if (C == 0) {
-    /* PyTorch: mean 0 and rstd 1/sqrt(eps)... of an empty row: NaN (0/0). */
-    for (int64_t r = 0; r < R; ++r) c.mean[r] = c.rstd[r] = NAN;
+    /* An empty row's mean and variance are 0/0. */
+    for (int64_t r = 0; r < R && c.mean; ++r) c.mean[r] = c.rstd[r] = NAN;
     return NULL;
   }
   tt_parallel_for(R, tt_ln_grain(C), tt_ln_forward_range, &c);

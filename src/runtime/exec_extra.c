@@ -121,9 +121,11 @@ static tt_status_t tt_run_layer_norm(const tt_instr_t *in, const tt_view_t *x, i
   for (int d = 0; d < xv->shape.rank; ++d) *(d < axis ? &R : &C) *= xv->shape.dims[d];
   if (in->op == TT_OP_LAYER_NORM) {
     const tt_view_t *w = ia[1] ? &x[1] : NULL, *b = ia[2] ? &x[1 + (ia[1] != 0)] : NULL;
-    tt_view_t y = tt_x_piece(out, 0, R * C), mean = tt_x_piece(out, R * C, R);
-    tt_view_t rstd = tt_x_piece(out, R * C + R, R);
-    return tt_kernel_layer_norm(xv, axis, w, b, in->fattrs[0], &y, &mean, &rstd);
+    if (ia[3] == 0) return tt_kernel_layer_norm(xv, axis, w, b, in->fattrs[0], out, NULL, NULL);
+    int64_t y = ia[3] == 2 ? R * C : 0;
+    tt_view_t yv = tt_x_piece(out, 0, R * C);
+    tt_view_t mean = tt_x_piece(out, y, R), rstd = tt_x_piece(out, y + R, R);
+    return tt_kernel_layer_norm(xv, axis, w, b, in->fattrs[0], y ? &yv : NULL, &mean, &rstd);
   }
   tt_view_t gx = tt_x_piece(out, 0, R * C), gw = tt_x_piece(out, R * C, C);
   tt_view_t gb = tt_x_piece(out, R * C + C, C);

@@ -43,11 +43,15 @@ def test_layer_norm_matches_cpu(shape, normalized, affine, grads):
         torch.testing.assert_close(b_.cpu(), a, atol=atol, rtol=1e-5)
 
 
-def test_native_layer_norm_statistics_match_cpu():
+@pytest.mark.parametrize("grad_mode", [True, False], ids=["packed", "no_grad"])
+def test_native_layer_norm_statistics_match_cpu(grad_mode):
+    """Output, mean and rstd: one packed instruction with grad mode on, the
+    output and the statistics as two under no_grad."""
     x = torch.randn(3, 4, 16) * 2
     w, b = torch.rand(16) + 0.5, torch.randn(16)
     want = torch.ops.aten.native_layer_norm(x, (16,), w, b, 1e-5)
-    got = torch.ops.aten.native_layer_norm(x.to(DEV), (16,), w.to(DEV), b.to(DEV), 1e-5)
+    with torch.set_grad_enabled(grad_mode):
+        got = torch.ops.aten.native_layer_norm(x.to(DEV), (16,), w.to(DEV), b.to(DEV), 1e-5)
     for a, g in zip(want, got):
         assert g.shape == a.shape and g.dtype == a.dtype
         torch.testing.assert_close(g.cpu(), a, atol=2e-6, rtol=1e-5)
@@ -59,11 +63,18 @@ import torch_xla.debug.metrics as met
 dev = torch_xla.device()
 ln = torch.nn.LayerNorm(32).to(dev)
 x = torch.randn(8, 32, device=dev, requires_grad=True)
+def ops():
+    out = {n: met.metric_data(n)[0] for n in met.metric_names() if n.startswith("ExecuteOp.")}
+    met.clear_metrics()
+    return out
 with torch_xla.step():
     ln(x).square().sum().backward()
 torch_xla.sync(wait=True)
-print(json.dumps({n: met.metric_data(n)[0] for n in met.metric_names()
-                  if n.startswith("ExecuteOp.")}))
+train = ops()
+with torch.no_grad():
+    y = ln(x)
+torch_xla.sync(wait=True)
+print(json.dumps({"train": train, "infer": ops()}))
 """
 
 
@@ -75,11 +86,20 @@ def _profiled_ops(**env):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def test_step_runs_one_layer_norm_instruction_each_way():
+def test_step_runs_the_layer_norm_instructions():
+    """A training step: one forward instruction (output and statistics
+    packed) and one backward, no other reduction; inference (no_grad):
+    the output alone, its own instruction (the statistics are another, dead
+    code), no slice of a packed result."""
     ops = _profiled_ops()
-    assert ops.get("ExecuteOp.layer_norm") == 1 and ops.get("ExecuteOp.layer_norm_bwd") == 1, ops
-    assert "ExecuteOp.fused_reduce" not in ops, ops
-    off = _profiled_ops(TORCHTPU_FUSED_LAYER_NORM="0")
+    train, infer = ops["train"], ops["infer"]
+    assert train.get("ExecuteOp.layer_norm") == 1, train
+    assert train.get("ExecuteOp.layer_norm_bwd") == 1, train
+    assert "ExecuteOp.fused_reduce" not in train, train
+    assert infer.get("ExecuteOp.layer_norm") == 1 and "ExecuteOp.output_copy" in infer, infer
+    assert len([k for k in infer if k not in ("ExecuteOp.layer_norm",
+                                              "ExecuteOp.output_copy")]) == 0, infer
+    off = _profiled_ops(TORCHTPU_FUSED_LAYER_NORM="0")["train"]
     assert "ExecuteOp.layer_norm" not in off and "ExecuteOp.layer_norm_bwd" not in off, off
 
 
@@ -87,3 +107,31 @@ def test_half_types_keep_the_primitives():
     x = torch.randn(4, 16, dtype=torch.bfloat16)
     y = F.layer_norm(x.to(DEV), (16,))
     torch.testing.assert_close(y.cpu(), F.layer_norm(x, (16,)), atol=2e-2, rtol=2e-2)
+
+
+PJRT_CHILD = r"""
+import json, torch, torch_xla, torch_xla.debug.metrics as met
+d = torch_xla.device()
+g = torch.Generator().manual_seed(0)
+x = torch.randn(3, 4, 16, generator=g) * 2
+w, b = torch.rand(16, generator=g) + 0.5, torch.randn(16, generator=g)
+want = torch.ops.aten.native_layer_norm(x, (16,), w, b, 1e-5)
+err = []
+for grad in (True, False):
+    with torch.set_grad_enabled(grad):
+        got = torch.ops.aten.native_layer_norm(x.to(d), (16,), w.to(d), b.to(d), 1e-5)
+    err.append(max(float((a - c.cpu()).abs().max()) for a, c in zip(want, got)))
+print(json.dumps({"err": err, "pjrt": met.counter_value("PjrtExecute") or 0}))
+"""
+
+
+def test_every_form_through_a_pjrt_plugin():
+    """The StableHLO lowering of each forward form (packed, output alone,
+    statistics alone) run by XLA's CPU plugin; the backward's runs in
+    test_pjrt_engine.py (op table, transformer training)."""
+    e = dict(os.environ, PJRT_DEVICE="CPU", TORCHTPU_CPU_BACKEND="pjrt", CPU_NUM_DEVICES="1")
+    r = subprocess.run([sys.executable, "-c", PJRT_CHILD], env=e, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["pjrt"] >= 2 and max(out["err"]) < 1e-5, out

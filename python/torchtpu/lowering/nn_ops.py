@@ -1070,12 +1070,22 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     if _ln_fused_ok(x, normalized_shape, weight, bias):
         axis = x.dim() - len(normalized_shape)
         operands = [x._h] + [p._h for p in (weight, bias) if p is not None]
-        packed = op(LAYER_NORM, operands, (axis, int(weight is not None), int(bias is not None)),
-                    (float(eps),))
-        C = _prod(x.shape[axis:])
-        R = x.numel() // C
+        flags = (axis, int(weight is not None), int(bias is not None))
+        R = x.numel() // _prod(x.shape[axis:])
         stat = list(x.shape[:axis]) + [1] * len(normalized_shape)
-        y, mean, rstd = _ln_pieces(packed, [(R * C, list(x.shape)), (R, stat), (R, stat)])
+        if torch.is_grad_enabled():
+            # Training: autograd keeps mean and rstd, and the output is
+            # read by the next layer: one pass, one packed result.
+            packed = op(LAYER_NORM, operands, flags + (2,), (float(eps),))
+            y, mean, rstd = _ln_pieces(packed, [(x.numel(), list(x.shape)), (R, stat),
+                                                (R, stat)])
+        else:
+            # Inference: the output alone (often the graph's output, written
+            # in place there, where a slice of a packed result is copied);
+            # the statistics are their own instruction, dead code unless read.
+            y = op(LAYER_NORM, operands, flags + (0,), (float(eps),))
+            stats = op(LAYER_NORM, [x._h], (axis, 0, 0, 1), (float(eps),))
+            mean, rstd = _ln_pieces(stats, [(R, stat), (R, stat)])
         return wrap(y), wrap(mean), wrap(rstd)
     dev = x._h.device
     ct = TT_F32 if x.dtype in (torch.float16, torch.bfloat16) else x._h.dtype

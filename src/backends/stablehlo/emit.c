@@ -691,8 +691,8 @@ static const char *const tt_shlo_lowering_[] = {
                             "dq, dk), reduce add, reshapes and a concatenate of the three "
                             "flattened gradients",
     [TT_OP_LAYER_NORM] = "on [R, C]: reduce add (mean), subtract, multiply, reduce add "
-                         "(variance), add eps, rsqrt, multiply (weight), add (bias); the output, "
-                         "mean and rstd flattened and concatenated",
+                         "(variance), add eps, rsqrt, multiply (weight), add (bias); the output "
+                         "reshaped back, mean and rstd concatenated, or all three",
     [TT_OP_LAYER_NORM_BWD] = "on [R, C]: xhat from mean and rstd, reduce add over columns (two "
                              "row means) and rows (grad_weight, grad_bias), elementwise grad_x; "
                              "the three concatenated",

@@ -1,8 +1,9 @@
 /* StableHLO lowerings of LAYER_NORM and LAYER_NORM_BWD (the engine's
  * fused layer norm, src/kernels/layer_norm.c): x reshaped to [R, C],
  * row means as reduce add over dim 1, column sums over dim 0, the rest
- * elementwise, and the packed results (flattened pieces concatenated)
- * laid out as the kernels write them. */
+ * elementwise; the forward's output in x's shape, its statistics (mean
+ * then rstd), or both packed, the backward's gradients flattened and
+ * concatenated. */
 #include "backends/stablehlo/emit_internal.h"
 
 /* v [R] broadcast along the columns of [R, C]. */
@@ -46,14 +47,21 @@ tt_shv_t tt_shlo_lower_layer_norm(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
                                  tt_shlo_ln_sum(c, tt_shlo_bin(c, "multiply", xc, xc), 1),
                                  1.0 / (double)C);
     tt_shv_t rstd = tt_shlo_un(c, "rsqrt", tt_shlo_bin_k(c, "add", var, in->fattrs[0]));
+    if (in->iattrs[3] == 1) {
+      tt_shv_t stats[2] = {mean, rstd};
+      return tt_shlo_concat(c, 2, stats, 0);
+    }
     tt_shv_t y = tt_shlo_bin(c, "multiply", xc, tt_shlo_ln_rows(c, rstd, &rc));
     int k = 1;
     if (in->iattrs[1])
       y = tt_shlo_bin(c, "multiply", y, tt_shlo_ln_cols(c, tt_shlo_ln_flat(c, ins->x[k++], C), &rc));
     if (in->iattrs[2])
       y = tt_shlo_bin(c, "add", y, tt_shlo_ln_cols(c, tt_shlo_ln_flat(c, ins->x[k], C), &rc));
-    tt_shv_t parts[3] = {tt_shlo_ln_flat(c, y, R * C), mean, rstd};
-    return tt_shlo_concat(c, 3, parts, 0);
+    if (in->iattrs[3] == 2) {
+      tt_shv_t parts[3] = {tt_shlo_ln_flat(c, y, R * C), mean, rstd};
+      return tt_shlo_concat(c, 3, parts, 0);
+    }
+    return tt_shlo_reshape(c, y, xs);
   }
   tt_shv_t go = tt_shlo_reshape(c, ins->x[0], &rc);
   tt_shv_t mean = tt_shlo_ln_flat(c, ins->x[2], R), rstd = tt_shlo_ln_flat(c, ins->x[3], R);
