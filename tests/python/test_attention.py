@@ -3,16 +3,12 @@ attention_ops.py, src/kernels/attention.c) against eager PyTorch CPU:
 forward and gradients, masks, narrow dtypes, the calls that keep PyTorch's
 decomposition, the aten op it lowers, errors, and (in a child process with
 the execution profile on) which instructions a step really runs."""
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 import torch_xla
+from child import run_json
 
 DEV = torch_xla.device()
 
@@ -208,11 +204,7 @@ print(json.dumps(ops))
 
 
 def _profiled_ops(**env):
-    e = dict(os.environ, PJRT_DEVICE="CPU", TORCHTPU_EXEC_PROFILE="1", **env)
-    r = subprocess.run([sys.executable, "-c", PROFILE_CHILD], env=e, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return run_json(PROFILE_CHILD, TORCHTPU_EXEC_PROFILE="1", **env)
 
 
 def test_step_runs_one_attention_instruction_each_way():
@@ -251,11 +243,7 @@ print(json.dumps({"kept": met.counter_value("AttentionProbsKept") or 0, "grads":
 
 
 def _keep_run(S, **env):
-    e = dict(os.environ, PJRT_DEVICE="CPU", **env)
-    r = subprocess.run([sys.executable, "-c", KEEP_CHILD, str(S)], env=e, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return run_json(KEEP_CHILD, S, **env)
 
 
 def test_backward_reads_the_forwards_probabilities():

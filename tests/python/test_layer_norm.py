@@ -3,16 +3,12 @@ layer_norm.c; lowering in python/torchtpu/lowering/nn_ops.py) against
 PyTorch CPU: which gradients are asked for, parameters with and without
 gradients, several normalized shapes; which instructions a training step
 runs, and TORCHTPU_FUSED_LAYER_NORM=0 keeping the IR primitives."""
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 import torch_xla
+from child import run_json
 
 DEV = torch_xla.device()
 
@@ -79,11 +75,7 @@ print(json.dumps({"train": train, "infer": ops()}))
 
 
 def _profiled_ops(**env):
-    e = dict(os.environ, PJRT_DEVICE="CPU", TORCHTPU_EXEC_PROFILE="1", **env)
-    r = subprocess.run([sys.executable, "-c", PROFILE_CHILD], env=e, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return run_json(PROFILE_CHILD, TORCHTPU_EXEC_PROFILE="1", **env)
 
 
 def test_step_runs_the_layer_norm_instructions():
@@ -129,9 +121,5 @@ def test_every_form_through_a_pjrt_plugin():
     """The StableHLO lowering of each forward form (packed, output alone,
     statistics alone) run by XLA's CPU plugin; the backward's runs in
     test_pjrt_engine.py (op table, transformer training)."""
-    e = dict(os.environ, PJRT_DEVICE="CPU", TORCHTPU_CPU_BACKEND="pjrt", CPU_NUM_DEVICES="1")
-    r = subprocess.run([sys.executable, "-c", PJRT_CHILD], env=e, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = run_json(PJRT_CHILD, TORCHTPU_CPU_BACKEND="pjrt", CPU_NUM_DEVICES="1")
     assert out["pjrt"] >= 2 and max(out["err"]) < 1e-5, out
