@@ -12,7 +12,10 @@
  * softmax is exact: max, exp, sum per row, as forward), then
  *   dv += p^T do,  dp = do v^T,  ds = p * (dp - rowsum(p * dp)) * scale,
  *   dq = ds k,     dk += ds^T q
- * (rowsum(p * dp) is rowsum(do * out), without reading out).
+ * (rowsum(p * dp) is rowsum(do * out), without reading out). Given the
+ * forward's kept probabilities (tt_kernel_attention_ex's probs: the
+ * executable pairs a step's forward and backward), the backward reads p
+ * instead of recomputing it.
  * One thread owns a whole (batch, head) problem, so dk and dv accumulate
  * without races. The products are small (a head's E is 32-128, a block
  * 64 rows), too small for tt_sgemm's packing to pay, so they run on the

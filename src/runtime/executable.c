@@ -267,7 +267,7 @@ static tt_status_t tt_plan_epilogues(tt_executable_t *e) {
  * size of q (S <= 4 max(E, Ev), rounded) so that long sequences, where
  * they grow as L*S, keep the memory of the flash form.
  * TORCHTPU_ATTENTION_KEEP_PROBS=0 turns it off. */
-static int tt_att_pair_fits_(const tt_graph_t *g, const tt_instr_t *f, const tt_instr_t *b) {
+static int tt_att_pair_fits_(const tt_instr_t *f, const tt_instr_t *b) {
   if (f->num_operands + 1 != b->num_operands) return 0;
   for (int k = 0; k < f->num_operands; ++k)
     if (f->operands[k] != b->operands[k + 1]) return 0;
@@ -275,7 +275,6 @@ static int tt_att_pair_fits_(const tt_graph_t *g, const tt_instr_t *f, const tt_
   int strided = f->num_iattrs > 2;
   if (strided != (b->num_iattrs > 1)) return 0;
   if (!strided) return f->iattrs[1] == 0; /* the out form, not the logsumexp one */
-  (void)g;
   /* [causal, 0, B..Ev, q, k, v, out] against [causal, B..Ev, grad_out, q, k, v, grads] */
   for (int k = 0; k < 6; ++k)
     if (f->iattrs[2 + k] != b->iattrs[1 + k]) return 0;
@@ -307,13 +306,13 @@ static tt_status_t tt_plan_attention_pairs(tt_executable_t *e) {
     for (int32_t f = 0; f < b; ++f) {
       const tt_instr_t *fi = &g->instrs[f];
       if (fi->op != TT_OP_ATTENTION || (e->att_peer && e->att_peer[f] >= 0) ||
-          !tt_att_pair_fits_(g, fi, bi))
+          !tt_att_pair_fits_(fi, bi))
         continue;
       int64_t d[6];
       tt_att_sizes_(g, fi, d);
       int64_t ld = tt_attention_probs_ld(d[3]);
       int64_t width = d[4] > d[5] ? d[4] : d[5];
-      if (ld > 4 * (width > 16 ? width : 16)) break;
+      if (ld > 4 * (width > 16 ? width : 16)) break; /* too large: b recomputes */
       if (!e->att_peer) {
         e->att_peer = malloc(sizeof(int32_t) * ((size_t)n + 1));
         e->att_bytes = calloc((size_t)n + 1, sizeof(size_t));

@@ -53,8 +53,10 @@ tt_shv_t tt_shlo_lower_layer_norm(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
     }
     tt_shv_t y = tt_shlo_bin(c, "multiply", xc, tt_shlo_ln_rows(c, rstd, &rc));
     int k = 1;
-    if (in->iattrs[1])
-      y = tt_shlo_bin(c, "multiply", y, tt_shlo_ln_cols(c, tt_shlo_ln_flat(c, ins->x[k++], C), &rc));
+    if (in->iattrs[1]) {
+      tt_shv_t w = tt_shlo_ln_cols(c, tt_shlo_ln_flat(c, ins->x[k++], C), &rc);
+      y = tt_shlo_bin(c, "multiply", y, w);
+    }
     if (in->iattrs[2])
       y = tt_shlo_bin(c, "add", y, tt_shlo_ln_cols(c, tt_shlo_ln_flat(c, ins->x[k], C), &rc));
     if (in->iattrs[3] == 2) {
