@@ -123,3 +123,20 @@ def test_every_form_through_a_pjrt_plugin():
     test_pjrt_engine.py (op table, transformer training)."""
     out = run_json(PJRT_CHILD, TORCHTPU_CPU_BACKEND="pjrt", CPU_NUM_DEVICES="1")
     assert out["pjrt"] >= 2 and max(out["err"]) < 1e-5, out
+
+
+@pytest.mark.parametrize("which", ["weight", "bias"])
+def test_one_affine_parameter(which):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(5, 24, generator=g)
+    p = torch.randn(24, generator=g)
+    cot = torch.randn(5, 24, generator=g)
+    results = []
+    for dev in ("cpu", DEV):
+        xs = x.to(dev).requires_grad_()
+        ps = p.to(dev).requires_grad_()
+        kw = {which: ps}
+        y = F.layer_norm(xs, (24,), **kw)
+        results.append([y] + list(torch.autograd.grad(y, [xs, ps], cot.to(dev))))
+    for a, b in zip(*results):
+        torch.testing.assert_close(b.cpu(), a, atol=2e-5, rtol=1e-5)
