@@ -75,6 +75,9 @@ typedef struct tt_shape_s {
 } tt_shape_t;
 
 int64_t tt_shape_numel(const tt_shape_t *shape);
+/* The shape as a matrix split at dim axis: *outer the product of dims
+ * [0, axis), *inner that of [axis, rank). */
+void tt_shape_split(const tt_shape_t *shape, int axis, int64_t *outer, int64_t *inner);
 int tt_shape_equal(const tt_shape_t *a, const tt_shape_t *b);
 /* Whether x broadcasts to `to` (right-aligned; each dim equal or 1). */
 int tt_shape_broadcasts_to(const tt_shape_t *x, const tt_shape_t *to);

@@ -41,6 +41,11 @@ int tt_dtype_is_complex(tt_dtype_t dtype) { return dtype == TT_C64; }
 
 /* The product of the dims (1 for rank 0); -1 for a rank outside
  * [0, TT_MAX_RANK] or a negative dim. */
+void tt_shape_split(const tt_shape_t *shape, int axis, int64_t *outer, int64_t *inner) {
+  *outer = *inner = 1;
+  for (int32_t i = 0; i < shape->rank; ++i) *(i < axis ? outer : inner) *= shape->dims[i];
+}
+
 int64_t tt_shape_numel(const tt_shape_t *shape) {
   if (!shape || shape->rank < 0 || shape->rank > TT_MAX_RANK) return -1;
   int64_t n = 1;

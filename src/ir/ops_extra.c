@@ -246,8 +246,8 @@ tt_status_t tt_node_infer_extra(tt_node_t *n) {
       TT_RETURN_IF_ERROR(bwd ? tt_x_need(n, 4, 5, 2) : tt_x_need(n, 1, 3, 4));
       const tt_node_t *xn = x[bwd];
       TT_RETURN_IF_ERROR(tt_x_dim(n, ia[0], xn->shape.rank));
-      int64_t R = 1, C = 1;
-      for (int d = 0; d < xn->shape.rank; ++d) *(d < ia[0] ? &R : &C) *= xn->shape.dims[d];
+      int64_t R, C;
+      tt_shape_split(&xn->shape, (int)ia[0], &R, &C);
       /* Forward: weight then bias, as flagged; backward: grad_out (as x),
        * mean, rstd (R each), weight. */
       int64_t want[5] = {R * C, C, C, 0, 0};

@@ -23,4 +23,13 @@ tt_status_t tt_run_instr_extra(const tt_instr_t *in, const tt_view_t *x, int num
 tt_status_t tt_run_attention(const tt_instr_t *in, const tt_view_t *x, int num_operands,
                              tt_view_t *out, float *psave, const float *pload);
 
+/* The bytes of the probabilities that backward b (ATTENTION_BWD) of graph
+ * g can read from forward f (ATTENTION, out form) instead of recomputing
+ * them, or 0 when it cannot: the same q, k, v instructions (in the strided
+ * forms the same sizes and layouts), mask, causal flag and scale. Also 0
+ * where the buffer, f32 [B*H*L, tt_attention_probs_ld(S)], would exceed
+ * four times q's size (S above 4 max(E, Ev, 16)): long sequences, where
+ * it grows as L*S, keep the flash form's memory. */
+size_t tt_attention_kept_bytes(const tt_graph_t *g, const tt_instr_t *f, const tt_instr_t *b);
+
 #endif /* TORCHTPU_IR_OPS_EXTRA_H_ */

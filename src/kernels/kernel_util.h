@@ -214,6 +214,11 @@ float tt_row_minmax_f32_isa(const float *x, int64_t n, int want_max, tt_sgemm_is
  * serial chain under ISO float rules and runs scalar). The lanes fold by
  * halving: 4 dependent adds, not 16. Softmax rows and attention rows. */
 #define TT_ROW_LANES 16
+static TT_ALWAYS_INLINE float tt_row_lanes_fold(float *acc) {
+  for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
+  for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
+  return (acc[0] + acc[2]) + (acc[1] + acc[3]);
+}
 static TT_ALWAYS_INLINE float tt_row_sum_f32(const float *a, const float *b, int64_t n) {
   float acc[TT_ROW_LANES] = {0};
   int64_t i = 0;
@@ -224,9 +229,7 @@ static TT_ALWAYS_INLINE float tt_row_sum_f32(const float *a, const float *b, int
       for (int l = 0; l < TT_ROW_LANES; ++l) acc[l] += a[i + l];
     }
   }
-  for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
-  for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
-  float sum = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+  float sum = tt_row_lanes_fold(acc);
   for (; i < n; ++i) sum += b ? a[i] * b[i] : a[i];
   return sum;
 }

@@ -38,24 +38,22 @@ typedef struct tt_ln_ctx_s {
   float eps;
 } tt_ln_ctx_t;
 
-/* Sum of a[0..n) (times b[0..n) when b) in 16 lanes, the lanes then added
- * pairwise: the same order for every row. */
-static TT_ALWAYS_INLINE float tt_ln_sum(const float *a, const float *b, float sub, int64_t n) {
+/* Sum of a[i] - sub (squared when square) over [0, n) in 16 lanes, the
+ * lanes folded, then the tail: the same order for every row. */
+static TT_ALWAYS_INLINE float tt_ln_sum(const float *a, float sub, int square, int64_t n) {
   float acc[TT_ROW_LANES] = {0};
   int64_t i = 0;
   for (; i + TT_ROW_LANES <= n; i += TT_ROW_LANES)
     for (int l = 0; l < TT_ROW_LANES; ++l) {
       float v = a[i + l] - sub;
-      acc[l] += b ? v * b[i + l] : v;
+      acc[l] += square ? v * v : v;
     }
   float tail = 0.0f;
   for (; i < n; ++i) {
     float v = a[i] - sub;
-    tail += b ? v * b[i] : v;
+    tail += square ? v * v : v;
   }
-  for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
-  for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
-  return ((acc[0] + acc[2]) + (acc[1] + acc[3])) + tail;
+  return tt_row_lanes_fold(acc) + tail;
 }
 
 TT_LN_CLONES
@@ -66,22 +64,8 @@ static void tt_ln_forward_range(void *arg, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; ++r) {
     const float *x = c->x + r * C;
     float *y = c->y ? c->y + r * C : NULL;
-    float mean = tt_ln_sum(x, NULL, 0.0f, C) * inv_c;
-    float var = 0.0f;
-    {
-      float acc[TT_ROW_LANES] = {0};
-      int64_t i = 0;
-      for (; i + TT_ROW_LANES <= C; i += TT_ROW_LANES)
-        for (int l = 0; l < TT_ROW_LANES; ++l) {
-          float d = x[i + l] - mean;
-          acc[l] += d * d;
-        }
-      float tail = 0.0f;
-      for (; i < C; ++i) tail += (x[i] - mean) * (x[i] - mean);
-      for (int l = 0; l < 8; ++l) acc[l] += acc[l + 8];
-      for (int l = 0; l < 4; ++l) acc[l] += acc[l + 4];
-      var = (((acc[0] + acc[2]) + (acc[1] + acc[3])) + tail) * inv_c;
-    }
+    float mean = tt_ln_sum(x, 0.0f, 0, C) * inv_c;
+    float var = tt_ln_sum(x, mean, 1, C) * inv_c;
     float rstd = 1.0f / sqrtf(var + c->eps);
     if (c->mean) {
       c->mean[r] = mean;
@@ -130,11 +114,9 @@ static TT_ALWAYS_INLINE void tt_ln_backward_row(const float *restrict x,
     tb += g * xh;
   }
   if (!dx) return;
-  for (int l = 0; l < 8; ++l) a[l] += a[l + 8], bx[l] += bx[l + 8];
-  for (int l = 0; l < 4; ++l) a[l] += a[l + 4], bx[l] += bx[l + 4];
   float inv_c = 1.0f / (float)C;
-  float mg = (((a[0] + a[2]) + (a[1] + a[3])) + ta) * inv_c;
-  float mgx = (((bx[0] + bx[2]) + (bx[1] + bx[3])) + tb) * inv_c;
+  float mg = (tt_row_lanes_fold(a) + ta) * inv_c;
+  float mgx = (tt_row_lanes_fold(bx) + tb) * inv_c;
   for (int64_t j = 0; j < C; ++j) {
     float xh = (x[j] - mean) * rstd;
     float g = w ? go[j] * w[j] : go[j];
@@ -173,9 +155,7 @@ static tt_status_t tt_ln_geom(const char *op, const tt_view_t *x, int axis, int6
   if (axis < 0 || axis >= x->shape.rank)
     return tt_status_make(TT_INVALID_ARGUMENT, "%s: axis %d out of range for rank %d", op, axis,
                           x->shape.rank);
-  *R = 1;
-  *C = 1;
-  for (int d = 0; d < x->shape.rank; ++d) *(d < axis ? R : C) *= x->shape.dims[d];
+  tt_shape_split(&x->shape, axis, R, C);
   return NULL;
 }
 

@@ -35,9 +35,7 @@ static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
       int64_t i = 0;
       for (; i + TT_ROW_LANES <= L; i += TT_ROW_LANES)
         for (int q = 0; q < TT_ROW_LANES; ++q) acc[q] += tt_expf_fast(y[i + q] - mm);
-      for (int q = 0; q < 8; ++q) acc[q] += acc[q + 8];
-      for (int q = 0; q < 4; ++q) acc[q] += acc[q + 4];
-      float sum = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+      float sum = tt_row_lanes_fold(acc);
       for (; i < L; ++i) sum += tt_expf_fast(y[i] - mm);
       float ls = logf(sum);
       for (int64_t l = 0; l < L; ++l) y[l] = (y[l] - mm) - ls;

@@ -106,6 +106,36 @@ tt_status_t tt_run_attention(const tt_instr_t *in, const tt_view_t *x, int num_o
   }
 }
 
+size_t tt_attention_kept_bytes(const tt_graph_t *g, const tt_instr_t *f, const tt_instr_t *b) {
+  if (f->op != TT_OP_ATTENTION || b->op != TT_OP_ATTENTION_BWD ||
+      f->num_operands + 1 != b->num_operands)
+    return 0;
+  for (int k = 0; k < f->num_operands; ++k)
+    if (f->operands[k] != b->operands[k + 1]) return 0;
+  const int64_t *fa = f->iattrs, *ba = b->iattrs;
+  if (fa[0] != ba[0] || f->fattrs[0] != b->fattrs[0]) return 0;
+  int strided = f->num_iattrs > 2;
+  if (strided != (b->num_iattrs > 1)) return 0;
+  tt_att_geom_t geo;
+  if (strided) {
+    /* [causal, 0, B..Ev, q, k, v, out] against [causal, B..Ev, grad_out, q, k, v, grads] */
+    for (int k = 0; k < 6; ++k)
+      if (fa[2 + k] != ba[1 + k]) return 0;
+    for (int k = 0; k < 12; ++k)
+      if (fa[8 + k] != ba[11 + k]) return 0;
+    tt_x_att_geom(fa + 2, &geo);
+  } else {
+    if (fa[1]) return 0; /* the logsumexp form */
+    const int64_t *q = g->instrs[f->operands[0]].shape.dims;
+    const int64_t *k = g->instrs[f->operands[1]].shape.dims;
+    const int64_t *v = g->instrs[f->operands[2]].shape.dims;
+    geo = (tt_att_geom_t){.B = q[0], .H = q[1], .L = q[2], .S = k[2], .E = q[3], .Ev = v[3]};
+  }
+  int64_t ld = tt_attention_probs_ld(geo.S), width = geo.E > geo.Ev ? geo.E : geo.Ev;
+  if (ld > 4 * (width > 16 ? width : 16)) return 0;
+  return (size_t)(geo.B * geo.H * geo.L * ld) * sizeof(float);
+}
+
 /* A flat F32 piece [off, off + n) of out, as a rank-1 view. */
 static tt_view_t tt_x_piece(const tt_view_t *out, int64_t off, int64_t n) {
   return (tt_view_t){.data = (float *)out->data + off, .dtype = TT_F32,
@@ -117,8 +147,8 @@ static tt_status_t tt_run_layer_norm(const tt_instr_t *in, const tt_view_t *x, i
   const int64_t *ia = in->iattrs;
   int axis = (int)ia[0];
   const tt_view_t *xv = &x[in->op == TT_OP_LAYER_NORM_BWD];
-  int64_t R = 1, C = 1;
-  for (int d = 0; d < xv->shape.rank; ++d) *(d < axis ? &R : &C) *= xv->shape.dims[d];
+  int64_t R, C;
+  tt_shape_split(&xv->shape, axis, &R, &C);
   if (in->op == TT_OP_LAYER_NORM) {
     const tt_view_t *w = ia[1] ? &x[1] : NULL, *b = ia[2] ? &x[1 + (ia[1] != 0)] : NULL;
     if (ia[3] == 0) return tt_kernel_layer_norm(xv, axis, w, b, in->fattrs[0], out, NULL, NULL);

@@ -256,45 +256,12 @@ static tt_status_t tt_plan_epilogues(tt_executable_t *e) {
   return NULL;
 }
 
-/* Attention pairs: a forward ATTENTION and an ATTENTION_BWD over the same
- * q, k, v (the same instructions, and in the strided forms the same
- * sizes and layouts), mask, causal flag and scale, as a training step
- * has them, keep the forward's probabilities for the backward
- * (tt_kernel_attention_ex), which then skips recomputing q k^T and its
- * softmax: the decoder of bench_training.py, a 64-key causal attention,
- * ran its backward ~35% faster (docs/kernels.md). The probabilities are
- * f32 [B*H*L, pad16(S)]; kept only where that is at most four times the
- * size of q (S <= 4 max(E, Ev), rounded) so that long sequences, where
- * they grow as L*S, keep the memory of the flash form.
- * TORCHTPU_ATTENTION_KEEP_PROBS=0 turns it off. */
-static int tt_att_pair_fits_(const tt_instr_t *f, const tt_instr_t *b) {
-  if (f->num_operands + 1 != b->num_operands) return 0;
-  for (int k = 0; k < f->num_operands; ++k)
-    if (f->operands[k] != b->operands[k + 1]) return 0;
-  if (f->iattrs[0] != b->iattrs[0] || f->fattrs[0] != b->fattrs[0]) return 0;
-  int strided = f->num_iattrs > 2;
-  if (strided != (b->num_iattrs > 1)) return 0;
-  if (!strided) return f->iattrs[1] == 0; /* the out form, not the logsumexp one */
-  /* [causal, 0, B..Ev, q, k, v, out] against [causal, B..Ev, grad_out, q, k, v, grads] */
-  for (int k = 0; k < 6; ++k)
-    if (f->iattrs[2 + k] != b->iattrs[1 + k]) return 0;
-  for (int k = 0; k < 12; ++k)
-    if (f->iattrs[8 + k] != b->iattrs[11 + k]) return 0;
-  return 1;
-}
-
-/* The sizes (B, H, L, S, E, Ev) of attention forward f. */
-static void tt_att_sizes_(const tt_graph_t *g, const tt_instr_t *f, int64_t d[6]) {
-  if (f->num_iattrs > 2) {
-    for (int k = 0; k < 6; ++k) d[k] = f->iattrs[2 + k];
-    return;
-  }
-  const int64_t *q = g->instrs[f->operands[0]].shape.dims;
-  const int64_t *k = g->instrs[f->operands[1]].shape.dims;
-  const int64_t *v = g->instrs[f->operands[2]].shape.dims;
-  d[0] = q[0], d[1] = q[1], d[2] = q[2], d[3] = k[2], d[4] = q[3], d[5] = v[3];
-}
-
+/* Attention pairs: a forward ATTENTION and an ATTENTION_BWD that can
+ * share the forward's probabilities (tt_attention_kept_bytes, as a
+ * training step has them) keep them for the backward, which then skips
+ * recomputing q k^T and its softmax: the decoder of bench_training.py, a
+ * 64-key causal attention, ran its backward ~35% faster
+ * (docs/compiler.md). TORCHTPU_ATTENTION_KEEP_PROBS=0 turns it off. */
 static tt_status_t tt_plan_attention_pairs(tt_executable_t *e) {
   const tt_graph_t *g = e->graph;
   int32_t n = g->num_instrs;
@@ -305,14 +272,9 @@ static tt_status_t tt_plan_attention_pairs(tt_executable_t *e) {
     if (bi->op != TT_OP_ATTENTION_BWD) continue;
     for (int32_t f = 0; f < b; ++f) {
       const tt_instr_t *fi = &g->instrs[f];
-      if (fi->op != TT_OP_ATTENTION || (e->att_peer && e->att_peer[f] >= 0) ||
-          !tt_att_pair_fits_(fi, bi))
-        continue;
-      int64_t d[6];
-      tt_att_sizes_(g, fi, d);
-      int64_t ld = tt_attention_probs_ld(d[3]);
-      int64_t width = d[4] > d[5] ? d[4] : d[5];
-      if (ld > 4 * (width > 16 ? width : 16)) break; /* too large: b recomputes */
+      if (fi->op != TT_OP_ATTENTION || (e->att_peer && e->att_peer[f] >= 0)) continue;
+      size_t bytes = tt_attention_kept_bytes(g, fi, bi);
+      if (!bytes) continue;
       if (!e->att_peer) {
         e->att_peer = malloc(sizeof(int32_t) * ((size_t)n + 1));
         e->att_bytes = calloc((size_t)n + 1, sizeof(size_t));
@@ -322,7 +284,7 @@ static tt_status_t tt_plan_attention_pairs(tt_executable_t *e) {
       }
       e->att_peer[f] = b;
       e->att_peer[b] = f;
-      e->att_bytes[f] = (size_t)(d[0] * d[1] * d[2] * ld) * sizeof(float);
+      e->att_bytes[f] = bytes;
       break;
     }
   }
@@ -910,7 +872,7 @@ static tt_status_t tt_run_attention_pair(const tt_executable_t *e, const tt_grap
     x[k] = tt_make_view(&g->instrs[in->operands[k]], vals[in->operands[k]]);
   int32_t peer = e->att_peer[i];
   if (peer > i) {
-    kept[i] = e->att_bytes[i] ? tt_device_alloc(device, e->att_bytes[i]) : NULL;
+    kept[i] = tt_device_alloc(device, e->att_bytes[i]);
     return tt_run_attention(in, x, in->num_operands, out, kept[i], NULL);
   }
   tt_status_t st = tt_run_attention(in, x, in->num_operands, out, NULL, kept[peer]);

@@ -1,5 +1,6 @@
 """Linear algebra and neural-network lowerings: GEMMs, convolution,
 pooling, softmax, embedding, dropout."""
+import math
 import os
 
 import torch
@@ -1045,19 +1046,13 @@ def _ln_fused_ok(x, normalized_shape, *params):
                for p in params)
 
 
-def _prod(dims):
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n
-
-
 def _ln_pieces(packed, sizes):
-    """Contiguous slices of a packed layer-norm result (read in place)."""
+    """Contiguous slices of a packed layer-norm result (read in place), as
+    tensors of the given shapes; None where the shape is None."""
     out, start = [], 0
     for n, shape in sizes:
         out.append(None if shape is None else
-                   reshape(op(SLICE, [packed], (start, start + n, 1)), shape))
+                   wrap(reshape(op(SLICE, [packed], (start, start + n, 1)), shape)))
         start += n
     return out
 
@@ -1072,22 +1067,19 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
         axis = x.dim() - len(normalized_shape)
         operands = [x._h] + [p._h for p in (weight, bias) if p is not None]
         flags = (axis, int(weight is not None), int(bias is not None))
-        R = x.numel() // _prod(x.shape[axis:])
+        R = math.prod(x.shape[:axis])
         stat = list(x.shape[:axis]) + [1] * len(normalized_shape)
         if torch.is_grad_enabled():
             # Training: autograd keeps mean and rstd, and the output is
             # read by the next layer: one pass, one packed result.
             packed = op(LAYER_NORM, operands, flags + (2,), (float(eps),))
-            y, mean, rstd = _ln_pieces(packed, [(x.numel(), list(x.shape)), (R, stat),
-                                                (R, stat)])
-        else:
-            # Inference: the output alone (often the graph's output, written
-            # in place there, where a slice of a packed result is copied);
-            # the statistics are their own instruction, dead code unless read.
-            y = op(LAYER_NORM, operands, flags + (0,), (float(eps),))
-            stats = op(LAYER_NORM, [x._h], (axis, 0, 0, 1), (float(eps),))
-            mean, rstd = _ln_pieces(stats, [(R, stat), (R, stat)])
-        return wrap(y), wrap(mean), wrap(rstd)
+            return tuple(_ln_pieces(packed, [(x.numel(), list(x.shape)), (R, stat), (R, stat)]))
+        # Inference: the output alone (often the graph's output, written in
+        # place there, where a slice of a packed result is copied); the
+        # statistics are their own instruction, dead code unless read.
+        y = op(LAYER_NORM, operands, flags + (0,), (float(eps),))
+        stats = op(LAYER_NORM, [x._h], (axis, 0, 0, 1), (float(eps),))
+        return (wrap(y), *_ln_pieces(stats, [(R, stat), (R, stat)]))
     dev = x._h.device
     ct = TT_F32 if x.dtype in (torch.float16, torch.bfloat16) else x._h.dtype
     axis, mask, _ = _ln_geom(x, normalized_shape)
@@ -1114,14 +1106,11 @@ def native_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight
         operands = [grad_out._h, x._h, mean._h, rstd._h] + ([weight._h] if weight is not None
                                                               else [])
         packed = op(LAYER_NORM_BWD, operands, (axis, int(bool(output_mask[0]))))
-        n = x.numel()
-        C = _prod(x.shape[axis:])
-        gi, gw, gb = _ln_pieces(packed, [
-            (n, list(x.shape) if output_mask[0] else None),
+        C = math.prod(x.shape[axis:])
+        return tuple(_ln_pieces(packed, [
+            (x.numel(), list(x.shape) if output_mask[0] else None),
             (C, list(weight.shape) if output_mask[1] and weight is not None else None),
-            (C, list(bias.shape) if output_mask[2] and bias is not None else None)])
-        return (None if gi is None else wrap(gi), None if gw is None else wrap(gw),
-                None if gb is None else wrap(gb))
+            (C, list(bias.shape) if output_mask[2] and bias is not None else None)]))
     dev = x._h.device
     ct = TT_F32 if x.dtype in (torch.float16, torch.bfloat16) else x._h.dtype
     axis, mask, lead = _ln_geom(x, normalized_shape)

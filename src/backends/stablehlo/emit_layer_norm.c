@@ -35,8 +35,8 @@ tt_shv_t tt_shlo_lower_layer_norm(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   if (tt_shlo_bad(c, n, ins->x)) return -1;
   int bwd = in->op == TT_OP_LAYER_NORM_BWD;
   const tt_shape_t *xs = tt_shlo_shape(c, ins->x[bwd]);
-  int64_t R = 1, C = 1;
-  for (int d = 0; d < xs->rank; ++d) *(d < in->iattrs[0] ? &R : &C) *= xs->dims[d];
+  int64_t R, C;
+  tt_shape_split(xs, (int)in->iattrs[0], &R, &C);
   int64_t rcd[2] = {R, C};
   tt_shape_t rc = tt_shlo_dims(2, rcd);
   tt_shv_t x = tt_shlo_reshape(c, ins->x[bwd], &rc);
