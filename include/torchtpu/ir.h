@@ -54,8 +54,10 @@ typedef enum tt_op_e {
   TT_OP_INDEX_ADD,     /* (base, idx, src); i: [dim] */
   TT_OP_GATHER,        /* (x, idx); i: [dim] */
   TT_OP_SCATTER,       /* (base, idx, src); i: [dim, reduce] */
-  TT_OP_SOFTMAX,       /* (x[, bias]); i: [dim, log]; a bias (one value per element of
-                        * the last dim, F32, dim the last) only from simplify.c */
+  TT_OP_SOFTMAX,       /* (x[, bias]); i: [dim, log[, packed]]; a bias (one value per
+                        * element of the last dim, F32, dim the last) only from
+                        * simplify.c; packed 1 (log, F32, dim the last): the result is
+                        * [2, x...], log_softmax then softmax */
   TT_OP_SOFTMAX_BWD,   /* (grad_out, y); i: [dim, log] */
   TT_OP_RNG,           /* (seed scalar I64); i: [tt_rng_op_t, dtype, dims...] f: [a, b] */
   TT_OP_FUSED,         /* (inputs...); made by the fusion pass only: see tt_fused_t */

@@ -236,6 +236,12 @@ tt_status_t tt_kernel_softmax(const tt_view_t *x, int dim, int log,
  * model's head). Equal to the add and tt_kernel_softmax run apart. */
 tt_status_t tt_kernel_softmax_bias(const tt_view_t *x, const tt_view_t *bias, int dim, int log,
                                    tt_view_t *out);
+/* log_softmax of x (+ bias, NULL: none) along the last dim into out and
+ * softmax into probs (F32 rows; probs of x's shape): one pass, the exps of
+ * the row sum scaled by its inverse, so a backward that needs exp(out)
+ * reads probs instead. out equals tt_kernel_softmax(_bias)'s bit for bit. */
+tt_status_t tt_kernel_log_softmax_probs(const tt_view_t *x, const tt_view_t *bias,
+                                        tt_view_t *out, tt_view_t *probs);
 /* grad_x from grad_out and the forward output y. */
 tt_status_t tt_kernel_softmax_backward(const tt_view_t *grad_out,
                                        const tt_view_t *y, int dim, int log,

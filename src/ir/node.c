@@ -514,6 +514,19 @@ static tt_status_t tt_infer(tt_node_t *n) {
       TT_RETURN_IF_ERROR(tt_check_dim(ia[0], x[0]->shape.rank, name));
       n->shape = x[0]->shape;
       n->dtype = x[0]->dtype;
+      if (n->num_iattrs > 2 && ia[2]) {
+        /* Packed [log_softmax | softmax]: log, float32, the last dim. */
+        int32_t r = x[0]->shape.rank;
+        if (!ia[1] || x[0]->dtype != TT_F32 || r < 1 || ia[0] != r - 1 || r >= TT_MAX_RANK)
+          return tt_status_make(TT_INVALID_ARGUMENT,
+                                "%s: the packed form is a float32 log_softmax along the last "
+                                "dim of rank < %d, got %s rank %d dim %lld log %lld",
+                                name, TT_MAX_RANK, tt_dtype_name(x[0]->dtype), r,
+                                (long long)ia[0], (long long)ia[1]);
+        n->shape.rank = r + 1;
+        n->shape.dims[0] = 2;
+        for (int32_t d = 0; d < r; ++d) n->shape.dims[d + 1] = x[0]->shape.dims[d];
+      }
       return NULL;
     case TT_OP_SOFTMAX_BWD:
       NEED_OPERANDS(2);

@@ -19,11 +19,20 @@
 /* Row sums are tt_row_sum_f32 and row maxima tt_row_minmax_f32
  * (kernel_util.h). */
 
+/* e *= 1/sum: the softmax from a row's exps and their sum. */
+static inline void tt_softmax_scale_(float *e, int64_t L, float sum) {
+  float inv = 1.0f / sum;
+  for (int64_t l = 0; l < L; ++l) e[l] *= inv;
+}
+
 /* Forward over a panel: x, y are [L, w] with row stride ld (elements).
  * Every loop is a plain elementwise or 16-lane loop so it vectorises. */
 TT_TARGET_CLONES
 static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
-                                 int64_t ld, int log_out, const float *bias) {
+                                 int64_t ld, int log_out, const float *bias, float *p) {
+  /* p (log_softmax of contiguous rows only, tt_kernel_log_softmax_probs):
+   * the row's softmax as well, from the exps the sum already takes, so y is
+   * the same bit for bit with or without it. */
   if (bias) {
     /* A contiguous row of x + bias (tt_kernel_softmax_bias): the sum is
      * added in tt_row_sum_f32's lanes and order, so the result equals the
@@ -33,12 +42,19 @@ static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
     if (log_out) {
       float acc[TT_ROW_LANES] = {0};
       int64_t i = 0;
-      for (; i + TT_ROW_LANES <= L; i += TT_ROW_LANES)
-        for (int q = 0; q < TT_ROW_LANES; ++q) acc[q] += tt_expf_fast(y[i + q] - mm);
-      float sum = tt_row_lanes_fold(acc);
-      for (; i < L; ++i) sum += tt_expf_fast(y[i] - mm);
+      float sum;
+      if (p) {
+        for (int64_t l = 0; l < L; ++l) p[l] = tt_expf_fast(y[l] - mm);
+        sum = tt_row_sum_f32(p, NULL, L); /* the same lanes and order */
+      } else {
+        for (; i + TT_ROW_LANES <= L; i += TT_ROW_LANES)
+          for (int q = 0; q < TT_ROW_LANES; ++q) acc[q] += tt_expf_fast(y[i + q] - mm);
+        sum = tt_row_lanes_fold(acc);
+        for (; i < L; ++i) sum += tt_expf_fast(y[i] - mm);
+      }
       float ls = logf(sum);
       for (int64_t l = 0; l < L; ++l) y[l] = (y[l] - mm) - ls;
+      if (p) tt_softmax_scale_(p, L, sum);
     } else {
       for (int64_t l = 0; l < L; ++l) y[l] = tt_expf_fast(y[l] - mm);
       float inv = 1.0f / tt_row_sum_f32(y, NULL, L);
@@ -50,12 +66,14 @@ static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
     /* Contiguous row: exp into y (also for log_softmax, whose last pass
      * overwrites it), then a 16-lane sum. */
     float mm = tt_row_minmax_f32(x, L, 1);
-    for (int64_t l = 0; l < L; ++l) y[l] = tt_expf_fast(x[l] - mm);
-    float sum = tt_row_sum_f32(y, NULL, L);
+    float *e = p ? p : y;
+    for (int64_t l = 0; l < L; ++l) e[l] = tt_expf_fast(x[l] - mm);
+    float sum = tt_row_sum_f32(e, NULL, L);
     int64_t l;
     if (log_out) {
       float ls = logf(sum);
       for (l = 0; l < L; ++l) y[l] = (x[l] - mm) - ls;
+      if (p) tt_softmax_scale_(p, L, sum);
     } else {
       float inv = 1.0f / sum;
       for (l = 0; l < L; ++l) y[l] *= inv;
@@ -174,6 +192,7 @@ typedef struct tt_softmax_ctx_s {
   tt_view_t *out;
   int log_out;
   const float *bias; /* forward over contiguous f32 rows: added first */
+  float *probs;      /* log_softmax over contiguous f32 rows: softmax too */
   int64_t A, L, B, nblk;
   _Atomic int failed;
 } tt_softmax_ctx_t;
@@ -210,7 +229,7 @@ static void tt_softmax_range(void *arg, int64_t begin, int64_t end) {
                                    (float *)op, c->L, w, c->B, c->log_out);
         } else {
           tt_softmax_panel_f32((const float *)xp, (float *)op, c->L, w, c->B,
-                               c->log_out, c->bias);
+                               c->log_out, c->bias, c->probs ? c->probs + base : NULL);
         }
       } else if (c->y) {
         tt_softmax_bwd_panel_f64((const double *)xp,
@@ -231,7 +250,7 @@ static void tt_softmax_range(void *arg, int64_t begin, int64_t end) {
     if (c->y) {
       tt_softmax_bwd_panel_f32(bx, by, bo, c->L, w, w, c->log_out);
     } else {
-      tt_softmax_panel_f32(bx, bo, c->L, w, w, c->log_out, NULL);
+      tt_softmax_panel_f32(bx, bo, c->L, w, w, c->log_out, NULL, NULL);
     }
     for (int64_t l = 0; l < c->L; ++l) {
       tt_store_f32(bo + l * w, w, c->out->data, dt, base + l * c->B);
@@ -242,7 +261,7 @@ static void tt_softmax_range(void *arg, int64_t begin, int64_t end) {
 
 static tt_status_t tt_softmax_run(const char *name, const tt_view_t *x,
                                   const tt_view_t *y, int dim, int log_out,
-                                  tt_view_t *out, const float *bias) {
+                                  tt_view_t *out, const float *bias, float *probs) {
   TT_RETURN_IF_ERROR(tt_check_view(name, "input", x));
   TT_RETURN_IF_ERROR(tt_check_view(name, "out", out));
   if (y) TT_RETURN_IF_ERROR(tt_check_view(name, "output", y));
@@ -262,7 +281,7 @@ static tt_status_t tt_softmax_run(const char *name, const tt_view_t *x,
                           "%s: dim %d out of range for rank %d", name, dim, rank);
   }
   tt_softmax_ctx_t c = {.x = x, .y = y, .out = out, .log_out = log_out,
-                        .bias = bias, .A = 1, .L = 1, .B = 1};
+                        .bias = bias, .probs = probs, .A = 1, .L = 1, .B = 1};
   for (int d = 0; d < rank; ++d) {
     if (d < dim) c.A *= x->shape.dims[d];
     else if (d == dim) c.L = x->shape.dims[d];
@@ -278,7 +297,7 @@ static tt_status_t tt_softmax_run(const char *name, const tt_view_t *x,
 
 tt_status_t tt_kernel_softmax(const tt_view_t *x, int dim, int log,
                               tt_view_t *out) {
-  return tt_softmax_run(log ? "log_softmax" : "softmax", x, NULL, dim, log, out, NULL);
+  return tt_softmax_run(log ? "log_softmax" : "softmax", x, NULL, dim, log, out, NULL, NULL);
 }
 
 tt_status_t tt_kernel_softmax_bias(const tt_view_t *x, const tt_view_t *bias, int dim, int log,
@@ -294,12 +313,31 @@ tt_status_t tt_kernel_softmax_bias(const tt_view_t *x, const tt_view_t *bias, in
                           "bias of the row length, got %s rank %d dim %d and %s of %lld",
                           name, tt_dtype_name(x->dtype), rank, dim,
                           tt_dtype_name(bias->dtype), (long long)tt_view_numel(bias));
-  return tt_softmax_run(name, x, NULL, dim, log, out, (const float *)bias->data);
+  return tt_softmax_run(name, x, NULL, dim, log, out, (const float *)bias->data, NULL);
+}
+
+tt_status_t tt_kernel_log_softmax_probs(const tt_view_t *x, const tt_view_t *bias,
+                                        tt_view_t *out, tt_view_t *probs) {
+  const char *name = "log_softmax";
+  TT_RETURN_IF_ERROR(tt_check_view(name, "input", x));
+  TT_RETURN_IF_ERROR(tt_check_view(name, "probs", probs));
+  if (bias) TT_RETURN_IF_ERROR(tt_check_view(name, "bias", bias));
+  int rank = x->shape.rank;
+  if (x->dtype != TT_F32 || rank < 1 || probs->dtype != TT_F32 ||
+      !tt_shape_equal(&x->shape, &probs->shape) ||
+      (bias && (bias->dtype != TT_F32 || tt_view_numel(bias) != x->shape.dims[rank - 1])))
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "%s with probabilities: float32 rows along the last dim, probs of "
+                          "the input's shape and a float32 bias of the row length, got %s "
+                          "rank %d",
+                          name, tt_dtype_name(x->dtype), rank);
+  return tt_softmax_run(name, x, NULL, rank - 1, 1, out,
+                        bias ? (const float *)bias->data : NULL, (float *)probs->data);
 }
 
 tt_status_t tt_kernel_softmax_backward(const tt_view_t *grad_out,
                                        const tt_view_t *y, int dim, int log,
                                        tt_view_t *grad_x) {
   return tt_softmax_run(log ? "log_softmax_backward" : "softmax_backward",
-                        grad_out, y, dim, log, grad_x, NULL);
+                        grad_out, y, dim, log, grad_x, NULL, NULL);
 }

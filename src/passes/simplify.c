@@ -218,10 +218,12 @@ static void tt_fold_broadcast_operands(tt_work_t *w, tt_instr_t *in) {
  * model's head ([N, vocab], 8 MiB in the decoder) are never written and
  * read back. F32 only; results equal the separate add's. */
 static void tt_fold_softmax_bias(tt_work_t *w, tt_instr_t *in, int32_t **uses) {
-  int32_t r = in->shape.rank;
-  if (in->num_operands != 1 || in->dtype != TT_F32 || r < 1 || in->iattrs[0] != r - 1) return;
-  int64_t L = in->shape.dims[r - 1];
+  if (in->num_operands != 1 || in->dtype != TT_F32) return;
   int32_t x = tt_work_resolve(w, in->operands[0]), reshape = -1;
+  /* The operand's shape: a packed softmax's result has one dim more. */
+  int32_t r = w->instrs[x].shape.rank;
+  if (r < 1 || in->iattrs[0] != r - 1) return;
+  int64_t L = w->instrs[x].shape.dims[r - 1];
   if (w->instrs[x].op == TT_OP_RESHAPE) {
     reshape = x;
     x = tt_work_resolve(w, w->instrs[x].operands[0]);

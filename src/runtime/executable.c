@@ -753,6 +753,12 @@ static tt_status_t tt_run_instr(const tt_executable_t *e, const tt_graph_t *g, i
       return tt_kernel_scatter(&x[0], (int)ia[0], &x[1], &x[2], in->num_iattrs > 1 ? (int)ia[1] : 0,
                                out);
     case TT_OP_SOFTMAX:
+      if (in->num_iattrs > 2 && in->iattrs[2]) { /* packed [log_softmax | softmax] */
+        int64_t n = tt_shape_numel(&x[0].shape);
+        tt_view_t y = {.data = out->data, .dtype = TT_F32, .shape = x[0].shape};
+        tt_view_t p = {.data = (float *)out->data + n, .dtype = TT_F32, .shape = x[0].shape};
+        return tt_kernel_log_softmax_probs(&x[0], in->num_operands == 2 ? &x[1] : NULL, &y, &p);
+      }
       if (in->num_operands == 2) /* with a bias row (simplify.c) */
         return tt_kernel_softmax_bias(&x[0], &x[1], (int)ia[0], (int)ia[1], out);
       return tt_kernel_softmax(&x[0], (int)ia[0], (int)ia[1], out);

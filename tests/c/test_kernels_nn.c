@@ -609,6 +609,62 @@ static void test_softmax_bias(void) {
   for (int i = 0; i < 5; ++i) tensor_free(all[i]);
 }
 
+/* log_softmax with its probabilities (tt_kernel_log_softmax_probs): the
+ * log_softmax equal bit for bit to the kernel without them, with and
+ * without a bias row, for rows that are and are not multiples of 16 long;
+ * the probabilities within an ulp or two of softmax's and close to
+ * exp(log_softmax) (-inf logits give 0); errors for bf16, a probs buffer of another
+ * shape and a bias of another length. */
+static void test_log_softmax_probs(void) {
+  const int64_t rows[3] = {1, 5, 64}, lens[3] = {1000, 37, 16};
+  for (int c = 0; c < 3; ++c)
+    for (int with_bias = 0; with_bias < 2; ++with_bias) {
+      int64_t xd[2] = {rows[c], lens[c]}, bd[1] = {lens[c]};
+      tensor_t x = tensor_new(TT_F32, 2, xd), b = tensor_new(TT_F32, 1, bd);
+      tensor_t y1 = tensor_new(TT_F32, 2, xd), y2 = tensor_new(TT_F32, 2, xd);
+      tensor_t p1 = tensor_new(TT_F32, 2, xd), p2 = tensor_new(TT_F32, 2, xd);
+      tensor_fill_random(&x, -6, 6);
+      tensor_fill_random(&b, -3, 3);
+      ((float *)x.v.data)[0] = -INFINITY; /* a masked logit */
+      char what[96];
+      snprintf(what, sizeof what, "log_softmax_probs [%lld, %lld] bias %d", (long long)rows[c],
+               (long long)lens[c], with_bias);
+      const tt_view_t *bv = with_bias ? &b.v : NULL;
+      if (with_bias) {
+        CHECK_OK(tt_kernel_softmax_bias(&x.v, &b.v, 1, 1, &y1.v), what);
+        CHECK_OK(tt_kernel_softmax_bias(&x.v, &b.v, 1, 0, &p1.v), what);
+      } else {
+        CHECK_OK(tt_kernel_softmax(&x.v, 1, 1, &y1.v), what);
+        CHECK_OK(tt_kernel_softmax(&x.v, 1, 0, &p1.v), what);
+      }
+      CHECK_OK(tt_kernel_log_softmax_probs(&x.v, bv, &y2.v, &p2.v), what);
+      CHECK(memcmp(y1.v.data, y2.v.data, sizeof(float) * (size_t)y1.n) == 0,
+            "%s: log_softmax differs from the kernel without probabilities", what);
+      const float *y = y2.v.data, *ps = p1.v.data, *p = p2.v.data;
+      int bad = 0;
+      for (int64_t i = 0; i < y1.n; ++i) {
+        float e = expf(y[i]);
+        /* exp(y) carries y's rounding (absolute, so relative in e): a
+         * few ulp of |y| more */
+        bad += fabsf(p[i] - ps[i]) > 4e-7f * ps[i] + 1e-30f ||
+               fabsf(p[i] - e) > 3e-7f * (fabsf(y[i]) + 2.0f) * e + 1e-30f;
+      }
+      CHECK(bad == 0, "%s: %d probabilities off softmax / exp(log_softmax)", what, bad);
+      CHECK(p[0] == 0.0f, "%s: a -inf logit's probability is %g", what, (double)p[0]);
+      tensor_t *all[6] = {&x, &b, &y1, &y2, &p1, &p2};
+      for (int i = 0; i < 6; ++i) tensor_free(all[i]);
+    }
+  int64_t xd[2] = {3, 8}, xd2[2] = {3, 7}, b7[1] = {7};
+  tensor_t x = tensor_new(TT_F32, 2, xd), y = tensor_new(TT_F32, 2, xd), p = tensor_new(TT_F32, 2, xd);
+  tensor_t p7 = tensor_new(TT_F32, 2, xd2), bad = tensor_new(TT_F32, 1, b7);
+  tensor_t xh = tensor_new(TT_BF16, 2, xd);
+  CHECK_CODE(tt_kernel_log_softmax_probs(&xh.v, NULL, &y.v, &p.v), TT_INVALID_ARGUMENT, "bf16");
+  CHECK_CODE(tt_kernel_log_softmax_probs(&x.v, NULL, &y.v, &p7.v), TT_INVALID_ARGUMENT, "probs");
+  CHECK_CODE(tt_kernel_log_softmax_probs(&x.v, &bad.v, &y.v, &p.v), TT_INVALID_ARGUMENT, "bias");
+  tensor_t *all[6] = {&x, &y, &p, &p7, &bad, &xh};
+  for (int i = 0; i < 6; ++i) tensor_free(all[i]);
+}
+
 /* ---- conv2d forward paths ---------------------------------------------------
  * The forward GEMM on phase planes (conv_fwd.c) and the depthwise kernel
  * (conv_direct.c) for strides, padding, dilation, groups, odd sizes,
@@ -1070,6 +1126,7 @@ int main(void) {
   test_pool();
   test_softmax();
   test_softmax_bias();
+  test_log_softmax_probs();
   test_conv_forward_paths();
   test_conv_batched_paths();
   test_conv_dense_path();

@@ -95,6 +95,10 @@ def mv(a, v):
 
 
 # ------------------------------------------------------------- softmax
+# TORCHTPU_LOG_SOFTMAX_PROBS=0: log_softmax never keeps its probabilities.
+_KEEP_PROBS = os.environ.get("TORCHTPU_LOG_SOFTMAX_PROBS", "1") != "0"
+
+
 def _softmax(log):
     def fn(x, dim, half_to_float=False):
         d = norm_dim(dim, x.dim())
@@ -104,6 +108,16 @@ def _softmax(log):
         if x.dim() == 0:
             h = reshape(h, [1])
             return wrap(reshape(op(SOFTMAX, [h], (0, log)), []))
+        if (log and _KEEP_PROBS and d == x.dim() - 1 and h.dtype == TT_F32 and
+                x.numel() > 0 and torch.is_grad_enabled()):
+            # Training: the backward of a cross-entropy needs exp(y), the
+            # softmax, which the forward has as the exps of its row sums.
+            # One packed result [log_softmax | softmax]; the backward reads
+            # the second half (y._probs) instead of an exp per element.
+            n, shape = x.numel(), list(x.shape)
+            y, p = _packed_pieces(op(SOFTMAX, [h], (d, 1, 1)), [(n, shape), (n, shape)])
+            y._probs = p._h
+            return y
         return wrap(op(SOFTMAX, [h], (d, log)))
     return fn
 
@@ -122,7 +136,9 @@ def _softmax_bwd(log):
             # are known, so g - exp(y) * sum(g) is elementwise and fuses with
             # the select that makes g: one pass over [N, C] instead of
             # writing g, then reading g and y to reduce and combine.
-            e = op(UNARY, [yh], (UN["exp"],), (0.0, 0.0))
+            e = getattr(out, "_probs", None)
+            if e is None:
+                e = op(UNARY, [yh], (UN["exp"],), (0.0, 0.0))
             r = op(BINARY, [gh, op(BINARY, [e, sums], (BIN["mul"],))], (BIN["sub"],))
             return wrap(convert(r, tt(input_dtype)))
         if grad.dim() == 0:
@@ -1046,10 +1062,13 @@ def _ln_fused_ok(x, normalized_shape, *params):
                for p in params)
 
 
-def _ln_pieces(packed, sizes):
-    """Contiguous slices of a packed layer-norm result (read in place), as
-    tensors of the given shapes; None where the shape is None."""
+def _packed_pieces(packed, sizes):
+    """Contiguous slices of a packed result (a layer norm's, a log_softmax
+    with its probabilities; read in place), as tensors of the given shapes;
+    None where the shape is None."""
     out, start = [], 0
+    if len(packed.shape) != 1:
+        packed = reshape(packed, [math.prod(packed.shape)])
     for n, shape in sizes:
         out.append(None if shape is None else
                    wrap(reshape(op(SLICE, [packed], (start, start + n, 1)), shape)))
@@ -1073,13 +1092,13 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
             # Training: autograd keeps mean and rstd, and the output is
             # read by the next layer: one pass, one packed result.
             packed = op(LAYER_NORM, operands, flags + (2,), (float(eps),))
-            return tuple(_ln_pieces(packed, [(x.numel(), list(x.shape)), (R, stat), (R, stat)]))
+            return tuple(_packed_pieces(packed, [(x.numel(), list(x.shape)), (R, stat), (R, stat)]))
         # Inference: the output alone (often the graph's output, written in
         # place there, where a slice of a packed result is copied); the
         # statistics are their own instruction, dead code unless read.
         y = op(LAYER_NORM, operands, flags + (0,), (float(eps),))
         stats = op(LAYER_NORM, [x._h], (axis, 0, 0, 1), (float(eps),))
-        return (wrap(y), *_ln_pieces(stats, [(R, stat), (R, stat)]))
+        return (wrap(y), *_packed_pieces(stats, [(R, stat), (R, stat)]))
     dev = x._h.device
     ct = TT_F32 if x.dtype in (torch.float16, torch.bfloat16) else x._h.dtype
     axis, mask, _ = _ln_geom(x, normalized_shape)
@@ -1107,7 +1126,7 @@ def native_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight
                                                               else [])
         packed = op(LAYER_NORM_BWD, operands, (axis, int(bool(output_mask[0]))))
         C = math.prod(x.shape[axis:])
-        return tuple(_ln_pieces(packed, [
+        return tuple(_packed_pieces(packed, [
             (x.numel(), list(x.shape) if output_mask[0] else None),
             (C, list(weight.shape) if output_mask[1] and weight is not None else None),
             (C, list(bias.shape) if output_mask[2] and bias is not None else None)]))

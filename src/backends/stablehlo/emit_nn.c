@@ -482,7 +482,14 @@ tt_shv_t tt_shlo_lower_softmax(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   int dim = (int)in->iattrs[0], lg = (int)in->iattrs[1];
   uint32_t mask = 1u << dim;
   tt_dtype_t dt = in->dtype, acc = tt_shlo_acc(dt);
-  const tt_shape_t *s = &in->shape;
+  int packed = in->op == TT_OP_SOFTMAX && in->num_iattrs > 2 && in->iattrs[2];
+  /* A packed result [2, x...] is log_softmax then softmax of x's shape. */
+  tt_shape_t xs = in->shape;
+  if (packed) {
+    xs.rank = in->shape.rank - 1;
+    for (int32_t d = 0; d < xs.rank; ++d) xs.dims[d] = in->shape.dims[d + 1];
+  }
+  const tt_shape_t *s = &xs;
   tt_shv_t r;
   if (in->op == TT_OP_SOFTMAX) {
     tt_shv_t x = tt_shlo_convert(c, ins->x[0], acc);
@@ -500,6 +507,13 @@ tt_shv_t tt_shlo_lower_softmax(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
     tt_shv_t sb = tt_shlo_unreduce(c, sum, mask, s);
     r = lg ? tt_shlo_bin(c, "subtract", z, tt_shlo_un(c, "log", sb))
            : tt_shlo_bin(c, "divide", e, sb);
+    if (packed) {
+      tt_shape_t one = in->shape;
+      one.dims[0] = 1;
+      tt_shv_t parts[2] = {tt_shlo_reshape(c, r, &one),
+                           tt_shlo_reshape(c, tt_shlo_bin(c, "divide", e, sb), &one)};
+      r = tt_shlo_concat(c, 2, parts, 0);
+    }
   } else {
     tt_shv_t g = tt_shlo_convert(c, ins->x[0], acc), y = tt_shlo_convert(c, ins->x[1], acc);
     tt_shv_t zero = tt_shlo_scalar(c, acc, 0);
