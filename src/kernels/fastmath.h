@@ -26,7 +26,16 @@
  * the exp, erf and tanh kernels ran 15-25% slower for it). The kernels
  * calling these are compiled for x86-64-v3/v4 (TT_TARGET_CLONES) and tier
  * 1 with -march=native, where fmaf is one instruction; on a CPU without
- * FMA it is a libm call (correct, slower). */
+ * FMA it is a libm call (correct, slower).
+ *
+ * Clamps are one comparison each, in sequence: a nested
+ * `x < lo ? lo : (x > hi ? hi : x)` made GCC 12 vectorise expf as two
+ * whole polynomial evaluations under masks (one per path), 2.2 cycles an
+ * element at 16 lanes where the sequential form takes 1.5, with the same
+ * results (NaN passes through both). 2^n is split as n >> 1 and the rest
+ * (an arithmetic shift on every compiler we build with), not n / 2, whose
+ * rounding toward zero costs a sign fix-up; the two factors are exact
+ * powers of two whose product is the same either way. */
 #ifndef TORCHTPU_KERNELS_FASTMATH_H_
 #define TORCHTPU_KERNELS_FASTMATH_H_
 
@@ -36,7 +45,8 @@
 
 #define TT_FASTMATH_DEFS \
   static inline __attribute__((always_inline)) float tt_expf_fast(float x) { \
-  float xc = x < -88.0f ? -88.0f : (x > 89.0f ? 89.0f : x); \
+  float xc = x < -88.0f ? -88.0f : x; \
+  xc = xc > 89.0f ? 89.0f : xc; \
   float n = __builtin_fmaf(xc, 1.44269504088896341f, 12582912.0f) - 12582912.0f; \
   float r = __builtin_fmaf(n, -0.693359375f, xc); \
   r = __builtin_fmaf(n, 2.12194440e-4f, r); \
@@ -48,7 +58,7 @@
   p = __builtin_fmaf(p, r, 5.0000001201e-1f); \
   p = __builtin_fmaf(p * r, r, r) + 1.0f; \
   int32_t ni = n == n ? (int32_t)n : 0; \
-  int32_t n1 = ni / 2; \
+  int32_t n1 = ni >> 1; \
   int32_t n2 = ni - n1; \
   uint32_t b1 = (uint32_t)(n1 + 127) << 23; \
   uint32_t b2 = (uint32_t)(n2 + 127) << 23; \
@@ -71,7 +81,8 @@
   return ax < 0.625f ? small : big; \
   } \
   static inline __attribute__((always_inline)) float tt_erff_fast(float x) { \
-  float xc = x > 4.0f ? 4.0f : (x < -4.0f ? -4.0f : x); \
+  float xc = x > 4.0f ? 4.0f : x; \
+  xc = xc < -4.0f ? -4.0f : xc; \
   float z = xc * xc; \
   float p = -1.4012284665909647e-08f; \
   p = __builtin_fmaf(p, z, 4.851492576563032e-06f); \
@@ -87,7 +98,8 @@
   q = __builtin_fmaf(q, z, 4.968188405036926e-01f); \
   q = __builtin_fmaf(q, z, 1.0f); \
   float r = xc * p / q; \
-  r = r > 1.0f ? 1.0f : (r < -1.0f ? -1.0f : r); \
+  r = r > 1.0f ? 1.0f : r; \
+  r = r < -1.0f ? -1.0f : r; \
   return fabsf(x) >= 3.919206f ? copysignf(1.0f, x) : r; \
   }
 
