@@ -24,6 +24,12 @@ int32_t tt_runtime_device_count(void); /* 0 before init */
 /* Blocks until every queued execution on device (or on all devices when
  * device < 0) has finished. */
 void tt_runtime_wait(int32_t device);
+/* Blocks while device (every device when < 0) has TORCHTPU_MAX_INFLIGHT
+ * (default 2) or more executions queued or running: a step boundary calls
+ * it before queueing the next graph, so a loop that never reads a value
+ * runs at most that far ahead of the device instead of queueing every
+ * step's inputs (as PyTorch/XLA's mark_step waits for the device). */
+void tt_runtime_throttle(int32_t device);
 
 /* ---- buffers (refcounted) ---- */
 /* A ready buffer holding a copy of nbytes from host (TransferToDevice). */

@@ -874,7 +874,10 @@ static tt_status_t tt_sgemm_parallel(const tt_sgemm_args_t *g, const tt_ukr_t *u
   if (tt_sgemm_ksplit_parallel(g, u, &kst)) return kst;
   tt_gemm_bufs_t bufs = {NULL, NULL};
   TT_RETURN_IF_ERROR(tt_gemm_bufs_alloc(u, g, &bufs));
-  int64_t nt = tt_parallel_width();
+  /* Items for the whole pool, even while a core is left to the host:
+   * workers join a running product when the host starts waiting
+   * (parallel.c). */
+  int64_t nt = tt_num_threads();
   int64_t mblocks = (g->m + TT_GEMM_MB - 1) / TT_GEMM_MB;
   tt_gemm_par_t p = {
       .g = g, .u = u, .bpack = bufs.bpack, .apack = tt_gemm_a_whole(g) ? bufs.apack : NULL};
@@ -1086,7 +1089,7 @@ static tt_status_t tt_sgemm_own(const tt_sgemm_args_t *probs, int64_t nprobs, in
   const tt_sgemm_args_t *g = &probs[0];
   const tt_ukr_t *u = tt_ukr_select_();
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
-  int64_t nt = tt_parallel_width();
+  int64_t nt = tt_num_threads(); /* the pool, not the width of the moment */
   if (tt_gemm_is_short(g)) {
     tt_gemm_short_t job = {probs, (g->n + TT_GEMM_SHORT_NB - 1) / TT_GEMM_SHORT_NB};
     double per_item = flops * (double)TT_GEMM_SHORT_NB / (double)g->n;

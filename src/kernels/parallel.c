@@ -31,6 +31,12 @@
  * 2-core machine a training loop that records step k+1 while step k runs
  * otherwise has three runnable threads on two cores, and every kernel
  * split in two waits for whichever half lost its core to the recorder.
+ * Such a job is still published, in chunks for the whole pool: when a
+ * thread starts waiting for the device (tt_parallel_host_wait_begin) the
+ * workers that sat out join the job in flight, so a long kernel started
+ * while the host was busy does not keep a core idle to its end (a 40 ms
+ * GEMM that began during the recording of the next step ran on one core
+ * while the recorder, done, waited for the device).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -130,7 +136,16 @@ int tt_num_threads(void) {
   return tt_pool_.nthreads;
 }
 
-void tt_parallel_host_wait_begin(void) { atomic_fetch_add(&tt_host_waiters_, 1); }
+void tt_parallel_host_wait_begin(void) {
+  atomic_fetch_add(&tt_host_waiters_, 1);
+  /* Let the workers that sat out the job in flight join it. */
+  tt_pool_t *p = &tt_pool_;
+  if (atomic_load_explicit(&p->allowed, memory_order_acquire) >= TT_POOL_MAX_THREADS) return;
+  pthread_mutex_lock(&p->mu);
+  atomic_store_explicit(&p->allowed, TT_POOL_MAX_THREADS, memory_order_release);
+  pthread_cond_broadcast(&p->work_cv);
+  pthread_mutex_unlock(&p->mu);
+}
 void tt_parallel_host_wait_end(void) { atomic_fetch_sub(&tt_host_waiters_, 1); }
 
 int tt_parallel_width(void) {
@@ -184,6 +199,13 @@ static void tt_pool_run_chunks_(tt_pool_t *p, uint32_t gen) {
   }
 }
 
+/* Whether worker `index` has a job to join: one it has not run, and it
+ * may take part (the width can grow while the job runs). */
+static int tt_pool_has_work_(tt_pool_t *p, int index, uint32_t seen) {
+  return tt_job_gen_(atomic_load_explicit(&p->job, memory_order_acquire)) != seen &&
+         index < atomic_load_explicit(&p->allowed, memory_order_acquire);
+}
+
 static void *tt_pool_worker_(void *arg) {
   tt_worker_arg_t *wa = (tt_worker_arg_t *)arg;
   tt_pool_t *p = wa->pool;
@@ -193,7 +215,7 @@ static void *tt_pool_worker_(void *arg) {
   uint32_t seen = tt_job_gen_(atomic_load(&p->job));
   for (;;) {
     for (int spins = 0; spins < TT_POOL_SPIN; ++spins) {
-      if (tt_job_gen_(atomic_load_explicit(&p->job, memory_order_acquire)) != seen) break;
+      if (tt_pool_has_work_(p, index, seen)) break;
       if (tt_pool_yield_if_held_()) {
         spins = 0; /* held: poll for as long as the burst lasts */
         continue;
@@ -201,11 +223,10 @@ static void *tt_pool_worker_(void *arg) {
       tt_cpu_relax_();
     }
     pthread_mutex_lock(&p->mu);
-    while (tt_job_gen_(atomic_load(&p->job)) == seen) pthread_cond_wait(&p->work_cv, &p->mu);
+    while (!tt_pool_has_work_(p, index, seen)) pthread_cond_wait(&p->work_cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
     seen = tt_job_gen_(atomic_load(&p->job));
-    if (index < atomic_load_explicit(&p->allowed, memory_order_acquire))
-      tt_pool_run_chunks_(p, seen);
+    tt_pool_run_chunks_(p, seen);
   }
   return NULL;
 }
@@ -259,7 +280,7 @@ static void tt_parallel_run_(int64_t n, int64_t grain, int64_t per_thread, tt_ra
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   int nthreads = tt_parallel_width();
-  if (tt_in_parallel_ || nthreads <= 1 || n <= grain) {
+  if (tt_in_parallel_ || tt_num_threads() <= 1 || n <= grain) {
     fn(ctx, 0, n);
     return;
   }
@@ -271,9 +292,11 @@ static void tt_parallel_run_(int64_t n, int64_t grain, int64_t per_thread, tt_ra
     fn(ctx, 0, n);
     return;
   }
+  /* Chunks for every thread of the pool, `workers` of them allowed now
+   * (more may join: tt_parallel_host_wait_begin). */
   int workers = nthreads - 1 < p->nworkers ? nthreads - 1 : p->nworkers;
   int64_t nchunks = (n + grain - 1) / grain;
-  int64_t max_chunks = (int64_t)(workers + 1) * per_thread;
+  int64_t max_chunks = (int64_t)(p->nworkers + 1) * per_thread;
   if (max_chunks > TT_POOL_MAX_CHUNKS) max_chunks = TT_POOL_MAX_CHUNKS;
   if (nchunks > max_chunks) nchunks = max_chunks;
   int64_t chunk = (n + nchunks - 1) / nchunks;

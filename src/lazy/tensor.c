@@ -507,6 +507,8 @@ tt_status_t tt_lazy_sync(int32_t device, int wait, const char *name) {
   tt_status_t st = NULL;
   int64_t trace_t0 = tt_trace_now();
   int32_t ndev = tt_runtime_device_count();
+  /* Before the engine lock: the device may need it to finish its work. */
+  tt_runtime_throttle(device);
   pthread_mutex_lock(&tt_lazy_lock_);
   int64_t cap = tt_live_count_ + 1;
   tt_tensor_t **ts = malloc(sizeof(*ts) * (size_t)cap);
