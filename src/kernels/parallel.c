@@ -36,7 +36,8 @@
  * workers that sat out join the job in flight, so a long kernel started
  * while the host was busy does not keep a core idle to its end (a 40 ms
  * GEMM that began during the recording of the next step ran on one core
- * while the recorder, done, waited for the device).
+ * while the recorder, done, waited for the device); when the host stops
+ * waiting they leave it again after their current chunk.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -146,7 +147,13 @@ void tt_parallel_host_wait_begin(void) {
   pthread_cond_broadcast(&p->work_cv);
   pthread_mutex_unlock(&p->mu);
 }
-void tt_parallel_host_wait_end(void) { atomic_fetch_sub(&tt_host_waiters_, 1); }
+void tt_parallel_host_wait_end(void) {
+  /* The host is back: workers past the width leave the job in flight after
+   * their current chunk (three threads on two cores slowed whole kernels
+   * by their stragglers: ResNet-18's throttled step 67 -> 95 ms). */
+  if (atomic_fetch_sub(&tt_host_waiters_, 1) == 1)
+    atomic_store_explicit(&tt_pool_.allowed, tt_parallel_width() - 1, memory_order_release);
+}
 
 int tt_parallel_width(void) {
   int n = tt_num_threads();
@@ -177,11 +184,13 @@ static int tt_pool_yield_if_held_(void) {
 
 static inline uint32_t tt_job_gen_(uint64_t word) { return (uint32_t)(word >> 32); }
 
-/* Claims and runs chunks of job generation `gen` until none is left. */
-static void tt_pool_run_chunks_(tt_pool_t *p, uint32_t gen) {
+/* Claims and runs chunks of job generation `gen` until none is left (a
+ * worker, index >= 0: or until it is no longer allowed to take part). */
+static void tt_pool_run_chunks_(tt_pool_t *p, uint32_t gen, int index) {
   for (;;) {
     uint64_t word = atomic_load_explicit(&p->job, memory_order_acquire);
     if (tt_job_gen_(word) != gen) return;
+    if (index >= 0 && index >= atomic_load_explicit(&p->allowed, memory_order_acquire)) return;
     int64_t nchunks = (int64_t)((word >> 16) & 0xffffu), c = (int64_t)(word & 0xffffu);
     if (c >= nchunks) return;
     if (!atomic_compare_exchange_weak_explicit(&p->job, &word, word + 1,
@@ -226,7 +235,7 @@ static void *tt_pool_worker_(void *arg) {
     while (!tt_pool_has_work_(p, index, seen)) pthread_cond_wait(&p->work_cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
     seen = tt_job_gen_(atomic_load(&p->job));
-    tt_pool_run_chunks_(p, seen);
+    tt_pool_run_chunks_(p, seen, index);
   }
   return NULL;
 }
@@ -318,7 +327,7 @@ static void tt_parallel_run_(int64_t n, int64_t grain, int64_t per_thread, tt_ra
   pthread_mutex_unlock(&p->mu);
 
   tt_in_parallel_ = 1;
-  tt_pool_run_chunks_(p, gen);
+  tt_pool_run_chunks_(p, gen, -1);
   tt_in_parallel_ = 0;
 
   for (int spins = 0; atomic_load(&p->done) < nchunks && spins < TT_POOL_SPIN; ++spins) {
