@@ -88,6 +88,11 @@ uint16_t tt_f32_to_f16(float f);
 float tt_bf16_to_f32(uint16_t h);
 uint16_t tt_f32_to_bf16(float f); /* round to nearest even, NaN preserved */
 
+/* ---- environment (env.c) ---- */
+/* The value of environment variable `name` when it is a positive decimal
+ * integer, else dflt (unset, empty, zero, negative or not a number). */
+int64_t tt_env_positive(const char *name, int64_t dflt);
+
 #ifdef __cplusplus
 }
 #endif

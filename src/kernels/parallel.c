@@ -39,7 +39,6 @@
  * while the recorder, done, waited for the device); when the host stops
  * waiting they leave it again after their current chunk.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -91,14 +90,7 @@ static _Atomic int tt_host_waiters_ = 0;
 static _Atomic int tt_host_core_ = -1; /* TORCHTPU_HOST_CORE, read once */
 
 static int tt_pool_read_nthreads_(void) {
-  long n = 0;
-  const char *env = getenv("TORCHTPU_NUM_THREADS");
-  if (env && *env) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(env, &end, 10);
-    if (errno == 0 && end && *end == '\0' && v >= 1) n = v;
-  }
+  long n = (long)tt_env_positive("TORCHTPU_NUM_THREADS", 0);
   if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
   if (n <= 0) n = 1;
   if (n > TT_POOL_MAX_THREADS) n = TT_POOL_MAX_THREADS;

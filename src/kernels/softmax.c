@@ -40,13 +40,13 @@ static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
     for (int64_t l = 0; l < L; ++l) y[l] = x[l] + bias[l];
     float mm = tt_row_minmax_f32(y, L, 1);
     if (log_out) {
-      float acc[TT_ROW_LANES] = {0};
-      int64_t i = 0;
       float sum;
       if (p) {
         for (int64_t l = 0; l < L; ++l) p[l] = tt_expf_fast(y[l] - mm);
         sum = tt_row_sum_f32(p, NULL, L); /* the same lanes and order */
       } else {
+        float acc[TT_ROW_LANES] = {0};
+        int64_t i = 0;
         for (; i + TT_ROW_LANES <= L; i += TT_ROW_LANES)
           for (int q = 0; q < TT_ROW_LANES; ++q) acc[q] += tt_expf_fast(y[i + q] - mm);
         sum = tt_row_lanes_fold(acc);
@@ -63,8 +63,8 @@ static void tt_softmax_panel_f32(const float *x, float *y, int64_t L, int64_t w,
     return;
   }
   if (w == 1 && ld == 1) {
-    /* Contiguous row: exp into y (also for log_softmax, whose last pass
-     * overwrites it), then a 16-lane sum. */
+    /* Contiguous row: exp into p when given, else into y (also for
+     * log_softmax, whose last pass overwrites it), then a 16-lane sum. */
     float mm = tt_row_minmax_f32(x, L, 1);
     float *e = p ? p : y;
     for (int64_t l = 0; l < L; ++l) e[l] = tt_expf_fast(x[l] - mm);

@@ -1,6 +1,5 @@
 /* The CPU backend's virtual devices: one FIFO queue and worker thread per
  * device, buffers with readiness, allocation accounting. */
-#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -418,46 +417,33 @@ static void *tt_device_worker(void *arg) {
   return NULL;
 }
 
-/* TORCHTPU_MAX_INFLIGHT: graph executions a device may have queued or
- * running when a step boundary queues another (read once; default 2). */
-static int64_t tt_max_inflight_(void) {
-  static _Atomic int64_t cached = 0;
-  int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (v > 0) return v;
-  v = 2;
-  const char *env = getenv("TORCHTPU_MAX_INFLIGHT");
-  if (env && *env) {
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(env, &end, 10);
-    if (errno == 0 && end && *end == '\0' && n >= 1) v = n;
-  }
-  atomic_store_explicit(&cached, v, memory_order_relaxed);
-  return v;
-}
-
-void tt_runtime_throttle(int32_t device) {
-  int64_t limit = tt_max_inflight_();
+/* Blocks until device (every device when < 0) has fewer than `limit`
+ * executions queued or running; returns whether it had to wait. While it
+ * waits the kernels may take every core. */
+static int tt_runtime_wait_below_(int32_t device, int64_t limit) {
+  int waited = 0;
   pthread_mutex_lock(&tt_rt_lock_);
   for (int32_t i = 0; i < tt_num_devices_; ++i) {
     if (device >= 0 && i != device) continue;
     if (tt_devices_[i].queued < limit) continue;
-    tt_counter_add("DeviceQueueWait", 1);
-    tt_parallel_host_wait_begin(); /* the kernels may take every core */
+    waited = 1;
+    tt_parallel_host_wait_begin();
     while (tt_devices_[i].queued >= limit) pthread_cond_wait(&tt_rt_done_, &tt_rt_lock_);
     tt_parallel_host_wait_end();
   }
   pthread_mutex_unlock(&tt_rt_lock_);
+  return waited;
 }
 
-void tt_runtime_wait(int32_t device) {
-  pthread_mutex_lock(&tt_rt_lock_);
-  for (int32_t i = 0; i < tt_num_devices_; ++i) {
-    if (device >= 0 && i != device) continue;
-    if (tt_devices_[i].queued == 0) continue;
-    tt_parallel_host_wait_begin(); /* the kernels may take every core */
-    while (tt_devices_[i].queued > 0) pthread_cond_wait(&tt_rt_done_, &tt_rt_lock_);
-    tt_parallel_host_wait_end();
+void tt_runtime_throttle(int32_t device) {
+  /* TORCHTPU_MAX_INFLIGHT, read once (default 2). */
+  static _Atomic int64_t limit = 0;
+  int64_t n = atomic_load_explicit(&limit, memory_order_relaxed);
+  if (n <= 0) {
+    n = tt_env_positive("TORCHTPU_MAX_INFLIGHT", 2);
+    atomic_store_explicit(&limit, n, memory_order_relaxed);
   }
-  pthread_mutex_unlock(&tt_rt_lock_);
+  if (tt_runtime_wait_below_(device, n)) tt_counter_add("DeviceQueueWait", 1);
 }
+
+void tt_runtime_wait(int32_t device) { tt_runtime_wait_below_(device, 1); }
