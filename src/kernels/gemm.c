@@ -54,10 +54,16 @@
 typedef void (*tt_ukr_fn_t)(int64_t kc, const float *a, const float *b,
                             float *c, int64_t ldc, int accumulate);
 
+/* The same contract with A read in place (f32, row i of the tile at
+ * a + i * lda, k contiguous) instead of from a packed panel. */
+typedef void (*tt_ukr_rowa_fn_t)(int64_t kc, const float *a, int64_t lda, const float *b,
+                                 float *c, int64_t ldc, int accumulate);
+
 typedef struct tt_ukr_s {
   int mr, nr;
   tt_ukr_fn_t fn;
   const char *name;
+  tt_ukr_rowa_fn_t rowa; /* NULL: every A is packed */
 } tt_ukr_t;
 
 /* ---- micro-kernels ------------------------------------------------------ */
@@ -166,12 +172,61 @@ __attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32(
   TT_STORE(6) TT_STORE(7) TT_STORE(8) TT_STORE(9) TT_STORE(10) TT_STORE(11)
 #undef TT_STORE
 }
+
+/* The same tile with A read in place: row i of the tile at a + i * lda
+ * (f32, k contiguous), for a row-major A (x W^T, g W), whose packing
+ * into panels cost as much as a tenth of the product at K 128. */
+__attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32_rowa(
+    int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
+    int accumulate) {
+  const float *a0 = a, *a4 = a + 4 * lda, *a8 = a + 8 * lda;
+  const int64_t l2 = 2 * lda, l3 = 3 * lda;
+  __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
+  __m512 c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
+  __m512 c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps();
+  __m512 c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps();
+  __m512 c40 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps();
+  __m512 c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps();
+  __m512 c60 = _mm512_setzero_ps(), c61 = _mm512_setzero_ps();
+  __m512 c70 = _mm512_setzero_ps(), c71 = _mm512_setzero_ps();
+  __m512 c80 = _mm512_setzero_ps(), c81 = _mm512_setzero_ps();
+  __m512 c90 = _mm512_setzero_ps(), c91 = _mm512_setzero_ps();
+  __m512 c100 = _mm512_setzero_ps(), c101 = _mm512_setzero_ps();
+  __m512 c110 = _mm512_setzero_ps(), c111 = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+    __m512 av;
+#define TT_ROW(i, x)                           \
+  av = _mm512_set1_ps(x);                      \
+  c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0);  \
+  c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1);
+    TT_ROW(0, a0[0]) TT_ROW(1, a0[lda]) TT_ROW(2, a0[l2]) TT_ROW(3, a0[l3])
+    TT_ROW(4, a4[0]) TT_ROW(5, a4[lda]) TT_ROW(6, a4[l2]) TT_ROW(7, a4[l3])
+    TT_ROW(8, a8[0]) TT_ROW(9, a8[lda]) TT_ROW(10, a8[l2]) TT_ROW(11, a8[l3])
+#undef TT_ROW
+    ++a0;
+    ++a4;
+    ++a8;
+    b += 32;
+  }
+#define TT_STORE(i)                                                       \
+  if (accumulate) {                                                       \
+    c##i##0 = _mm512_add_ps(c##i##0, _mm512_loadu_ps(c + i * ldc));       \
+    c##i##1 = _mm512_add_ps(c##i##1, _mm512_loadu_ps(c + i * ldc + 16));  \
+  }                                                                       \
+  _mm512_storeu_ps(c + i * ldc, c##i##0);                                 \
+  _mm512_storeu_ps(c + i * ldc + 16, c##i##1);
+  TT_STORE(0) TT_STORE(1) TT_STORE(2) TT_STORE(3) TT_STORE(4) TT_STORE(5)
+  TT_STORE(6) TT_STORE(7) TT_STORE(8) TT_STORE(9) TT_STORE(10) TT_STORE(11)
+#undef TT_STORE
+}
 #endif
 
-static const tt_ukr_t tt_ukr_generic_ = {4, 8, tt_ukr_generic_4x8, "generic"};
+static const tt_ukr_t tt_ukr_generic_ = {4, 8, tt_ukr_generic_4x8, "generic", NULL};
 #ifdef TT_HAVE_X86_UKR
-static const tt_ukr_t tt_ukr_avx2_ = {6, 16, tt_ukr_avx2_6x16, "avx2"};
-static const tt_ukr_t tt_ukr_avx512_ = {12, 32, tt_ukr_avx512_12x32, "avx512"};
+static const tt_ukr_t tt_ukr_avx2_ = {6, 16, tt_ukr_avx2_6x16, "avx2", NULL};
+static const tt_ukr_t tt_ukr_avx512_ = {12, 32, tt_ukr_avx512_12x32, "avx512",
+                                        tt_ukr_avx512_12x32_rowa};
 #endif
 
 static _Atomic int tt_sgemm_forced_ = TT_SGEMM_ISA_AUTO;
@@ -550,6 +605,39 @@ static int tt_gemm_a_whole(const tt_sgemm_args_t *g) {
              TT_GEMM_A_WHOLE_MAX;
 }
 
+/* Whether A's whole MR-row panels are read in place rather than packed:
+ * a row-major f32 A (k contiguous) with K of at least TT_GEMM_DIRECT_K,
+ * under a kernel that can (the AVX-512 one). The kernel broadcasts the
+ * same floats either way, from 12 rows in L1 instead of one panel; not
+ * packing saved 3-5% of the decoder's K = 384-1000 products (x W, g W),
+ * while its K = 128 products ran ~2% slower in place. A block's last rows,
+ * short of a panel, are still packed (the kernel reads MR rows). */
+#define TT_GEMM_DIRECT_K 256
+
+static int tt_gemm_direct_a(const tt_sgemm_args_t *g, const tt_ukr_t *u) {
+  return u->rowa && g->a_dtype == TT_F32 && g->csa == 1 && g->k >= TT_GEMM_DIRECT_K;
+}
+
+/* A block of rows [ib, ib + rows) for the micro-kernels: its packed
+ * panels at ap, or (direct) only its last partial panel, packed at ap +
+ * (rows / MR * MR) * kc. */
+static void tt_gemm_prepare_a(const tt_sgemm_args_t *g, const tt_ukr_t *u, int direct,
+                              int64_t ib, int64_t rows, int64_t pc, int64_t kc, float *ap) {
+  if (!direct) {
+    tt_pack_a_rows(g, ib, rows, pc, kc, 0, kc, u->mr, ap);
+    return;
+  }
+  int64_t full = rows / u->mr * u->mr;
+  if (full < rows) tt_pack_a(g, ib + full, rows - full, pc, kc, u->mr, ap + full * kc);
+}
+
+/* Panel r of a block at ib: its A in place, or NULL (packed). */
+static const float *tt_gemm_adir(const tt_sgemm_args_t *g, const tt_ukr_t *u, int direct,
+                                 int64_t row, int64_t mr, int64_t pc) {
+  if (!direct || mr != u->mr) return NULL;
+  return (const float *)g->a + row * g->rsa + pc;
+}
+
 /* ---- serial driver -------------------------------------------------------- */
 
 typedef struct tt_gemm_bufs_s {
@@ -628,10 +716,11 @@ static void tt_gemm_bufs_free(tt_gemm_bufs_t *bufs) {
 }
 
 /* Runs the micro-kernels of one packed A panel (rows ic.., mr of them)
- * against B panels [q0, q1) of the packed block at (jc, pc). */
+ * against B panels [q0, q1) of the packed block at (jc, pc); adir, when
+ * set, is the panel's A in place (tt_gemm_direct_a) and apack unused. */
 static void tt_gemm_panel(const tt_sgemm_args_t *g, const tt_ukr_t *u,
-                          const float *apack, const float *bpack, int64_t ic,
-                          int64_t mr, int64_t jc, int64_t nc, int64_t kc,
+                          const float *apack, const float *adir, const float *bpack,
+                          int64_t ic, int64_t mr, int64_t jc, int64_t nc, int64_t kc,
                           int acc, int64_t q0, int64_t q1) {
   const int MR = u->mr, NR = u->nr;
   float tile[TT_GEMM_MR_MAX * TT_GEMM_NR_MAX];
@@ -641,10 +730,16 @@ static void tt_gemm_panel(const tt_sgemm_args_t *g, const tt_ukr_t *u,
     float *c = g->c + ic * g->ldc + jc + jr;
     const float *bp = bpack + jr * kc;
     if (mr == MR && nr == NR) {
-      u->fn(kc, apack, bp, c, g->ldc, acc);
+      if (adir)
+        u->rowa(kc, adir, g->rsa, bp, c, g->ldc, acc);
+      else
+        u->fn(kc, apack, bp, c, g->ldc, acc);
       continue;
     }
-    u->fn(kc, apack, bp, tile, NR, 0);
+    if (adir)
+      u->rowa(kc, adir, g->rsa, bp, tile, NR, 0);
+    else
+      u->fn(kc, apack, bp, tile, NR, 0);
     for (int64_t i = 0; i < mr; ++i) {
       for (int64_t j = 0; j < nr; ++j) {
         c[i * g->ldc + j] = acc ? c[i * g->ldc + j] + tile[i * NR + j] : tile[i * NR + j];
@@ -666,7 +761,7 @@ static void tt_sgemm_serial_whole(const tt_sgemm_args_t *g, const tt_ukr_t *u,
     tt_gemm_zero_c(g);
     return;
   }
-  int whole = tt_gemm_a_whole(g);
+  int whole = tt_gemm_a_whole(g), direct = tt_gemm_direct_a(g, u);
   for (int64_t jc = 0; jc < g->n; jc += TT_GEMM_NC) {
     int64_t nc = tt_min64(TT_GEMM_NC, g->n - jc);
     int64_t npanels = (nc + u->nr - 1) / u->nr;
@@ -678,10 +773,11 @@ static void tt_sgemm_serial_whole(const tt_sgemm_args_t *g, const tt_ukr_t *u,
       for (int64_t ib = 0; ib < g->m; ib += TT_GEMM_MB) {
         int64_t rows = tt_min64(TT_GEMM_MB, g->m - ib);
         float *ap = bufs->apack + (whole ? ib * kc : 0);
-        if (!whole) tt_pack_a_rows(g, ib, rows, pc, kc, 0, kc, u->mr, ap);
+        if (!whole) tt_gemm_prepare_a(g, u, direct, ib, rows, pc, kc, ap);
         for (int64_t r = 0; r < rows; r += u->mr) {
-          tt_gemm_panel(g, u, ap + r * kc, bufs->bpack, ib + r, tt_min64(u->mr, rows - r),
-                        jc, nc, kc, acc, 0, npanels);
+          int64_t mr = tt_min64(u->mr, rows - r);
+          tt_gemm_panel(g, u, ap + r * kc, tt_gemm_adir(g, u, direct, ib + r, mr, pc),
+                        bufs->bpack, ib + r, mr, jc, nc, kc, acc, 0, npanels);
         }
       }
     }
@@ -821,6 +917,7 @@ typedef struct tt_gemm_par_s {
   int64_t jc, nc, pc, kc;
   int acc;
   int64_t npanels, ngroups;
+  int direct; /* tt_gemm_direct_a */
   _Atomic int failed; /* an item could not get its A buffer */
 } tt_gemm_par_t;
 
@@ -853,14 +950,15 @@ static void tt_gemm_compute_range(void *arg, int64_t begin, int64_t end) {
     int64_t ib = blk * TT_GEMM_MB, rows = tt_min64(TT_GEMM_MB, p->g->m - ib);
     float *ap = p->apack ? apack + ib * p->kc : apack;
     if (!p->apack && blk != packed) {
-      tt_pack_a_rows(p->g, ib, rows, p->pc, p->kc, 0, p->kc, u->mr, ap);
+      tt_gemm_prepare_a(p->g, u, p->direct, ib, rows, p->pc, p->kc, ap);
       packed = blk;
     }
     int64_t q0 = grp * p->npanels / p->ngroups;
     int64_t q1 = (grp + 1) * p->npanels / p->ngroups;
     for (int64_t r = 0; r < rows; r += u->mr) {
-      tt_gemm_panel(p->g, u, ap + r * p->kc, p->bpack, ib + r,
-                    tt_min64(u->mr, rows - r), p->jc, p->nc, p->kc, p->acc, q0, q1);
+      int64_t mr = tt_min64(u->mr, rows - r);
+      tt_gemm_panel(p->g, u, ap + r * p->kc, tt_gemm_adir(p->g, u, p->direct, ib + r, mr, p->pc),
+                    p->bpack, ib + r, mr, p->jc, p->nc, p->kc, p->acc, q0, q1);
     }
   }
 }
@@ -880,7 +978,8 @@ static tt_status_t tt_sgemm_parallel(const tt_sgemm_args_t *g, const tt_ukr_t *u
   int64_t nt = tt_num_threads();
   int64_t mblocks = (g->m + TT_GEMM_MB - 1) / TT_GEMM_MB;
   tt_gemm_par_t p = {
-      .g = g, .u = u, .bpack = bufs.bpack, .apack = tt_gemm_a_whole(g) ? bufs.apack : NULL};
+      .g = g, .u = u, .bpack = bufs.bpack, .apack = tt_gemm_a_whole(g) ? bufs.apack : NULL,
+      .direct = tt_gemm_direct_a(g, u)};
   for (p.jc = 0; p.jc < g->n; p.jc += TT_GEMM_NC) {
     p.nc = tt_min64(TT_GEMM_NC, g->n - p.jc);
     p.npanels = (p.nc + u->nr - 1) / u->nr;
