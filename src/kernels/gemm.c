@@ -14,7 +14,9 @@
  *             micro-kernel: C[ic:ic+MR, jc+jr:+NR] (+)= Apanel * Bpanel
  *
  * (A column-major A, a weight gradient's x^T, is packed whole for each
- * (jc, pc) instead, one pass over its source rows: tt_gemm_a_whole.)
+ * (jc, pc) instead, one pass over its source rows: tt_gemm_a_whole. An
+ * f32 A whose panels the AVX-512 kernel can read in place, row- or
+ * column-major, is not packed at all: tt_gemm_direct_a.)
  *
  * Micro-kernel contract: given kc >= 1, a packed A panel (MR floats per k)
  * and a packed B panel (NR floats per k, 64-byte aligned), compute the full
@@ -54,8 +56,9 @@
 typedef void (*tt_ukr_fn_t)(int64_t kc, const float *a, const float *b,
                             float *c, int64_t ldc, int accumulate);
 
-/* The same contract with A read in place (f32, row i of the tile at
- * a + i * lda, k contiguous) instead of from a packed panel. */
+/* The same contract with A read in place instead of from a packed panel:
+ * rowa, row i of the tile at a + i * lda, k contiguous; cola, step k's
+ * MR floats at a + k * lda. */
 typedef void (*tt_ukr_rowa_fn_t)(int64_t kc, const float *a, int64_t lda, const float *b,
                                  float *c, int64_t ldc, int accumulate);
 
@@ -64,6 +67,7 @@ typedef struct tt_ukr_s {
   tt_ukr_fn_t fn;
   const char *name;
   tt_ukr_rowa_fn_t rowa; /* NULL: every A is packed */
+  tt_ukr_rowa_fn_t cola; /* column-major A in place (lda: k stride); NULL: packed */
 } tt_ukr_t;
 
 /* ---- micro-kernels ------------------------------------------------------ */
@@ -133,8 +137,8 @@ __attribute__((target("avx2,fma"))) static void tt_ukr_avx2_6x16(
 #undef TT_STORE
 }
 
-__attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32(
-    int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+__attribute__((target("avx512f,fma"))) static TT_ALWAYS_INLINE void tt_ukr_avx512_12x32_body(
+    int64_t kc, const float *a, int64_t astep, const float *b, float *c, int64_t ldc,
     int accumulate) {
   __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
   __m512 c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
@@ -158,7 +162,7 @@ __attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32(
     TT_ROW(0) TT_ROW(1) TT_ROW(2) TT_ROW(3) TT_ROW(4) TT_ROW(5)
     TT_ROW(6) TT_ROW(7) TT_ROW(8) TT_ROW(9) TT_ROW(10) TT_ROW(11)
 #undef TT_ROW
-    a += 12;
+    a += astep;
     b += 32;
   }
 #define TT_STORE(i)                                                       \
@@ -171,6 +175,20 @@ __attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32(
   TT_STORE(0) TT_STORE(1) TT_STORE(2) TT_STORE(3) TT_STORE(4) TT_STORE(5)
   TT_STORE(6) TT_STORE(7) TT_STORE(8) TT_STORE(9) TT_STORE(10) TT_STORE(11)
 #undef TT_STORE
+}
+
+__attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32(
+    int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+    int accumulate) {
+  tt_ukr_avx512_12x32_body(kc, a, 12, b, c, ldc, accumulate);
+}
+
+/* The same tile with a column-major A read in place: the tile's 12 floats
+ * of step k at a + k * lda (a weight gradient's x^T). */
+__attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32_cola(
+    int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
+    int accumulate) {
+  tt_ukr_avx512_12x32_body(kc, a, lda, b, c, ldc, accumulate);
 }
 
 /* The same tile with A read in place: row i of the tile at a + i * lda
@@ -222,11 +240,11 @@ __attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32_rowa(
 }
 #endif
 
-static const tt_ukr_t tt_ukr_generic_ = {4, 8, tt_ukr_generic_4x8, "generic", NULL};
+static const tt_ukr_t tt_ukr_generic_ = {4, 8, tt_ukr_generic_4x8, "generic", NULL, NULL};
 #ifdef TT_HAVE_X86_UKR
-static const tt_ukr_t tt_ukr_avx2_ = {6, 16, tt_ukr_avx2_6x16, "avx2", NULL};
+static const tt_ukr_t tt_ukr_avx2_ = {6, 16, tt_ukr_avx2_6x16, "avx2", NULL, NULL};
 static const tt_ukr_t tt_ukr_avx512_ = {12, 32, tt_ukr_avx512_12x32, "avx512",
-                                        tt_ukr_avx512_12x32_rowa};
+                                        tt_ukr_avx512_12x32_rowa, tt_ukr_avx512_12x32_cola};
 #endif
 
 static _Atomic int tt_sgemm_forced_ = TT_SGEMM_ISA_AUTO;
@@ -594,28 +612,39 @@ static void tt_pack_a_rows(const tt_sgemm_args_t *g, int64_t ic, int64_t rows, i
   }
 }
 
-/* A column-major A of at most this many bytes per KC block is packed whole
- * (all its rows, in one pass over the source rows) for each block. The
- * buffer stays with the calling thread, like the B block's. */
-#define TT_GEMM_A_WHOLE_MAX ((int64_t)16 << 20)
-
-static int tt_gemm_a_whole(const tt_sgemm_args_t *g) {
-  return tt_gemm_a_colmajor(g) &&
-         (g->m + TT_GEMM_MB) * tt_min64(TT_GEMM_KC, g->k) * (int64_t)sizeof(float) <=
-             TT_GEMM_A_WHOLE_MAX;
-}
-
-/* Whether A's whole MR-row panels are read in place rather than packed:
- * a row-major f32 A (k contiguous) with K of at least TT_GEMM_DIRECT_K,
- * under a kernel that can (the AVX-512 one). The kernel broadcasts the
- * same floats either way, from 12 rows in L1 instead of one panel; not
- * packing saved 3-5% of the decoder's K = 384-1000 products (x W, g W),
- * while its K = 128 products ran ~2% slower in place. A block's last rows,
- * short of a panel, are still packed (the kernel reads MR rows). */
+/* Whether A's whole MR-row panels are read in place rather than packed,
+ * under a kernel that can (the AVX-512 one): an f32 A that is row-major
+ * (k contiguous, x W and g W) with K of at least TT_GEMM_DIRECT_K, or
+ * column-major (a weight gradient's x^T, the tile's MR floats of each k
+ * contiguous). The kernel broadcasts the same floats either way, from
+ * 12 rows in L1 or a line per k in L2 instead of one packed panel. Row-
+ * major: not packing saved 3-5% of the decoder's K = 384-1000 products,
+ * while its K = 128 products ran ~2% slower in place. Column-major: the
+ * decoder's weight gradients with M = 1000, 384 and 128 (K = 2048) ran
+ * 11%, 9% and 5% faster; M = 512, whose k stride of 2 KiB puts every
+ * line of a panel in 2 of the 64 L1 sets, gained nothing and stays packed.
+ * A block's last rows, short of a panel, are still packed (the kernel
+ * reads MR rows). */
 #define TT_GEMM_DIRECT_K 256
 
 static int tt_gemm_direct_a(const tt_sgemm_args_t *g, const tt_ukr_t *u) {
-  return u->rowa && g->a_dtype == TT_F32 && g->csa == 1 && g->k >= TT_GEMM_DIRECT_K;
+  if (g->a_dtype != TT_F32) return 0;
+  if (g->csa == 1) return u->rowa && g->k >= TT_GEMM_DIRECT_K;
+  /* A k stride of a multiple of 2 KiB maps a panel's lines onto a few
+   * cache sets: those are packed. */
+  return u->cola && g->rsa == 1 && g->csa % 512 != 0;
+}
+
+/* A column-major A of at most this many bytes per KC block that is not
+ * read in place is packed whole (all its rows, in one pass over the
+ * source rows) for each block. The buffer stays with the calling thread,
+ * like the B block's. */
+#define TT_GEMM_A_WHOLE_MAX ((int64_t)16 << 20)
+
+static int tt_gemm_a_whole(const tt_sgemm_args_t *g, const tt_ukr_t *u) {
+  return tt_gemm_a_colmajor(g) && !tt_gemm_direct_a(g, u) &&
+         (g->m + TT_GEMM_MB) * tt_min64(TT_GEMM_KC, g->k) * (int64_t)sizeof(float) <=
+             TT_GEMM_A_WHOLE_MAX;
 }
 
 /* A block of rows [ib, ib + rows) for the micro-kernels: its packed
@@ -635,7 +664,7 @@ static void tt_gemm_prepare_a(const tt_sgemm_args_t *g, const tt_ukr_t *u, int d
 static const float *tt_gemm_adir(const tt_sgemm_args_t *g, const tt_ukr_t *u, int direct,
                                  int64_t row, int64_t mr, int64_t pc) {
   if (!direct || mr != u->mr) return NULL;
-  return (const float *)g->a + row * g->rsa + pc;
+  return (const float *)g->a + row * g->rsa + pc * g->csa;
 }
 
 /* ---- serial driver -------------------------------------------------------- */
@@ -696,7 +725,7 @@ static tt_status_t tt_gemm_bufs_alloc(const tt_ukr_t *u, const tt_sgemm_args_t *
   int64_t kc = tt_min64(TT_GEMM_KC, tt_max64(g->k, 1));
   int64_t nc = tt_min64(TT_GEMM_NC, tt_max64(g->n, 1));
   nc = (nc + u->nr - 1) / u->nr * u->nr;
-  int64_t arows = tt_gemm_a_whole(g) ? (g->m + TT_GEMM_MB - 1) / TT_GEMM_MB * TT_GEMM_MB
+  int64_t arows = tt_gemm_a_whole(g, u) ? (g->m + TT_GEMM_MB - 1) / TT_GEMM_MB * TT_GEMM_MB
                                      : TT_GEMM_MB;
   size_t asz = ((size_t)(kc * arows) * sizeof(float) + 63) / 64 * 64;
   size_t bsz = ((size_t)(kc * nc) * sizeof(float) + 63) / 64 * 64;
@@ -730,16 +759,20 @@ static void tt_gemm_panel(const tt_sgemm_args_t *g, const tt_ukr_t *u,
     float *c = g->c + ic * g->ldc + jc + jr;
     const float *bp = bpack + jr * kc;
     if (mr == MR && nr == NR) {
-      if (adir)
+      if (!adir)
+        u->fn(kc, apack, bp, c, g->ldc, acc);
+      else if (g->csa == 1)
         u->rowa(kc, adir, g->rsa, bp, c, g->ldc, acc);
       else
-        u->fn(kc, apack, bp, c, g->ldc, acc);
+        u->cola(kc, adir, g->csa, bp, c, g->ldc, acc);
       continue;
     }
-    if (adir)
+    if (!adir)
+      u->fn(kc, apack, bp, tile, NR, 0);
+    else if (g->csa == 1)
       u->rowa(kc, adir, g->rsa, bp, tile, NR, 0);
     else
-      u->fn(kc, apack, bp, tile, NR, 0);
+      u->cola(kc, adir, g->csa, bp, tile, NR, 0);
     for (int64_t i = 0; i < mr; ++i) {
       for (int64_t j = 0; j < nr; ++j) {
         c[i * g->ldc + j] = acc ? c[i * g->ldc + j] + tile[i * NR + j] : tile[i * NR + j];
@@ -761,7 +794,7 @@ static void tt_sgemm_serial_whole(const tt_sgemm_args_t *g, const tt_ukr_t *u,
     tt_gemm_zero_c(g);
     return;
   }
-  int whole = tt_gemm_a_whole(g), direct = tt_gemm_direct_a(g, u);
+  int whole = tt_gemm_a_whole(g, u), direct = tt_gemm_direct_a(g, u);
   for (int64_t jc = 0; jc < g->n; jc += TT_GEMM_NC) {
     int64_t nc = tt_min64(TT_GEMM_NC, g->n - jc);
     int64_t npanels = (nc + u->nr - 1) / u->nr;
@@ -978,7 +1011,7 @@ static tt_status_t tt_sgemm_parallel(const tt_sgemm_args_t *g, const tt_ukr_t *u
   int64_t nt = tt_num_threads();
   int64_t mblocks = (g->m + TT_GEMM_MB - 1) / TT_GEMM_MB;
   tt_gemm_par_t p = {
-      .g = g, .u = u, .bpack = bufs.bpack, .apack = tt_gemm_a_whole(g) ? bufs.apack : NULL,
+      .g = g, .u = u, .bpack = bufs.bpack, .apack = tt_gemm_a_whole(g, u) ? bufs.apack : NULL,
       .direct = tt_gemm_direct_a(g, u)};
   for (p.jc = 0; p.jc < g->n; p.jc += TT_GEMM_NC) {
     p.nc = tt_min64(TT_GEMM_NC, g->n - p.jc);
