@@ -296,6 +296,59 @@ static void bench_attention(int64_t B, int64_t H, int64_t L, int64_t E, int caus
   for (int i = 0; i < 8; ++i) free(all[i]->data);
 }
 
+/* The decoder's attention as its training step runs it (the strided
+ * forms, src/passes/attention_layout.c): q, k and v read in place from the
+ * seq-first projection [L, B, 3 H E], the output written as [L, B, H, E],
+ * the output's gradient read from that layout and [dq | dk | dv] written
+ * as [L, B, 3 H E]; the forward keeps its probabilities for the
+ * backward. */
+typedef struct att_strided_s {
+  tt_view_t qkv, o, go, g;
+  tt_att_geom_t geom;
+  float *probs;
+} att_strided_t;
+
+static void run_att_strided_fwd(void *p) {
+  att_strided_t *a = p;
+  tt_status_free(tt_kernel_attention_ex(&a->qkv, &a->qkv, &a->qkv, NULL, 1, 0.125, &a->o,
+                                        &a->geom, a->probs));
+}
+
+static void run_att_strided_bwd(void *p) {
+  att_strided_t *a = p;
+  tt_status_free(tt_kernel_attention_backward_ex(&a->go, &a->qkv, &a->qkv, &a->qkv, NULL, 1,
+                                                 0.125, &a->g, &a->g, &a->g, &a->geom,
+                                                 a->probs));
+}
+
+static void bench_attention_strided(int64_t B, int64_t H, int64_t L, int64_t E) {
+  char name[2][112];
+  for (int w = 0; w < 2; ++w)
+    snprintf(name[w], sizeof name[w], "attention %s f32 [%lld,%lld,%lld,%lld] causal strided",
+             w ? "backward" : "forward", (long long)B, (long long)H, (long long)L, (long long)E);
+  if (!wanted(name[0]) && !wanted(name[1])) return;
+  int64_t n3[1] = {L * B * 3 * H * E}, n1[1] = {L * B * H * E};
+  att_strided_t a = {make(TT_F32, 1, n3), make(TT_F32, 1, n1), make(TT_F32, 1, n1),
+                     make(TT_F32, 1, n3)};
+  a.geom = (tt_att_geom_t){.B = B, .H = H, .L = L, .S = L, .E = E, .Ev = E};
+  for (int i = 0; i < 3; ++i) {
+    a.geom.lay[i] = (tt_att_layout_t){i * H * E, 3 * H * E, E, B * 3 * H * E};
+    a.geom.lay[5 + i] = a.geom.lay[i];
+  }
+  a.geom.lay[3] = a.geom.lay[4] = (tt_att_layout_t){0, H * E, E, B * H * E};
+  a.probs = malloc((size_t)(B * H * L * tt_attention_probs_ld(L)) * sizeof(float));
+  double prod = 2.0 * (double)(B * H * L * L * E) * 0.5;
+  run_att_strided_fwd(&a);
+  for (int w = 0; w < 2; ++w) {
+    if (!wanted(name[w])) continue;
+    double t = time_it(w ? run_att_strided_bwd : run_att_strided_fwd, &a);
+    printf("%-48s %9.3f ms %8.1f GFLOP/s\n", name[w], t * 1e3, prod * (w ? 4 : 2) / t * 1e-9);
+  }
+  free(a.probs);
+  tt_view_t *all[4] = {&a.qkv, &a.o, &a.go, &a.g};
+  for (int i = 0; i < 4; ++i) free(all[i]->data);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) g_filter = argv[1];
   const char *cpu = getenv("BENCH_CPU_TIME");
@@ -335,12 +388,16 @@ int main(int argc, char **argv) {
   bench_mem("relu f32 4M", 0, TT_UN_RELU, R, C, 0, 0);
   bench_mem("sum f32 4096x1024 over dim 1", 2, TT_RED_SUM, R, C, 0, 2);
   bench_mem("sum f32 4096x1024 over dim 0", 2, TT_RED_SUM, R, C, 0, 1);
+  /* The decoder's bias gradients: column sums over its 2048 tokens. */
+  bench_mem("sum f32 2048x384 over dim 0", 2, TT_RED_SUM, 2048, 384, 0, 1);
+  bench_mem("sum f32 2048x128 over dim 0", 2, TT_RED_SUM, 2048, 128, 0, 1);
   bench_mem("max f32 4096x1024 over dim 1", 2, TT_RED_MAX, R, C, 0, 2);
   bench_mem("softmax f32 4096x1024 dim 1", 3, 0, R, C, 0, 0);
   bench_mem("transpose f32 4096x1024", 4, 0, R, C, 0, 0);
   bench_transpose3(64, 128, 32);
   /* The decoder's attention (batch 32, 4 heads of 32, 64 tokens). */
   bench_attention(32, 4, 64, 32, 1);
+  bench_attention_strided(32, 4, 64, 32);
   bench_attention(32, 4, 64, 32, 0);
   bench_attention(4, 8, 512, 64, 1);
   bench_transpose3(64, 32, 128);
