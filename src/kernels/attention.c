@@ -33,6 +33,11 @@
 
 #include "kernels/kernel_util.h"
 
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#include <immintrin.h>
+#define TT_ATT_HAVE_AVX512 1
+#endif
+
 #define TT_ATT_BR 64 /* query rows per block */
 #define TT_ATT_MR 4  /* rows of a micro-tile */
 #define TT_ATT_NR 32 /* columns of a micro-tile */
@@ -231,6 +236,78 @@ static int64_t tt_att_pad16(int64_t n) {
   return (n + TT_ROW_LANES - 1) / TT_ROW_LANES * TT_ROW_LANES;
 }
 
+#ifdef TT_ATT_HAVE_AVX512
+/* tt_expf_fast on 16 lanes, operation for operation (fastmath.h), so the
+ * results are the same bits: max/min with the constant first keep a NaN
+ * as the scalar selects do. */
+__attribute__((target("avx512f"))) static inline __m512 tt_att_exp16(__m512 x) {
+  __m512 xc = _mm512_max_ps(_mm512_set1_ps(-88.0f), x);
+  xc = _mm512_min_ps(_mm512_set1_ps(89.0f), xc);
+  const __m512 big = _mm512_set1_ps(12582912.0f);
+  __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), big), big);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), xc);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  __m512i ni = _mm512_maskz_cvttps_epi32(_mm512_cmp_ps_mask(n, n, _CMP_ORD_Q), n);
+  __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+  __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  __mmask16 flush = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654f), _CMP_LT_OQ);
+  return _mm512_maskz_mov_ps((__mmask16)~flush, _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
+}
+
+/* The softmax of an unmasked row of w <= 64 padded keys (lim visible) in
+ * registers: the general loop below makes five passes over the row in
+ * memory with a call for its max, about a third of a decoder's attention
+ * forward on its 64-key causal rows. The same values bit for bit: the
+ * same exp, the max of the same floats (a NaN still makes it NaN), the
+ * sum's 16 lanes added and folded in tt_row_sum_f32's order. Returns 0,
+ * writing nothing, for a row without a finite score. */
+__attribute__((target("avx512f"))) static int tt_att_softmax_row16(float *s, int64_t lim,
+                                                                  int64_t w, float scale,
+                                                                  float *lse) {
+  __m512 v[4];
+  int nv = (int)(w / 16);
+  __mmask16 nan = 0;
+  const __m512 ninf = _mm512_set1_ps(-INFINITY), vs = _mm512_set1_ps(scale);
+  __m512 mx = ninf;
+  for (int q = 0; q < nv; ++q) {
+    int64_t left = lim - 16 * q;
+    __mmask16 vis = left >= 16 ? (__mmask16)0xFFFF
+                    : left > 0 ? (__mmask16)((1u << left) - 1u)
+                               : (__mmask16)0;
+    v[q] = _mm512_mask_mul_ps(ninf, vis, _mm512_loadu_ps(s + 16 * q), vs);
+    nan |= _mm512_cmp_ps_mask(v[q], v[q], _CMP_UNORD_Q);
+    mx = _mm512_max_ps(mx, v[q]);
+  }
+  float m = nan ? NAN : _mm512_reduce_max_ps(mx);
+  if (m == -INFINITY) return 0;
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512 acc = _mm512_setzero_ps();
+  for (int q = 0; q < nv; ++q) {
+    v[q] = tt_att_exp16(_mm512_sub_ps(v[q], vm));
+    acc = _mm512_add_ps(acc, v[q]);
+  }
+  __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(acc),
+                            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+  __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
+  float l[4];
+  _mm_storeu_ps(l, a4);
+  float sum = (l[0] + l[2]) + (l[1] + l[3]);
+  const __m512 inv = _mm512_set1_ps(1.0f / sum);
+  for (int q = 0; q < nv; ++q) _mm512_storeu_ps(s + 16 * q, _mm512_mul_ps(v[q], inv));
+  if (lse) *lse = m + logf(sum);
+  return 1;
+}
+#endif
+
 /* One row of scores s[0..nk) into probabilities: s = s * scale + mask for
  * the lim visible keys, softmax over them, zeros for keys lim..nk (the row
  * has room for tt_att_pad16(nk) floats). Returns the row's logsumexp when
@@ -240,6 +317,17 @@ TT_ATT_CLONES
 static float tt_att_softmax_row(float *s, const float *mrow, int64_t lim, int64_t nk,
                                 float scale, int want_lse) {
   int64_t w = tt_att_pad16(lim);
+#ifdef TT_ATT_HAVE_AVX512
+  if (!mrow && lim > 0 && w <= 64 && __builtin_cpu_supports("avx512f")) {
+    float lse = 0.0f;
+    if (!tt_att_softmax_row16(s, lim, w, scale, want_lse ? &lse : NULL)) {
+      for (int64_t j = 0; j < nk; ++j) s[j] = 0.0f;
+      return 0.0f;
+    }
+    if (nk > w) memset(s + w, 0, (size_t)(nk - w) * sizeof(float));
+    return lse;
+  }
+#endif
   if (mrow) {
     for (int64_t j = 0; j < lim; ++j) s[j] = s[j] * scale + mrow[j];
     for (int64_t j = lim; j < w; ++j) s[j] = -INFINITY;
