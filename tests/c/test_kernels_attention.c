@@ -348,8 +348,60 @@ static void test_attention_strided(void) {
   run_strided(TT_F32, 2, 2, 130, 130, 32, 1, 0, 0, 1); /* three query blocks */
 }
 
+/* An unmasked row of at most 64 keys takes the AVX-512 register softmax
+ * (tt_att_softmax_row16) where the CPU has it; with an all-zero additive
+ * mask the same scores take the general loop. Both must give the same
+ * bits, forward (output, logsumexp) and backward, over rows of 1-64 keys
+ * (causal) and whole short rows, with scores large enough to flush some
+ * exps and a -inf column. */
+static void test_attention_fast_row_softmax(void) {
+  const int64_t shapes[][4] = {{2, 3, 64, 64}, {1, 2, 23, 23}, {2, 2, 17, 50}, {1, 1, 70, 70}};
+  for (int si = 0; si < 4; ++si) {
+    for (int causal = 0; causal < 2; ++causal) {
+      int64_t B = shapes[si][0], H = shapes[si][1], L = shapes[si][2], S = shapes[si][3], E = 8;
+      int64_t qd[4] = {B, H, L, E}, kd[4] = {B, H, S, E}, ld[3] = {B, H, L}, md[4] = {1, 1, L, S};
+      tensor_t q = tensor_new(TT_F32, 4, qd), k = tensor_new(TT_F32, 4, kd);
+      tensor_t v = tensor_new(TT_F32, 4, kd), go = tensor_new(TT_F32, 4, qd);
+      tensor_t m = tensor_new(TT_F32, 4, md);
+      tensor_t o[2] = {tensor_new(TT_F32, 4, qd), tensor_new(TT_F32, 4, qd)};
+      tensor_t l[2] = {tensor_new(TT_F32, 3, ld), tensor_new(TT_F32, 3, ld)};
+      tensor_t g[2][3];
+      tensor_fill_random(&q, -30, 30);
+      tensor_fill_random(&k, -3, 3);
+      tensor_fill_random(&v, -1, 1);
+      tensor_fill_random(&go, -1, 1);
+      memset(m.v.data, 0, (size_t)(L * S) * sizeof(float));
+      for (int64_t b = 0; b < B * H; ++b) ((float *)k.v.data)[(b * S + S / 2) * E] = -INFINITY;
+      for (int w = 0; w < 2; ++w) {
+        const tt_view_t *mv = w ? &m.v : NULL;
+        for (int i = 0; i < 3; ++i) g[w][i] = tensor_new(TT_F32, 4, i ? kd : qd);
+        CHECK_OK(tt_kernel_attention(&q.v, &k.v, &v.v, mv, causal, 0.3, &o[w].v, &l[w].v),
+                 "fast row softmax forward");
+        CHECK_OK(tt_kernel_attention_backward(&go.v, &q.v, &k.v, &v.v, mv, causal, 0.3,
+                                              &g[w][0].v, &g[w][1].v, &g[w][2].v),
+                 "fast row softmax backward");
+      }
+      int bad = memcmp(o[0].v.data, o[1].v.data, (size_t)(B * H * L * E) * sizeof(float)) != 0;
+      bad |= memcmp(l[0].v.data, l[1].v.data, (size_t)(B * H * L) * sizeof(float)) != 0;
+      for (int i = 0; i < 3; ++i)
+        bad |= memcmp(g[0][i].v.data, g[1][i].v.data,
+                      (size_t)tt_view_numel(&g[0][i].v) * sizeof(float)) != 0;
+      CHECK(!bad, "B%lld H%lld L%lld S%lld causal %d: unmasked and zero-masked rows differ",
+            (long long)B, (long long)H, (long long)L, (long long)S, causal);
+      tensor_t *all[5] = {&q, &k, &v, &go, &m};
+      for (int i = 0; i < 5; ++i) tensor_free(all[i]);
+      for (int w = 0; w < 2; ++w) {
+        tensor_free(&o[w]);
+        tensor_free(&l[w]);
+        for (int i = 0; i < 3; ++i) tensor_free(&g[w][i]);
+      }
+    }
+  }
+}
+
 int main(void) {
   test_attention_values();
+  test_attention_fast_row_softmax();
   test_attention_errors();
   test_attention_strided();
   return test_summary();
