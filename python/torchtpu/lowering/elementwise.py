@@ -1,5 +1,6 @@
 """Elementwise lowerings: unary and binary math, comparisons, where."""
 import math
+import os
 
 import torch
 
@@ -270,11 +271,21 @@ def bitwise_not(x):
     return wrap(_unary_h("bitwise_not", x._h))
 
 
+# TORCHTPU_GELU_FROM_OUTPUT=0: gelu_backward always recomputes erf(x).
+_GELU_FROM_OUTPUT = os.environ.get("TORCHTPU_GELU_FROM_OUTPUT", "1") != "0"
+
+
 @lowers(aten.gelu.default)
 def gelu(x, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate}")
-    return _unary("gelu_tanh" if approximate == "tanh" else "gelu_erf", x)
+    y = _unary("gelu_tanh" if approximate == "tanh" else "gelu_erf", x)
+    if (approximate == "none" and _GELU_FROM_OUTPUT and x.dtype == torch.float32 and
+            torch.is_grad_enabled()):
+        # Training: the backward needs Phi(x), which y = x * Phi(x) holds
+        # (gelu_backward below reads x._gelu_out instead of another erf).
+        x._gelu_out = y._h
+    return y
 
 
 @lowers(aten.silu.default)
@@ -475,7 +486,17 @@ def gelu_backward(grad, x, approximate="none"):
         du = mul(c(k), add(c(1.0), mul(c(3 * 0.044715), x2)))
         d = add(left, mul(mul(c(0.5), h), mul(one_minus_t2, du)))
     else:
-        cdf = mul(c(0.5), add(c(1.0), _unary_h("erf", mul(h, c(1.0 / math.sqrt(2.0))))))
+        y = getattr(x, "_gelu_out", None)
+        if y is not None and y.dtype == ct and tuple(y.shape) == tuple(h.shape):
+            # Phi(x) = y / x from the forward's output: a divide instead of
+            # erf's rational function, and the same cancellation as the
+            # forward's 0.5 * (1 + erf) where x is very negative. Where x
+            # is too small for the quotient (0, subnormals) Phi is 0.5 to
+            # float precision.
+            tiny = op(BINARY, [_unary_h("abs", h), c(1e-20)], (BIN["lt"],))
+            cdf = op(WHERE, [tiny, c(0.5), op(BINARY, [y, h], (BIN["div"],))])
+        else:
+            cdf = mul(c(0.5), add(c(1.0), _unary_h("erf", mul(h, c(1.0 / math.sqrt(2.0))))))
         pdf = mul(_unary_h("exp", mul(x2, c(-0.5))), c(1.0 / math.sqrt(2.0 * math.pi)))
         d = add(cdf, mul(h, pdf))
     return _finish(mul(g, d), rt)
