@@ -137,66 +137,14 @@ __attribute__((target("avx2,fma"))) static void tt_ukr_avx2_6x16(
 #undef TT_STORE
 }
 
+/* The 12 x 32 tile, C (+)= A B over kc steps. A is read one of two ways
+ * (rows, a compile-time constant in each caller): from a panel or column
+ * whose 12 floats of step k lie at a + k * lda (packed: lda 12), or in
+ * place by rows, row i of the tile at a + i * lda with k contiguous. */
 __attribute__((target("avx512f,fma"))) static TT_ALWAYS_INLINE void tt_ukr_avx512_12x32_body(
-    int64_t kc, const float *a, int64_t astep, const float *b, float *c, int64_t ldc,
-    int accumulate) {
-  __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
-  __m512 c10 = _mm512_setzero_ps(), c11 = _mm512_setzero_ps();
-  __m512 c20 = _mm512_setzero_ps(), c21 = _mm512_setzero_ps();
-  __m512 c30 = _mm512_setzero_ps(), c31 = _mm512_setzero_ps();
-  __m512 c40 = _mm512_setzero_ps(), c41 = _mm512_setzero_ps();
-  __m512 c50 = _mm512_setzero_ps(), c51 = _mm512_setzero_ps();
-  __m512 c60 = _mm512_setzero_ps(), c61 = _mm512_setzero_ps();
-  __m512 c70 = _mm512_setzero_ps(), c71 = _mm512_setzero_ps();
-  __m512 c80 = _mm512_setzero_ps(), c81 = _mm512_setzero_ps();
-  __m512 c90 = _mm512_setzero_ps(), c91 = _mm512_setzero_ps();
-  __m512 c100 = _mm512_setzero_ps(), c101 = _mm512_setzero_ps();
-  __m512 c110 = _mm512_setzero_ps(), c111 = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-    __m512 av;
-#define TT_ROW(i)                              \
-  av = _mm512_set1_ps(a[i]);                   \
-  c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0);  \
-  c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1);
-    TT_ROW(0) TT_ROW(1) TT_ROW(2) TT_ROW(3) TT_ROW(4) TT_ROW(5)
-    TT_ROW(6) TT_ROW(7) TT_ROW(8) TT_ROW(9) TT_ROW(10) TT_ROW(11)
-#undef TT_ROW
-    a += astep;
-    b += 32;
-  }
-#define TT_STORE(i)                                                       \
-  if (accumulate) {                                                       \
-    c##i##0 = _mm512_add_ps(c##i##0, _mm512_loadu_ps(c + i * ldc));       \
-    c##i##1 = _mm512_add_ps(c##i##1, _mm512_loadu_ps(c + i * ldc + 16));  \
-  }                                                                       \
-  _mm512_storeu_ps(c + i * ldc, c##i##0);                                 \
-  _mm512_storeu_ps(c + i * ldc + 16, c##i##1);
-  TT_STORE(0) TT_STORE(1) TT_STORE(2) TT_STORE(3) TT_STORE(4) TT_STORE(5)
-  TT_STORE(6) TT_STORE(7) TT_STORE(8) TT_STORE(9) TT_STORE(10) TT_STORE(11)
-#undef TT_STORE
-}
-
-__attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32(
-    int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-    int accumulate) {
-  tt_ukr_avx512_12x32_body(kc, a, 12, b, c, ldc, accumulate);
-}
-
-/* The same tile with a column-major A read in place: the tile's 12 floats
- * of step k at a + k * lda (a weight gradient's x^T). */
-__attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32_cola(
-    int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
-    int accumulate) {
-  tt_ukr_avx512_12x32_body(kc, a, lda, b, c, ldc, accumulate);
-}
-
-/* The same tile with A read in place: row i of the tile at a + i * lda
- * (f32, k contiguous), for a row-major A (x W^T, g W), whose packing
- * into panels cost as much as a tenth of the product at K 128. */
-__attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32_rowa(
-    int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
-    int accumulate) {
+    int64_t kc, const float *a, int64_t lda, const int rows, const float *b, float *c,
+    int64_t ldc, int accumulate) {
+  /* By rows: three base pointers and 0, lda, 2 lda, 3 lda as indices. */
   const float *a0 = a, *a4 = a + 4 * lda, *a8 = a + 8 * lda;
   const int64_t l2 = 2 * lda, l3 = 3 * lda;
   __m512 c00 = _mm512_setzero_ps(), c01 = _mm512_setzero_ps();
@@ -214,17 +162,21 @@ __attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32_rowa(
   for (int64_t k = 0; k < kc; ++k) {
     __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
     __m512 av;
-#define TT_ROW(i, x)                           \
-  av = _mm512_set1_ps(x);                      \
-  c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0);  \
+#define TT_ROW(i, base, off)                            \
+  av = _mm512_set1_ps(rows ? (base)[off] : a[i]);       \
+  c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0);           \
   c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1);
-    TT_ROW(0, a0[0]) TT_ROW(1, a0[lda]) TT_ROW(2, a0[l2]) TT_ROW(3, a0[l3])
-    TT_ROW(4, a4[0]) TT_ROW(5, a4[lda]) TT_ROW(6, a4[l2]) TT_ROW(7, a4[l3])
-    TT_ROW(8, a8[0]) TT_ROW(9, a8[lda]) TT_ROW(10, a8[l2]) TT_ROW(11, a8[l3])
+    TT_ROW(0, a0, 0) TT_ROW(1, a0, lda) TT_ROW(2, a0, l2) TT_ROW(3, a0, l3)
+    TT_ROW(4, a4, 0) TT_ROW(5, a4, lda) TT_ROW(6, a4, l2) TT_ROW(7, a4, l3)
+    TT_ROW(8, a8, 0) TT_ROW(9, a8, lda) TT_ROW(10, a8, l2) TT_ROW(11, a8, l3)
 #undef TT_ROW
-    ++a0;
-    ++a4;
-    ++a8;
+    if (rows) {
+      ++a0;
+      ++a4;
+      ++a8;
+    } else {
+      a += lda;
+    }
     b += 32;
   }
 #define TT_STORE(i)                                                       \
@@ -237,6 +189,28 @@ __attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32_rowa(
   TT_STORE(0) TT_STORE(1) TT_STORE(2) TT_STORE(3) TT_STORE(4) TT_STORE(5)
   TT_STORE(6) TT_STORE(7) TT_STORE(8) TT_STORE(9) TT_STORE(10) TT_STORE(11)
 #undef TT_STORE
+}
+
+__attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32(
+    int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+    int accumulate) {
+  tt_ukr_avx512_12x32_body(kc, a, 12, 0, b, c, ldc, accumulate);
+}
+
+/* The same tile with a column-major A read in place: the tile's 12 floats
+ * of step k at a + k * lda (a weight gradient's x^T). */
+__attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32_cola(
+    int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
+    int accumulate) {
+  tt_ukr_avx512_12x32_body(kc, a, lda, 0, b, c, ldc, accumulate);
+}
+
+/* The same tile with a row-major A read in place: row i of the tile at
+ * a + i * lda, k contiguous (x W^T, g W). */
+__attribute__((target("avx512f,fma"))) static void tt_ukr_avx512_12x32_rowa(
+    int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
+    int accumulate) {
+  tt_ukr_avx512_12x32_body(kc, a, lda, 1, b, c, ldc, accumulate);
 }
 #endif
 
