@@ -239,7 +239,8 @@ static int64_t tt_att_pad16(int64_t n) {
 #ifdef TT_ATT_HAVE_AVX512
 /* tt_expf_fast on 16 lanes, operation for operation (fastmath.h), so the
  * results are the same bits: max/min with the constant first keep a NaN
- * as the scalar selects do. */
+ * as the scalar selects do. A change to one must be made to the other:
+ * test_attention_fast_row_softmax (tests/c) fails when they drift apart. */
 __attribute__((target("avx512f"))) static inline __m512 tt_att_exp16(__m512 x) {
   __m512 xc = _mm512_max_ps(_mm512_set1_ps(-88.0f), x);
   xc = _mm512_min_ps(_mm512_set1_ps(89.0f), xc);

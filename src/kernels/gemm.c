@@ -59,15 +59,15 @@ typedef void (*tt_ukr_fn_t)(int64_t kc, const float *a, const float *b,
 /* The same contract with A read in place instead of from a packed panel:
  * rowa, row i of the tile at a + i * lda, k contiguous; cola, step k's
  * MR floats at a + k * lda. */
-typedef void (*tt_ukr_rowa_fn_t)(int64_t kc, const float *a, int64_t lda, const float *b,
-                                 float *c, int64_t ldc, int accumulate);
+typedef void (*tt_ukr_inplace_fn_t)(int64_t kc, const float *a, int64_t lda,
+                                    const float *b, float *c, int64_t ldc, int accumulate);
 
 typedef struct tt_ukr_s {
   int mr, nr;
   tt_ukr_fn_t fn;
   const char *name;
-  tt_ukr_rowa_fn_t rowa; /* NULL: every A is packed */
-  tt_ukr_rowa_fn_t cola; /* column-major A in place (lda: k stride); NULL: packed */
+  tt_ukr_inplace_fn_t rowa; /* NULL: every A is packed */
+  tt_ukr_inplace_fn_t cola; /* column-major A in place (lda: k stride); NULL: packed */
 } tt_ukr_t;
 
 /* ---- micro-kernels ------------------------------------------------------ */
@@ -732,21 +732,18 @@ static void tt_gemm_panel(const tt_sgemm_args_t *g, const tt_ukr_t *u,
     int64_t nr = tt_min64(NR, nc - jr);
     float *c = g->c + ic * g->ldc + jc + jr;
     const float *bp = bpack + jr * kc;
-    if (mr == MR && nr == NR) {
-      if (!adir)
-        u->fn(kc, apack, bp, c, g->ldc, acc);
-      else if (g->csa == 1)
-        u->rowa(kc, adir, g->rsa, bp, c, g->ldc, acc);
-      else
-        u->cola(kc, adir, g->csa, bp, c, g->ldc, acc);
-      continue;
-    }
+    /* A whole tile goes straight to C; an edge tile to scratch, clipped. */
+    int whole = mr == MR && nr == NR;
+    float *dst = whole ? c : tile;
+    int64_t ld = whole ? g->ldc : NR;
+    int add = whole && acc;
     if (!adir)
-      u->fn(kc, apack, bp, tile, NR, 0);
-    else if (g->csa == 1)
-      u->rowa(kc, adir, g->rsa, bp, tile, NR, 0);
+      u->fn(kc, apack, bp, dst, ld, add);
+    else if (g->csa == 1) /* row-major (tt_gemm_direct_a) */
+      u->rowa(kc, adir, g->rsa, bp, dst, ld, add);
     else
-      u->cola(kc, adir, g->csa, bp, tile, NR, 0);
+      u->cola(kc, adir, g->csa, bp, dst, ld, add);
+    if (whole) continue;
     for (int64_t i = 0; i < mr; ++i) {
       for (int64_t j = 0; j < nr; ++j) {
         c[i * g->ldc + j] = acc ? c[i * g->ldc + j] + tile[i * NR + j] : tile[i * NR + j];
