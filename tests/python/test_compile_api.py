@@ -142,13 +142,38 @@ def test_full_graph_allows_a_clean_region(dev):
 
 
 # --- max_different_graphs (PyTorch/XLA's dynamic shape detector) ---------
-def test_max_graphs_same_graph_many_times(dev):
-    cf = torch_xla.compile(lambda x: x + x, max_different_graphs=1)
+def _graphs_looked_up():
+    """Graphs the compile cache was asked for since the metrics were
+    cleared: one per region call whose region cut a graph, whether compiled
+    or found in the cache (the cache outlives a test, so only the total and
+    the lower bound on hits are exact)."""
+    return (met.counter_value("UncachedCompile") or 0) + (met.counter_value("CachedCompile") or 0)
+
+
+def test_max_graphs_same_graph_many_times(clean_metrics, dev):
+    """The same graph traced three times is one graph: each call is right
+    and cuts one graph, the second and third find it in the cache, and the
+    limit of 1 is then full (a second graph is refused)."""
+    def double(x):
+        return x + x
+
+    cf = torch_xla.compile(double, max_different_graphs=1)
     for _ in range(3):
-        cf(torch.rand(10).to(dev))
+        x = torch.rand(3, 11)
+        torch.testing.assert_close(cf(x.to(dev)).cpu(), x + x)
+    assert met.counter_value("CompiledRegion_double") == 3
+    assert _graphs_looked_up() == 3
+    assert met.counter_value("CachedCompile") >= 2
+    with pytest.raises(RuntimeError, match=r"exceeded: 1\nGot: aten.add.Tensor, "
+                       r"xla_shape=float32\[3,12\]"):
+        cf(torch.rand(3, 12).to(dev))
 
 
-def test_max_graphs_many_graphs_within_limit(dev):
+def test_max_graphs_many_graphs_within_limit(clean_metrics, dev):
+    """Six calls tracing three op sequences (steps 1, 2 and 4 are the same
+    sequence: the multiplier is a scalar, not an op) stay within a limit of
+    4; the engine compiles at most those three graphs. The session then
+    holds exactly three: a fourth sequence is accepted, a fifth refused."""
     def foo(x, step):
         r0 = x + x + x
         r = r0 + x
@@ -164,6 +189,13 @@ def test_max_graphs_many_graphs_within_limit(dev):
     inp = torch.rand(10)
     for i in range(6):
         torch.testing.assert_close(cf(inp.to(dev), i).cpu(), foo(inp, i))
+    assert met.counter_value("CompiledRegion_foo") == 6
+    assert _graphs_looked_up() == 6
+    assert met.counter_value("CachedCompile") >= 3
+    other = torch.rand(9)
+    torch.testing.assert_close(cf(other.to(dev), 5).cpu(), foo(other, 5))  # the fourth
+    with pytest.raises(RuntimeError, match=r"exceeded: 4\n"):
+        cf(torch.rand(8).to(dev), 5)
 
 
 def test_max_graphs_exceeded_by_a_new_shape(dev):
@@ -228,11 +260,24 @@ def test_max_graphs_exceeded_by_an_early_end(dev):
         "Expected: aten.mul.Tensor, xla_shape=float32[10]")
 
 
-def test_max_graphs_is_per_function(dev):
+def test_max_graphs_is_per_function(clean_metrics, dev):
+    """Two functions with the same body and a limit of 1 each keep their
+    own count: each accepts a graph of its own shape (and runs it again),
+    and each is then full: the other's shape is refused."""
     f1 = torch_xla.compile(lambda x: x + 1, max_different_graphs=1)
     f2 = torch_xla.compile(lambda x: x + 1, max_different_graphs=1)
-    f1(torch.rand(3).to(dev))
-    f2(torch.rand(4).to(dev))  # another function: its own count
+    a, b = torch.rand(2, 13), torch.rand(2, 14)
+    for f, x in ((f1, a), (f2, b), (f1, a), (f2, b)):
+        torch.testing.assert_close(f(x.to(dev)).cpu(), x + 1)
+    assert met.counter_value("CompiledRegion_<lambda>") == 4
+    assert _graphs_looked_up() == 4
+    assert met.counter_value("CachedCompile") >= 2
+    with pytest.raises(RuntimeError, match=r"exceeded: 1\nGot: aten.add.Tensor, "
+                       r"xla_shape=float32\[2,14\]"):
+        f1(b.to(dev))
+    with pytest.raises(RuntimeError, match=r"exceeded: 1\nGot: aten.add.Tensor, "
+                       r"xla_shape=float32\[2,13\]"):
+        f2(a.to(dev))
 
 
 def test_bad_max_graphs():
