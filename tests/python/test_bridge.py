@@ -67,7 +67,8 @@ def test_module_to_and_state_dict(dev):
     ref = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     ref.load_state_dict(m.state_dict())
     m.to(dev)
-    assert all(p.device == dev for p in m.parameters())
+    params = list(m.parameters())
+    assert [p.device for p in params] == [dev] * 4  # two weights, two biases
     x = torch.randn(3, 4)
     torch.testing.assert_close(m(x.to(dev)).cpu(), ref(x))
     sd = {k: v.cpu() for k, v in m.state_dict().items()}
@@ -136,7 +137,7 @@ def test_optimizers_match_cpu(dev, opt_name):
             m(xx).pow(2).mean().backward()
             opt.step()
         torch_xla.sync()
-    for p_ref, p in zip(ref.parameters(), model.parameters()):
+    for p_ref, p in zip(ref.parameters(), model.parameters(), strict=True):
         torch.testing.assert_close(p.cpu(), p_ref, rtol=1e-5, atol=1e-5)
 
 
@@ -153,4 +154,13 @@ def test_zero_grad_and_set_to_none(dev):
 def test_xla_tensor_predicates(dev):
     t = torch.ones(2, device=dev)
     assert xm.is_xla_tensor(t) and not xm.is_xla_tensor(torch.ones(2))
-    assert t.is_xla if hasattr(t, "is_xla") else True
+    # torch.Tensor.is_xla is a property of every tensor: checked outright.
+    assert t.is_xla is True and torch.ones(2).is_xla is False
+    # Views, results, a moved module's parameters and their gradients are
+    # xla tensors by both predicates.
+    m = nn.Linear(3, 2).to(dev)
+    m(torch.ones(1, 3, device=dev)).sum().backward()
+    checked = [t[0], t * 2, *m.parameters(), *(p.grad for p in m.parameters())]
+    assert len(checked) == 6
+    assert [c.is_xla for c in checked] == [True] * 6
+    assert [xm.is_xla_tensor(c) for c in checked] == [True] * 6
