@@ -13,6 +13,7 @@
 
 #include "torchtpu/base.h"
 #include "torchtpu/kernels.h"
+#include "torchtpu/op_attrs.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -148,8 +149,6 @@ tt_status_t tt_spmd_manual_check(tt_op_t op, const int64_t *iattrs, int32_t num_
                                  const tt_shape_t *x_shape, tt_sharding_t *out,
                                  tt_shape_t *out_shape);
 
-#define TT_MAX_IATTRS 32
-#define TT_MAX_FATTRS 4
 
 typedef struct tt_buffer_s tt_buffer_t;
 

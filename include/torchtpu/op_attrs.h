@@ -1,0 +1,368 @@
+/* Typed attributes of the IR ops.
+ *
+ * A node (and a linearised instruction) stores its attributes as two flat
+ * lists, int64 `iattrs` and double `fattrs`: they are copied, hashed and
+ * compared as bytes, so the graph hash and the compile cache never need to
+ * know an op's fields. This header names those fields. Each op's schema in
+ * the op table (src/ir/op_table.c) lists its fields in storage order, with
+ * the offset of each in the op's struct below; tt_attrs_decode and
+ * tt_attrs_encode walk that schema. They are the only code that knows
+ * attribute positions: everything else reads and writes these structs.
+ *
+ * Storage rules (one place, applied by the codec):
+ * - TT_ATTR_INT: one int64. TT_ATTR_INTS: a fixed number of int64s.
+ * - TT_ATTR_LIST: a variable-length int64 list (tt_attr_list_t). When an op
+ *   has several lists (slice's start/limit/step, pad's lo/hi) they share
+ *   the ints left after the fixed fields equally, in order.
+ * - TT_ATTR_FLOAT: one double; an op's float fields are fattrs[0..] in
+ *   order. Every node has TT_MAX_FATTRS doubles (zero unless set), so a
+ *   float field is always present.
+ * - TT_ATTR_OPTIONAL on an int field: it and every int field after it may
+ *   be absent (decoded as 0). Encoding writes fields up to the count the
+ *   caller gives, so a node recorded without them keeps its old bytes.
+ *
+ * Ops without attributes (param, scalar, where) have the empty struct
+ * tt_no_attrs_t.
+ */
+#ifndef TORCHTPU_OP_ATTRS_H_
+#define TORCHTPU_OP_ATTRS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "torchtpu/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most attributes a node holds (ints, doubles). */
+#define TT_MAX_IATTRS 32
+#define TT_MAX_FATTRS 4
+
+/* The largest attribute struct (checked by the op table at compile time):
+ * code decoding an op it does not know the kind of decodes into a buffer
+ * of this size. */
+#define TT_ATTRS_MAX_SIZE 1024
+
+/* A variable-length attribute list. */
+typedef struct tt_attr_list_s {
+  int32_t n;
+  int64_t v[TT_MAX_IATTRS];
+} tt_attr_list_t;
+
+typedef struct tt_no_attrs_s {
+  char unused; /* C has no empty structs */
+} tt_no_attrs_t;
+
+/* ---- elementwise ------------------------------------------------------ */
+typedef struct tt_unary_attrs_s {
+  int64_t op;          /* tt_unary_op_t */
+  double alpha, beta;  /* the op's parameters (leaky_relu's slope, elu's, ...) */
+} tt_unary_attrs_t;
+
+typedef struct tt_binary_attrs_s {
+  int64_t op; /* tt_binary_op_t */
+} tt_binary_attrs_t;
+
+typedef struct tt_convert_attrs_s {
+  int64_t dtype; /* tt_dtype_t of the result */
+} tt_convert_attrs_t;
+
+typedef struct tt_special_attrs_s {
+  int64_t op; /* tt_special_op_t */
+} tt_special_attrs_t;
+
+/* ---- movement ---------------------------------------------------------- */
+/* broadcast, reshape, max_pool2d_bwd, adaptive_avg_pool2d_bwd: the result's dims. */
+typedef struct tt_dims_attrs_s {
+  tt_attr_list_t dims;
+} tt_dims_attrs_t;
+
+typedef struct tt_transpose_attrs_s {
+  tt_attr_list_t perm; /* result dim d is operand dim perm[d] */
+} tt_transpose_attrs_t;
+
+/* slice and slice_scatter: one entry per dim of the (base) operand. */
+typedef struct tt_slice_attrs_s {
+  tt_attr_list_t start, limit, step;
+} tt_slice_attrs_t;
+
+typedef struct tt_concat_attrs_s {
+  int64_t dim;
+} tt_concat_attrs_t;
+
+typedef struct tt_pad_attrs_s {
+  tt_attr_list_t lo, hi; /* per dim; negative values crop */
+  double value;
+} tt_pad_attrs_t;
+
+typedef struct tt_flip_attrs_s {
+  int64_t dims_mask; /* bit d: reverse dim d */
+} tt_flip_attrs_t;
+
+typedef struct tt_bitcast_attrs_s {
+  int64_t dtype; /* the result's tt_dtype_t */
+  tt_attr_list_t dims;
+} tt_bitcast_attrs_t;
+
+/* ---- data sources ------------------------------------------------------ */
+typedef struct tt_iota_attrs_s {
+  int64_t dtype, n; /* n values: start, start + step, ... */
+  double start, step;
+} tt_iota_attrs_t;
+
+typedef struct tt_rng_attrs_s {
+  int64_t op;    /* tt_rng_op_t */
+  int64_t dtype; /* the result's */
+  tt_attr_list_t dims;
+  double a, b;   /* uniform [a, b); normal mean a, std b; bernoulli p = a */
+} tt_rng_attrs_t;
+
+/* ---- reductions and scans -------------------------------------------- */
+typedef struct tt_reduce_attrs_s {
+  int64_t op;        /* tt_reduce_op_t */
+  int64_t dims_mask; /* bit d: reduce dim d */
+  int64_t keepdim;
+  int64_t dtype;     /* the result's */
+} tt_reduce_attrs_t;
+
+typedef struct tt_scan_attrs_s {
+  int64_t op; /* tt_scan_op_t */
+  int64_t dim;
+  int64_t dtype;
+} tt_scan_attrs_t;
+
+typedef struct tt_cumulative_attrs_s {
+  int64_t op; /* tt_cumulative_t */
+  int64_t dim;
+} tt_cumulative_attrs_t;
+
+typedef struct tt_argsort_attrs_s {
+  int64_t dim, descending;
+} tt_argsort_attrs_t;
+
+typedef struct tt_searchsorted_attrs_s {
+  int64_t right;
+  int64_t dtype; /* I64 or I32 */
+} tt_searchsorted_attrs_t;
+
+/* ---- indexing ---------------------------------------------------------- */
+/* index_select, index_add, gather. */
+typedef struct tt_dim_attrs_s {
+  int64_t dim;
+} tt_dim_attrs_t;
+
+typedef struct tt_scatter_attrs_s {
+  int64_t dim;
+  int64_t reduce; /* 0 replace, 1 add */
+} tt_scatter_attrs_t;
+
+typedef struct tt_scatter_reduce_attrs_s {
+  int64_t dim;
+  int64_t reduce; /* tt_scatter_reduce_t */
+  int64_t include_self;
+} tt_scatter_reduce_attrs_t;
+
+/* ---- linear algebra and products -------------------------------------- */
+typedef struct tt_dot_attrs_s {
+  int64_t trans_a, trans_b;
+} tt_dot_attrs_t;
+
+typedef struct tt_linalg_attrs_s {
+  int64_t op;       /* tt_linalg_op_t */
+  int64_t flags[3]; /* per op (upper, unitriangular, ...; kernels.h) */
+} tt_linalg_attrs_t;
+
+typedef struct tt_fft_attrs_s {
+  int64_t kind; /* tt_fft_kind_t */
+  int64_t n;    /* points along the last dim */
+  double scale;
+} tt_fft_attrs_t;
+
+/* ---- convolution and pooling (NCHW) ---------------------------------- */
+typedef struct tt_conv2d_attrs_s {
+  int64_t stride[2], padding[2], dilation[2], groups;
+} tt_conv2d_attrs_t;
+
+/* conv2d_bwd_input: out_dims are x's [N, C, H, W]; conv2d_bwd_weight: w's
+ * [O, C / groups, kh, kw]. */
+typedef struct tt_conv2d_bwd_attrs_s {
+  int64_t stride[2], padding[2], dilation[2], groups;
+  int64_t out_dims[4];
+} tt_conv2d_bwd_attrs_t;
+
+/* max_pool2d and max_pool2d_indices. */
+typedef struct tt_max_pool2d_attrs_s {
+  int64_t kernel[2], stride[2], padding[2], dilation[2], ceil_mode;
+} tt_max_pool2d_attrs_t;
+
+typedef struct tt_avg_pool2d_attrs_s {
+  int64_t kernel[2], stride[2], padding[2], ceil_mode, count_include_pad;
+  int64_t divisor; /* 0: the window's count */
+} tt_avg_pool2d_attrs_t;
+
+typedef struct tt_avg_pool2d_bwd_attrs_s {
+  int64_t kernel[2], stride[2], padding[2], ceil_mode, count_include_pad, divisor;
+  tt_attr_list_t dims; /* x's */
+} tt_avg_pool2d_bwd_attrs_t;
+
+typedef struct tt_adaptive_avg_pool2d_attrs_s {
+  int64_t out_size[2];
+} tt_adaptive_avg_pool2d_attrs_t;
+
+/* ---- normalisation and attention -------------------------------------- */
+typedef struct tt_softmax_attrs_s {
+  int64_t dim, log;
+  int64_t packed; /* optional: 1 = [2, x...], log_softmax then softmax (ir.h) */
+} tt_softmax_attrs_t;
+
+typedef struct tt_softmax_bwd_attrs_s {
+  int64_t dim, log;
+} tt_softmax_bwd_attrs_t;
+
+typedef struct tt_layer_norm_attrs_s {
+  int64_t axis, has_weight, has_bias;
+  int64_t form; /* 0 output, 1 [mean | rstd], 2 [output | mean | rstd] */
+  double eps;
+} tt_layer_norm_attrs_t;
+
+typedef struct tt_layer_norm_bwd_attrs_s {
+  int64_t axis, want_grad_x;
+} tt_layer_norm_bwd_attrs_t;
+
+/* The optional trailing fields are the strided form made only by
+ * src/passes/attention_layout.c (ir.h): the geometry and one
+ * tt_att_layout_t (off, sb, sh, sr) per operand and result. */
+typedef struct tt_attention_attrs_s {
+  int64_t causal;
+  int64_t lse; /* optional: 1 = the logsumexp [B, H, L] instead of the output */
+  int64_t B, H, L, S, E, Ev;
+  int64_t q_layout[4], k_layout[4], v_layout[4], out_layout[4];
+  double scale;
+} tt_attention_attrs_t;
+
+typedef struct tt_attention_bwd_attrs_s {
+  int64_t causal;
+  int64_t B, H, L, S, E, Ev; /* optional: the strided form */
+  int64_t grad_out_layout[4], q_layout[4], k_layout[4], v_layout[4];
+  int64_t grads_layout[4]; /* (sw, sb, sh, sr): grad q/k/v at 0, sw, 2 * sw */
+  double scale;
+} tt_attention_bwd_attrs_t;
+
+/* ---- fusion -------------------------------------------------------------- */
+/* A fused instruction has no attributes, or the fused-reduction form
+ * (kind TT_FUSED_REDUCE, ir.h) over the domain dims with dims_mask reduced. */
+typedef struct tt_fused_attrs_s {
+  int64_t kind; /* optional */
+  int64_t dims_mask;
+  int64_t rank;
+  tt_attr_list_t dims;
+} tt_fused_attrs_t;
+
+/* ---- collectives (src/ir/ops_collective.c) ---------------------------- */
+/* Every collective ends with channel_id (0: no channel handle), group_size
+ * and the replica groups' global ids, group_size each (none: one group of
+ * every participant). Reserved fields are stored as 0. */
+typedef struct tt_all_reduce_attrs_s {
+  int64_t reduce; /* tt_reduce_op_t: SUM, PROD, MAX, MIN, ANY, ALL */
+  int64_t reserved[2];
+  int64_t channel_id, group_size;
+  tt_attr_list_t groups;
+} tt_all_reduce_attrs_t;
+
+typedef struct tt_all_gather_attrs_s {
+  int64_t dim, shard_count;
+  int64_t reserved;
+  int64_t channel_id, group_size;
+  tt_attr_list_t groups;
+} tt_all_gather_attrs_t;
+
+typedef struct tt_reduce_scatter_attrs_s {
+  int64_t reduce, dim, shard_count;
+  int64_t channel_id, group_size;
+  tt_attr_list_t groups;
+} tt_reduce_scatter_attrs_t;
+
+typedef struct tt_all_to_all_attrs_s {
+  int64_t split_dim, concat_dim, split_count;
+  int64_t channel_id, group_size;
+  tt_attr_list_t groups;
+} tt_all_to_all_attrs_t;
+
+/* groups: (source, target) pairs, group_size 2. */
+typedef struct tt_collective_permute_attrs_s {
+  int64_t reserved[3];
+  int64_t channel_id, group_size;
+  tt_attr_list_t groups;
+} tt_collective_permute_attrs_t;
+
+/* Manual SPMD regions: spec is the tiled sharding [num_tile_dims,
+ * last_tile_dim_replicate, tile dims..., num_devices, devices...] and, for
+ * shard_to_full, the full dims after it; tt_spmd_manual_check decodes it. */
+typedef struct tt_spmd_manual_attrs_s {
+  tt_attr_list_t spec;
+} tt_spmd_manual_attrs_t;
+
+/* ---- the codec --------------------------------------------------------- */
+typedef enum tt_attr_kind_e {
+  TT_ATTR_INT = 0,
+  TT_ATTR_INTS = 1,  /* count int64s */
+  TT_ATTR_LIST = 2,  /* a tt_attr_list_t */
+  TT_ATTR_FLOAT = 3,
+} tt_attr_kind_t;
+
+enum {
+  TT_ATTR_OPTIONAL = 1u << 0, /* this and later int fields may be absent */
+  TT_ATTR_RESERVED = 1u << 1, /* always 0; builders do not take it */
+};
+
+typedef struct tt_attr_field_s {
+  const char *name;
+  tt_attr_kind_t kind;
+  int32_t count;   /* TT_ATTR_INTS: how many; otherwise 1 */
+  uint32_t flags;  /* TT_ATTR_* */
+  size_t offset;   /* in the op's attribute struct */
+} tt_attr_field_t;
+
+/* Decodes an attribute instance of op into *out, a struct of out_size bytes
+ * (the op's attribute struct: tt_op_info(op)->attrs_size; a different size
+ * is a caller's bug and aborts). Absent optional fields are 0. On success
+ * *out_num_fields (may be NULL) receives the number of int fields present.
+ * TT_INVALID_ARGUMENT naming the op when the int count fits no layout of
+ * its schema (too few, lists that do not share the rest equally). */
+tt_status_t tt_attrs_decode(int32_t op, const int64_t *iattrs, int32_t num_iattrs,
+                            const double *fattrs, void *out, size_t out_size,
+                            int32_t *out_num_fields);
+
+/* Encodes the first num_int_fields int fields of *in (a struct of in_size
+ * bytes for op; -1: all of them) and every float field into iattrs (room
+ * for TT_MAX_IATTRS) and fattrs (room for TT_MAX_FATTRS, zero-filled
+ * first). *out_num_iattrs receives the int count. TT_INVALID_ARGUMENT when
+ * the lists do not fit TT_MAX_IATTRS or several lists differ in length. */
+tt_status_t tt_attrs_encode(int32_t op, const void *in, size_t in_size, int32_t num_int_fields,
+                            int64_t *iattrs, int32_t *out_num_iattrs, double *fattrs);
+
+/* Decodes the attributes of a node or an instruction (anything with op,
+ * num_iattrs, iattrs and fattrs members) into the struct at `out`, for code
+ * where the op is known to be well formed (recorded nodes, graphs that
+ * passed the verifier): a decode error there is an internal invariant
+ * broken, and aborts. Returns the number of int fields present. */
+#define TT_ATTRS(x, out) \
+  tt_attrs_decode_valid((int32_t)(x)->op, (x)->iattrs, (x)->num_iattrs, (x)->fattrs, (out), sizeof(*(out)))
+int32_t tt_attrs_decode_valid(int32_t op, const int64_t *iattrs, int32_t num_iattrs,
+                              const double *fattrs, void *out, size_t out_size);
+
+/* Writes *in (all fields) as the attributes of a linearised instruction or
+ * node x (passes rewriting an instruction); aborts when it does not fit
+ * (structs made by the engine itself). */
+#define TT_SET_ATTRS(x, in)                                                             \
+  tt_attrs_encode_valid((int32_t)(x)->op, (in), sizeof(*(in)), -1, (x)->iattrs,          \
+                        &(x)->num_iattrs, (x)->fattrs)
+void tt_attrs_encode_valid(int32_t op, const void *in, size_t in_size, int32_t num_int_fields,
+                           int64_t *iattrs, int32_t *out_num_iattrs, double *fattrs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TORCHTPU_OP_ATTRS_H_ */

@@ -1,0 +1,435 @@
+/* The op table (include/torchtpu/op_table.h): one entry per IR op, and
+ * the attribute codec that reads each entry's schema. Shape inference
+ * lives in the family files src/ir/infer_*.c, declared in src/ir/infer.h. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/infer.h"
+#include "torchtpu/op_table.h"
+
+/* Schema fields: name, kind, count, flags, offset in the op's struct. */
+#define INT(S, f) {#f, TT_ATTR_INT, 1, 0, offsetof(S, f)}
+#define INT_OPT(S, f) {#f, TT_ATTR_INT, 1, TT_ATTR_OPTIONAL, offsetof(S, f)}
+#define INTS(S, f, k) {#f, TT_ATTR_INTS, k, 0, offsetof(S, f)}
+#define INTS_RESERVED(S, f, k) {#f, TT_ATTR_INTS, k, TT_ATTR_RESERVED, offsetof(S, f)}
+#define INT_RESERVED(S, f) {#f, TT_ATTR_INT, 1, TT_ATTR_RESERVED, offsetof(S, f)}
+#define LIST(S, f) {#f, TT_ATTR_LIST, 1, 0, offsetof(S, f)}
+#define LIST_OPT(S, f) {#f, TT_ATTR_LIST, 1, TT_ATTR_OPTIONAL, offsetof(S, f)}
+#define FLOAT(S, f) {#f, TT_ATTR_FLOAT, 1, 0, offsetof(S, f)}
+
+static const tt_attr_field_t unary_f[] = {INT(tt_unary_attrs_t, op),
+                                          FLOAT(tt_unary_attrs_t, alpha),
+                                          FLOAT(tt_unary_attrs_t, beta)};
+static const tt_attr_field_t binary_f[] = {INT(tt_binary_attrs_t, op)};
+static const tt_attr_field_t convert_f[] = {INT(tt_convert_attrs_t, dtype)};
+static const tt_attr_field_t special_f[] = {INT(tt_special_attrs_t, op)};
+static const tt_attr_field_t dims_f[] = {LIST(tt_dims_attrs_t, dims)};
+static const tt_attr_field_t transpose_f[] = {LIST(tt_transpose_attrs_t, perm)};
+static const tt_attr_field_t slice_f[] = {LIST(tt_slice_attrs_t, start),
+                                          LIST(tt_slice_attrs_t, limit),
+                                          LIST(tt_slice_attrs_t, step)};
+static const tt_attr_field_t concat_f[] = {INT(tt_concat_attrs_t, dim)};
+static const tt_attr_field_t pad_f[] = {LIST(tt_pad_attrs_t, lo), LIST(tt_pad_attrs_t, hi),
+                                        FLOAT(tt_pad_attrs_t, value)};
+static const tt_attr_field_t flip_f[] = {INT(tt_flip_attrs_t, dims_mask)};
+static const tt_attr_field_t bitcast_f[] = {INT(tt_bitcast_attrs_t, dtype),
+                                            LIST(tt_bitcast_attrs_t, dims)};
+static const tt_attr_field_t iota_f[] = {INT(tt_iota_attrs_t, dtype), INT(tt_iota_attrs_t, n),
+                                         FLOAT(tt_iota_attrs_t, start),
+                                         FLOAT(tt_iota_attrs_t, step)};
+static const tt_attr_field_t rng_f[] = {INT(tt_rng_attrs_t, op), INT(tt_rng_attrs_t, dtype),
+                                        LIST(tt_rng_attrs_t, dims), FLOAT(tt_rng_attrs_t, a),
+                                        FLOAT(tt_rng_attrs_t, b)};
+static const tt_attr_field_t reduce_f[] = {INT(tt_reduce_attrs_t, op),
+                                           INT(tt_reduce_attrs_t, dims_mask),
+                                           INT(tt_reduce_attrs_t, keepdim),
+                                           INT(tt_reduce_attrs_t, dtype)};
+static const tt_attr_field_t scan_f[] = {INT(tt_scan_attrs_t, op), INT(tt_scan_attrs_t, dim),
+                                         INT(tt_scan_attrs_t, dtype)};
+static const tt_attr_field_t cumulative_f[] = {INT(tt_cumulative_attrs_t, op),
+                                               INT(tt_cumulative_attrs_t, dim)};
+static const tt_attr_field_t argsort_f[] = {INT(tt_argsort_attrs_t, dim),
+                                            INT(tt_argsort_attrs_t, descending)};
+static const tt_attr_field_t searchsorted_f[] = {INT(tt_searchsorted_attrs_t, right),
+                                                 INT(tt_searchsorted_attrs_t, dtype)};
+static const tt_attr_field_t dim_f[] = {INT(tt_dim_attrs_t, dim)};
+static const tt_attr_field_t scatter_f[] = {INT(tt_scatter_attrs_t, dim),
+                                            INT(tt_scatter_attrs_t, reduce)};
+static const tt_attr_field_t scatter_reduce_f[] = {INT(tt_scatter_reduce_attrs_t, dim),
+                                                   INT(tt_scatter_reduce_attrs_t, reduce),
+                                                   INT(tt_scatter_reduce_attrs_t, include_self)};
+static const tt_attr_field_t dot_f[] = {INT(tt_dot_attrs_t, trans_a),
+                                        INT(tt_dot_attrs_t, trans_b)};
+static const tt_attr_field_t linalg_f[] = {INT(tt_linalg_attrs_t, op),
+                                           INTS(tt_linalg_attrs_t, flags, 3)};
+static const tt_attr_field_t fft_f[] = {INT(tt_fft_attrs_t, kind), INT(tt_fft_attrs_t, n),
+                                        FLOAT(tt_fft_attrs_t, scale)};
+static const tt_attr_field_t conv2d_f[] = {
+    INTS(tt_conv2d_attrs_t, stride, 2), INTS(tt_conv2d_attrs_t, padding, 2),
+    INTS(tt_conv2d_attrs_t, dilation, 2), INT(tt_conv2d_attrs_t, groups)};
+static const tt_attr_field_t conv2d_bwd_f[] = {
+    INTS(tt_conv2d_bwd_attrs_t, stride, 2), INTS(tt_conv2d_bwd_attrs_t, padding, 2),
+    INTS(tt_conv2d_bwd_attrs_t, dilation, 2), INT(tt_conv2d_bwd_attrs_t, groups),
+    INTS(tt_conv2d_bwd_attrs_t, out_dims, 4)};
+static const tt_attr_field_t max_pool2d_f[] = {
+    INTS(tt_max_pool2d_attrs_t, kernel, 2), INTS(tt_max_pool2d_attrs_t, stride, 2),
+    INTS(tt_max_pool2d_attrs_t, padding, 2), INTS(tt_max_pool2d_attrs_t, dilation, 2),
+    INT(tt_max_pool2d_attrs_t, ceil_mode)};
+static const tt_attr_field_t avg_pool2d_f[] = {
+    INTS(tt_avg_pool2d_attrs_t, kernel, 2), INTS(tt_avg_pool2d_attrs_t, stride, 2),
+    INTS(tt_avg_pool2d_attrs_t, padding, 2), INT(tt_avg_pool2d_attrs_t, ceil_mode),
+    INT(tt_avg_pool2d_attrs_t, count_include_pad), INT(tt_avg_pool2d_attrs_t, divisor)};
+static const tt_attr_field_t avg_pool2d_bwd_f[] = {
+    INTS(tt_avg_pool2d_bwd_attrs_t, kernel, 2), INTS(tt_avg_pool2d_bwd_attrs_t, stride, 2),
+    INTS(tt_avg_pool2d_bwd_attrs_t, padding, 2), INT(tt_avg_pool2d_bwd_attrs_t, ceil_mode),
+    INT(tt_avg_pool2d_bwd_attrs_t, count_include_pad),
+    INT(tt_avg_pool2d_bwd_attrs_t, divisor), LIST(tt_avg_pool2d_bwd_attrs_t, dims)};
+static const tt_attr_field_t adaptive_avg_pool2d_f[] = {
+    INTS(tt_adaptive_avg_pool2d_attrs_t, out_size, 2)};
+static const tt_attr_field_t softmax_f[] = {INT(tt_softmax_attrs_t, dim),
+                                            INT(tt_softmax_attrs_t, log),
+                                            INT_OPT(tt_softmax_attrs_t, packed)};
+static const tt_attr_field_t softmax_bwd_f[] = {INT(tt_softmax_bwd_attrs_t, dim),
+                                                INT(tt_softmax_bwd_attrs_t, log)};
+static const tt_attr_field_t layer_norm_f[] = {
+    INT(tt_layer_norm_attrs_t, axis), INT(tt_layer_norm_attrs_t, has_weight),
+    INT(tt_layer_norm_attrs_t, has_bias), INT(tt_layer_norm_attrs_t, form),
+    FLOAT(tt_layer_norm_attrs_t, eps)};
+static const tt_attr_field_t layer_norm_bwd_f[] = {INT(tt_layer_norm_bwd_attrs_t, axis),
+                                                   INT(tt_layer_norm_bwd_attrs_t, want_grad_x)};
+static const tt_attr_field_t attention_f[] = {
+    INT(tt_attention_attrs_t, causal), INT_OPT(tt_attention_attrs_t, lse),
+    INT_OPT(tt_attention_attrs_t, B), INT(tt_attention_attrs_t, H),
+    INT(tt_attention_attrs_t, L), INT(tt_attention_attrs_t, S), INT(tt_attention_attrs_t, E),
+    INT(tt_attention_attrs_t, Ev), INTS(tt_attention_attrs_t, q_layout, 4),
+    INTS(tt_attention_attrs_t, k_layout, 4), INTS(tt_attention_attrs_t, v_layout, 4),
+    INTS(tt_attention_attrs_t, out_layout, 4), FLOAT(tt_attention_attrs_t, scale)};
+static const tt_attr_field_t attention_bwd_f[] = {
+    INT(tt_attention_bwd_attrs_t, causal), INT_OPT(tt_attention_bwd_attrs_t, B),
+    INT(tt_attention_bwd_attrs_t, H), INT(tt_attention_bwd_attrs_t, L),
+    INT(tt_attention_bwd_attrs_t, S), INT(tt_attention_bwd_attrs_t, E),
+    INT(tt_attention_bwd_attrs_t, Ev), INTS(tt_attention_bwd_attrs_t, grad_out_layout, 4),
+    INTS(tt_attention_bwd_attrs_t, q_layout, 4), INTS(tt_attention_bwd_attrs_t, k_layout, 4),
+    INTS(tt_attention_bwd_attrs_t, v_layout, 4), INTS(tt_attention_bwd_attrs_t, grads_layout, 4),
+    FLOAT(tt_attention_bwd_attrs_t, scale)};
+static const tt_attr_field_t fused_f[] = {INT_OPT(tt_fused_attrs_t, kind),
+                                          INT(tt_fused_attrs_t, dims_mask),
+                                          INT(tt_fused_attrs_t, rank),
+                                          LIST(tt_fused_attrs_t, dims)};
+static const tt_attr_field_t all_reduce_f[] = {
+    INT(tt_all_reduce_attrs_t, reduce), INTS_RESERVED(tt_all_reduce_attrs_t, reserved, 2),
+    INT(tt_all_reduce_attrs_t, channel_id), INT(tt_all_reduce_attrs_t, group_size),
+    LIST(tt_all_reduce_attrs_t, groups)};
+static const tt_attr_field_t all_gather_f[] = {
+    INT(tt_all_gather_attrs_t, dim), INT(tt_all_gather_attrs_t, shard_count),
+    INT_RESERVED(tt_all_gather_attrs_t, reserved), INT(tt_all_gather_attrs_t, channel_id),
+    INT(tt_all_gather_attrs_t, group_size), LIST(tt_all_gather_attrs_t, groups)};
+static const tt_attr_field_t reduce_scatter_f[] = {
+    INT(tt_reduce_scatter_attrs_t, reduce), INT(tt_reduce_scatter_attrs_t, dim),
+    INT(tt_reduce_scatter_attrs_t, shard_count), INT(tt_reduce_scatter_attrs_t, channel_id),
+    INT(tt_reduce_scatter_attrs_t, group_size), LIST(tt_reduce_scatter_attrs_t, groups)};
+static const tt_attr_field_t all_to_all_f[] = {
+    INT(tt_all_to_all_attrs_t, split_dim), INT(tt_all_to_all_attrs_t, concat_dim),
+    INT(tt_all_to_all_attrs_t, split_count), INT(tt_all_to_all_attrs_t, channel_id),
+    INT(tt_all_to_all_attrs_t, group_size), LIST(tt_all_to_all_attrs_t, groups)};
+static const tt_attr_field_t collective_permute_f[] = {
+    INTS_RESERVED(tt_collective_permute_attrs_t, reserved, 3),
+    INT(tt_collective_permute_attrs_t, channel_id),
+    INT(tt_collective_permute_attrs_t, group_size),
+    LIST(tt_collective_permute_attrs_t, groups)};
+static const tt_attr_field_t spmd_manual_f[] = {LIST(tt_spmd_manual_attrs_t, spec)};
+
+/* An entry: name, operand range, flags, schema, attribute struct, infer. */
+#define ENTRY(nm, lo, hi, fl, fields, S, fn) \
+  {nm, lo, hi, fl, fields, (int32_t)(sizeof(fields) / sizeof(fields[0])), sizeof(S), fn, NULL}
+#define ENTRY0(nm, lo, hi, fl, fn) {nm, lo, hi, fl, NULL, 0, sizeof(tt_no_attrs_t), fn, NULL}
+
+enum {
+  EW = TT_OPF_ELEMENTWISE,
+  MOVE = TT_OPF_MOVEMENT,
+  CPLX = TT_OPF_COMPLEX_OK,
+  FUSE = TT_OPF_FUSIBLE,
+  COLL = TT_OPF_COLLECTIVE,
+};
+
+static const tt_op_info_t tt_op_table_[] = {
+    [TT_OP_PARAM] = ENTRY0("param", 0, 0, TT_OPF_INPUT | CPLX, NULL),
+    [TT_OP_SCALAR] = ENTRY0("scalar", 0, 0, TT_OPF_INPUT, NULL),
+    [TT_OP_UNARY] = ENTRY("unary", 1, 1, EW | FUSE, unary_f, tt_unary_attrs_t, tt_infer_unary),
+    [TT_OP_BINARY] =
+        ENTRY("binary", 2, 2, EW | FUSE, binary_f, tt_binary_attrs_t, tt_infer_binary),
+    [TT_OP_WHERE] = ENTRY0("where", 3, 3, EW | FUSE, tt_infer_where),
+    [TT_OP_CONVERT] =
+        ENTRY("convert", 1, 1, EW | FUSE, convert_f, tt_convert_attrs_t, tt_infer_convert),
+    [TT_OP_BROADCAST] =
+        ENTRY("broadcast", 1, 1, MOVE | CPLX, dims_f, tt_dims_attrs_t, tt_infer_broadcast),
+    [TT_OP_RESHAPE] =
+        ENTRY("reshape", 1, 1, MOVE | CPLX, dims_f, tt_dims_attrs_t, tt_infer_reshape),
+    [TT_OP_IOTA] = ENTRY("iota", 0, 0, 0, iota_f, tt_iota_attrs_t, tt_infer_iota),
+    [TT_OP_REDUCE] = ENTRY("reduce", 1, 1, 0, reduce_f, tt_reduce_attrs_t, tt_infer_reduce),
+    [TT_OP_SCAN] = ENTRY("scan", 1, 1, 0, scan_f, tt_scan_attrs_t, tt_infer_scan),
+    [TT_OP_DOT] = ENTRY("dot", 2, 2, 0, dot_f, tt_dot_attrs_t, tt_infer_dot),
+    [TT_OP_CONV2D] = ENTRY("conv2d", 2, 2, 0, conv2d_f, tt_conv2d_attrs_t, tt_infer_conv2d),
+    [TT_OP_CONV2D_BWD_INPUT] = ENTRY("conv2d_bwd_input", 2, 2, 0, conv2d_bwd_f,
+                                     tt_conv2d_bwd_attrs_t, tt_infer_conv2d_bwd),
+    [TT_OP_CONV2D_BWD_WEIGHT] = ENTRY("conv2d_bwd_weight", 2, 2, 0, conv2d_bwd_f,
+                                      tt_conv2d_bwd_attrs_t, tt_infer_conv2d_bwd),
+    [TT_OP_MAX_POOL2D] = ENTRY("max_pool2d", 1, 1, 0, max_pool2d_f, tt_max_pool2d_attrs_t,
+                               tt_infer_max_pool2d),
+    [TT_OP_MAX_POOL2D_INDICES] = ENTRY("max_pool2d_indices", 1, 1, 0, max_pool2d_f,
+                                       tt_max_pool2d_attrs_t, tt_infer_max_pool2d),
+    [TT_OP_MAX_POOL2D_BWD] = ENTRY("max_pool2d_bwd", 2, 2, 0, dims_f, tt_dims_attrs_t,
+                                   tt_infer_max_pool2d_bwd),
+    [TT_OP_AVG_POOL2D] = ENTRY("avg_pool2d", 1, 1, 0, avg_pool2d_f, tt_avg_pool2d_attrs_t,
+                               tt_infer_avg_pool2d),
+    [TT_OP_AVG_POOL2D_BWD] = ENTRY("avg_pool2d_bwd", 1, 1, 0, avg_pool2d_bwd_f,
+                                   tt_avg_pool2d_bwd_attrs_t, tt_infer_avg_pool2d_bwd),
+    [TT_OP_ADAPTIVE_AVG_POOL2D] =
+        ENTRY("adaptive_avg_pool2d", 1, 1, 0, adaptive_avg_pool2d_f,
+              tt_adaptive_avg_pool2d_attrs_t, tt_infer_adaptive_avg_pool2d),
+    [TT_OP_ADAPTIVE_AVG_POOL2D_BWD] = ENTRY("adaptive_avg_pool2d_bwd", 1, 1, 0, dims_f,
+                                            tt_dims_attrs_t, tt_infer_adaptive_avg_pool2d_bwd),
+    [TT_OP_TRANSPOSE] = ENTRY("transpose", 1, 1, MOVE | CPLX, transpose_f,
+                              tt_transpose_attrs_t, tt_infer_transpose),
+    [TT_OP_SLICE] = ENTRY("slice", 1, 1, MOVE | CPLX, slice_f, tt_slice_attrs_t, tt_infer_slice),
+    [TT_OP_SLICE_SCATTER] = ENTRY("slice_scatter", 2, 2, MOVE | CPLX, slice_f, tt_slice_attrs_t,
+                                  tt_infer_slice_scatter),
+    [TT_OP_CONCAT] =
+        ENTRY("concat", 1, -1, MOVE | CPLX, concat_f, tt_concat_attrs_t, tt_infer_concat),
+    [TT_OP_PAD] = ENTRY("pad", 1, 1, MOVE, pad_f, tt_pad_attrs_t, tt_infer_pad),
+    [TT_OP_FLIP] = ENTRY("flip", 1, 1, MOVE | CPLX, flip_f, tt_flip_attrs_t, tt_infer_flip),
+    [TT_OP_INDEX_SELECT] =
+        ENTRY("index_select", 2, 2, CPLX, dim_f, tt_dim_attrs_t, tt_infer_index_select),
+    [TT_OP_INDEX_ADD] = ENTRY("index_add", 3, 3, 0, dim_f, tt_dim_attrs_t, tt_infer_index_add),
+    [TT_OP_GATHER] = ENTRY("gather", 2, 2, 0, dim_f, tt_dim_attrs_t, tt_infer_gather),
+    [TT_OP_SCATTER] =
+        ENTRY("scatter", 3, 3, 0, scatter_f, tt_scatter_attrs_t, tt_infer_scatter),
+    [TT_OP_SOFTMAX] =
+        ENTRY("softmax", 1, 1, 0, softmax_f, tt_softmax_attrs_t, tt_infer_softmax),
+    [TT_OP_SOFTMAX_BWD] = ENTRY("softmax_bwd", 2, 2, 0, softmax_bwd_f, tt_softmax_bwd_attrs_t,
+                                tt_infer_softmax_bwd),
+    [TT_OP_RNG] = ENTRY("rng", 1, 1, TT_OPF_RANDOM, rng_f, tt_rng_attrs_t, tt_infer_rng),
+    [TT_OP_FUSED] = ENTRY("fused", 0, -1, 0, fused_f, tt_fused_attrs_t, tt_infer_fused),
+    [TT_OP_ARGSORT] =
+        ENTRY("argsort", 1, 1, 0, argsort_f, tt_argsort_attrs_t, tt_infer_argsort),
+    [TT_OP_SEARCHSORTED] = ENTRY("searchsorted", 2, 2, 0, searchsorted_f,
+                                 tt_searchsorted_attrs_t, tt_infer_searchsorted),
+    [TT_OP_SCATTER_REDUCE] = ENTRY("scatter_reduce", 3, 3, 0, scatter_reduce_f,
+                                   tt_scatter_reduce_attrs_t, tt_infer_scatter_reduce),
+    [TT_OP_CUMULATIVE] = ENTRY("cumulative", 1, 1, 0, cumulative_f, tt_cumulative_attrs_t,
+                               tt_infer_cumulative),
+    [TT_OP_LINALG] = ENTRY("linalg", 1, 3, 0, linalg_f, tt_linalg_attrs_t, tt_infer_linalg),
+    [TT_OP_BITCAST] =
+        ENTRY("bitcast", 1, 1, MOVE | CPLX, bitcast_f, tt_bitcast_attrs_t, tt_infer_bitcast),
+    [TT_OP_SPECIAL] =
+        ENTRY("special", 2, 2, EW, special_f, tt_special_attrs_t, tt_infer_special),
+    [TT_OP_FFT] = ENTRY("fft", 1, 1, CPLX, fft_f, tt_fft_attrs_t, tt_infer_fft),
+    [TT_OP_ALL_REDUCE] = ENTRY("all_reduce", 1, 1, COLL, all_reduce_f, tt_all_reduce_attrs_t,
+                               tt_infer_collective),
+    [TT_OP_ALL_GATHER] = ENTRY("all_gather", 1, 1, COLL, all_gather_f, tt_all_gather_attrs_t,
+                               tt_infer_collective),
+    [TT_OP_REDUCE_SCATTER] = ENTRY("reduce_scatter", 1, 1, COLL, reduce_scatter_f,
+                                   tt_reduce_scatter_attrs_t, tt_infer_collective),
+    [TT_OP_ALL_TO_ALL] = ENTRY("all_to_all", 1, 1, COLL, all_to_all_f, tt_all_to_all_attrs_t,
+                               tt_infer_collective),
+    [TT_OP_COLLECTIVE_PERMUTE] =
+        ENTRY("collective_permute", 1, 1, COLL, collective_permute_f,
+              tt_collective_permute_attrs_t, tt_infer_collective),
+    [TT_OP_SPMD_FULL_TO_SHARD] =
+        ENTRY("spmd_full_to_shard", 1, 1, TT_OPF_SPMD_MANUAL, spmd_manual_f,
+              tt_spmd_manual_attrs_t, tt_infer_spmd_manual),
+    [TT_OP_SPMD_SHARD_TO_FULL] =
+        ENTRY("spmd_shard_to_full", 1, 1, TT_OPF_SPMD_MANUAL, spmd_manual_f,
+              tt_spmd_manual_attrs_t, tt_infer_spmd_manual),
+    [TT_OP_ATTENTION] = ENTRY("attention", 3, 4, 0, attention_f, tt_attention_attrs_t,
+                              tt_infer_attention),
+    [TT_OP_ATTENTION_BWD] = ENTRY("attention_bwd", 4, 5, 0, attention_bwd_f,
+                                  tt_attention_bwd_attrs_t, tt_infer_attention_bwd),
+    [TT_OP_LAYER_NORM] = ENTRY("layer_norm", 1, 3, 0, layer_norm_f, tt_layer_norm_attrs_t,
+                               tt_infer_layer_norm),
+    [TT_OP_LAYER_NORM_BWD] = ENTRY("layer_norm_bwd", 4, 5, 0, layer_norm_bwd_f,
+                                   tt_layer_norm_bwd_attrs_t, tt_infer_layer_norm_bwd),
+};
+_Static_assert(sizeof(tt_op_table_) / sizeof(tt_op_table_[0]) == TT_OP_COUNT,
+               "every IR op needs an op table entry");
+_Static_assert(sizeof(tt_slice_attrs_t) <= TT_ATTRS_MAX_SIZE &&
+                   sizeof(tt_pad_attrs_t) <= TT_ATTRS_MAX_SIZE &&
+                   sizeof(tt_avg_pool2d_bwd_attrs_t) <= TT_ATTRS_MAX_SIZE,
+               "TT_ATTRS_MAX_SIZE must hold every attribute struct");
+
+const tt_op_info_t *tt_op_info(tt_op_t op) {
+  if ((unsigned)op >= TT_OP_COUNT || !tt_op_table_[op].name) return NULL;
+  return &tt_op_table_[op];
+}
+
+const char *tt_op_name(tt_op_t op) {
+  const tt_op_info_t *info = tt_op_info(op);
+  return info ? info->name : "?";
+}
+
+/* ---- the codec ----------------------------------------------------------- */
+
+/* How the ints of an instance split: the count of fixed ints up to the
+ * first absent optional field, and each list's length. */
+typedef struct tt_attr_layout_s {
+  int32_t num_fields; /* int fields present */
+  int32_t list_len;
+} tt_attr_layout_t;
+
+static tt_status_t tt_attr_layout(const tt_op_info_t *info, int32_t num_iattrs,
+                                  tt_attr_layout_t *out) {
+  int32_t total = 0, first_optional = -1;
+  for (int32_t f = 0; f < info->num_fields; ++f) {
+    const tt_attr_field_t *fd = &info->fields[f];
+    if (fd->kind == TT_ATTR_FLOAT) continue;
+    if ((fd->flags & TT_ATTR_OPTIONAL) && first_optional < 0) first_optional = total;
+    ++total;
+  }
+  if (first_optional < 0) first_optional = total;
+  /* The longest prefix of int fields whose ints are there: optional
+   * fields are present when the ints are there for them. */
+  for (int32_t present = total; present >= first_optional; --present) {
+    int32_t fixed = 0, lists = 0, seen = 0;
+    for (int32_t f = 0; f < info->num_fields && seen < present; ++f) {
+      const tt_attr_field_t *fd = &info->fields[f];
+      if (fd->kind == TT_ATTR_FLOAT) continue;
+      ++seen;
+      if (fd->kind == TT_ATTR_LIST)
+        ++lists;
+      else
+        fixed += fd->count;
+    }
+    int32_t rest = num_iattrs - fixed;
+    if (rest < 0 || (lists == 0 && rest != 0) || (lists && rest % lists)) continue;
+    out->num_fields = present;
+    out->list_len = lists ? rest / lists : 0;
+    return NULL;
+  }
+  return tt_status_make(TT_INVALID_ARGUMENT,
+                        "%s: %d int attributes fit no layout of its fields", info->name,
+                        num_iattrs);
+}
+
+tt_status_t tt_attrs_decode(int32_t op, const int64_t *iattrs, int32_t num_iattrs,
+                            const double *fattrs, void *out, size_t out_size,
+                            int32_t *out_num_fields) {
+  const tt_op_info_t *info = tt_op_info((tt_op_t)op);
+  if (!info) return tt_status_make(TT_INVALID_ARGUMENT, "unknown op %d", op);
+  if (out_size != info->attrs_size) abort(); /* the caller's struct is not this op's */
+  memset(out, 0, out_size);
+  tt_attr_layout_t lay;
+  TT_RETURN_IF_ERROR(tt_attr_layout(info, num_iattrs, &lay));
+  char *base = out;
+  int32_t pos = 0, ints = 0, floats = 0;
+  for (int32_t f = 0; f < info->num_fields; ++f) {
+    const tt_attr_field_t *fd = &info->fields[f];
+    if (fd->kind == TT_ATTR_FLOAT) {
+      *(double *)(base + fd->offset) = fattrs[floats++];
+      continue;
+    }
+    if (ints++ >= lay.num_fields) continue;
+    if (fd->kind == TT_ATTR_LIST) {
+      tt_attr_list_t *l = (tt_attr_list_t *)(base + fd->offset);
+      l->n = lay.list_len;
+      memcpy(l->v, iattrs + pos, sizeof(int64_t) * (size_t)lay.list_len);
+      pos += lay.list_len;
+    } else {
+      memcpy(base + fd->offset, iattrs + pos, sizeof(int64_t) * (size_t)fd->count);
+      pos += fd->count;
+    }
+  }
+  if (out_num_fields) *out_num_fields = lay.num_fields;
+  return NULL;
+}
+
+tt_status_t tt_attrs_encode(int32_t op, const void *in, size_t in_size, int32_t num_int_fields,
+                            int64_t *iattrs, int32_t *out_num_iattrs, double *fattrs) {
+  const tt_op_info_t *info = tt_op_info((tt_op_t)op);
+  if (!info) return tt_status_make(TT_INVALID_ARGUMENT, "unknown op %d", op);
+  if (in_size != info->attrs_size) abort(); /* the caller's struct is not this op's */
+  const char *base = in;
+  int32_t pos = 0, ints = 0, floats = 0, list_len = -1;
+  memset(fattrs, 0, sizeof(double) * TT_MAX_FATTRS);
+  for (int32_t f = 0; f < info->num_fields; ++f) {
+    const tt_attr_field_t *fd = &info->fields[f];
+    if (fd->kind == TT_ATTR_FLOAT) {
+      fattrs[floats++] = *(const double *)(base + fd->offset);
+      continue;
+    }
+    if (num_int_fields >= 0 && ints >= num_int_fields) continue;
+    ++ints;
+    if (fd->kind == TT_ATTR_LIST) {
+      const tt_attr_list_t *l = (const tt_attr_list_t *)(base + fd->offset);
+      if (list_len >= 0 && l->n != list_len)
+        return tt_status_make(TT_INVALID_ARGUMENT, "%s: list %s has %d entries, an earlier list %d",
+                              info->name, fd->name, l->n, list_len);
+      if (l->n < 0 || pos + l->n > TT_MAX_IATTRS)
+        return tt_status_make(TT_INVALID_ARGUMENT, "%s: more than %d int attributes", info->name,
+                              TT_MAX_IATTRS);
+      list_len = l->n;
+      memcpy(iattrs + pos, l->v, sizeof(int64_t) * (size_t)l->n);
+      pos += l->n;
+    } else {
+      if (pos + fd->count > TT_MAX_IATTRS)
+        return tt_status_make(TT_INVALID_ARGUMENT, "%s: more than %d int attributes", info->name,
+                              TT_MAX_IATTRS);
+      memcpy(iattrs + pos, base + fd->offset, sizeof(int64_t) * (size_t)fd->count);
+      pos += fd->count;
+    }
+  }
+  *out_num_iattrs = pos;
+  return NULL;
+}
+
+int32_t tt_attrs_decode_valid(int32_t op, const int64_t *iattrs, int32_t num_iattrs,
+                              const double *fattrs, void *out, size_t out_size) {
+  int32_t n = 0;
+  tt_status_t st = tt_attrs_decode(op, iattrs, num_iattrs, fattrs, out, out_size, &n);
+  if (st) abort(); /* recorded and verified attributes always decode */
+  return n;
+}
+
+void tt_attrs_encode_valid(int32_t op, const void *in, size_t in_size, int32_t num_int_fields,
+                           int64_t *iattrs, int32_t *out_num_iattrs, double *fattrs) {
+  tt_status_t st =
+      tt_attrs_encode(op, in, in_size, num_int_fields, iattrs, out_num_iattrs, fattrs);
+  if (st) abort(); /* the engine's own structs always fit */
+}
+
+/* ---- fusibility ------------------------------------------------------------ */
+
+static int tt_is_real(tt_dtype_t dt) { return dt == TT_F32 || dt == TT_F16 || dt == TT_BF16; }
+
+int tt_instr_fusible(const tt_instr_t *in, tt_dtype_t x0) {
+  if (!tt_op_has_flag(in->op, TT_OPF_FUSIBLE)) return 0;
+  if (!tt_is_real(in->dtype) && in->dtype != TT_BOOL) return 0;
+  switch (in->op) {
+    case TT_OP_UNARY: {
+      tt_unary_attrs_t a;
+      TT_ATTRS(in, &a);
+      if (a.op == TT_UN_BITWISE_NOT) return 0;
+      if (x0 == TT_BOOL) return a.op == TT_UN_LOGICAL_NOT;
+      return tt_is_real(x0);
+    }
+    case TT_OP_BINARY: {
+      tt_binary_attrs_t a;
+      TT_ATTRS(in, &a);
+      if (a.op == TT_BIN_BITWISE_AND || a.op == TT_BIN_BITWISE_OR ||
+          a.op == TT_BIN_BITWISE_XOR || a.op == TT_BIN_SHIFT_LEFT || a.op == TT_BIN_SHIFT_RIGHT)
+        return 0;
+      if (x0 == TT_BOOL)
+        return a.op == TT_BIN_LOGICAL_AND || a.op == TT_BIN_LOGICAL_OR ||
+               a.op == TT_BIN_LOGICAL_XOR || a.op == TT_BIN_EQ || a.op == TT_BIN_NE;
+      return tt_is_real(x0);
+    }
+    case TT_OP_WHERE:
+      return 1;
+    case TT_OP_CONVERT:
+      /* Sources load into f32 as the convert kernel converts them; f64
+       * would round twice (and tiny values would lose their truth). */
+      return x0 != TT_F64;
+    default:
+      return 0;
+  }
+}
