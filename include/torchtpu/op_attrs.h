@@ -315,6 +315,7 @@ typedef enum tt_attr_kind_e {
 enum {
   TT_ATTR_OPTIONAL = 1u << 0, /* this and later int fields may be absent */
   TT_ATTR_RESERVED = 1u << 1, /* always 0; builders do not take it */
+  TT_ATTR_PASS_ONLY = 1u << 2, /* written only by passes (a form never recorded) */
 };
 
 typedef struct tt_attr_field_s {

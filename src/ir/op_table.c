@@ -14,6 +14,10 @@
 #define INTS(S, f, k) {#f, TT_ATTR_INTS, k, 0, offsetof(S, f)}
 #define INTS_RESERVED(S, f, k) {#f, TT_ATTR_INTS, k, TT_ATTR_RESERVED, offsetof(S, f)}
 #define INT_RESERVED(S, f) {#f, TT_ATTR_INT, 1, TT_ATTR_RESERVED, offsetof(S, f)}
+#define INT_PASS(S, f) {#f, TT_ATTR_INT, 1, TT_ATTR_PASS_ONLY, offsetof(S, f)}
+#define INT_OPT_PASS(S, f) \
+  {#f, TT_ATTR_INT, 1, TT_ATTR_OPTIONAL | TT_ATTR_PASS_ONLY, offsetof(S, f)}
+#define INTS_PASS(S, f, k) {#f, TT_ATTR_INTS, k, TT_ATTR_PASS_ONLY, offsetof(S, f)}
 #define LIST(S, f) {#f, TT_ATTR_LIST, 1, 0, offsetof(S, f)}
 #define LIST_OPT(S, f) {#f, TT_ATTR_LIST, 1, TT_ATTR_OPTIONAL, offsetof(S, f)}
 #define FLOAT(S, f) {#f, TT_ATTR_FLOAT, 1, 0, offsetof(S, f)}
@@ -100,18 +104,22 @@ static const tt_attr_field_t layer_norm_bwd_f[] = {INT(tt_layer_norm_bwd_attrs_t
                                                    INT(tt_layer_norm_bwd_attrs_t, want_grad_x)};
 static const tt_attr_field_t attention_f[] = {
     INT(tt_attention_attrs_t, causal), INT_OPT(tt_attention_attrs_t, lse),
-    INT_OPT(tt_attention_attrs_t, B), INT(tt_attention_attrs_t, H),
-    INT(tt_attention_attrs_t, L), INT(tt_attention_attrs_t, S), INT(tt_attention_attrs_t, E),
-    INT(tt_attention_attrs_t, Ev), INTS(tt_attention_attrs_t, q_layout, 4),
-    INTS(tt_attention_attrs_t, k_layout, 4), INTS(tt_attention_attrs_t, v_layout, 4),
-    INTS(tt_attention_attrs_t, out_layout, 4), FLOAT(tt_attention_attrs_t, scale)};
+    INT_OPT_PASS(tt_attention_attrs_t, B), INT_PASS(tt_attention_attrs_t, H),
+    INT_PASS(tt_attention_attrs_t, L), INT_PASS(tt_attention_attrs_t, S),
+    INT_PASS(tt_attention_attrs_t, E), INT_PASS(tt_attention_attrs_t, Ev),
+    INTS_PASS(tt_attention_attrs_t, q_layout, 4), INTS_PASS(tt_attention_attrs_t, k_layout, 4),
+    INTS_PASS(tt_attention_attrs_t, v_layout, 4),
+    INTS_PASS(tt_attention_attrs_t, out_layout, 4), FLOAT(tt_attention_attrs_t, scale)};
 static const tt_attr_field_t attention_bwd_f[] = {
-    INT(tt_attention_bwd_attrs_t, causal), INT_OPT(tt_attention_bwd_attrs_t, B),
-    INT(tt_attention_bwd_attrs_t, H), INT(tt_attention_bwd_attrs_t, L),
-    INT(tt_attention_bwd_attrs_t, S), INT(tt_attention_bwd_attrs_t, E),
-    INT(tt_attention_bwd_attrs_t, Ev), INTS(tt_attention_bwd_attrs_t, grad_out_layout, 4),
-    INTS(tt_attention_bwd_attrs_t, q_layout, 4), INTS(tt_attention_bwd_attrs_t, k_layout, 4),
-    INTS(tt_attention_bwd_attrs_t, v_layout, 4), INTS(tt_attention_bwd_attrs_t, grads_layout, 4),
+    INT(tt_attention_bwd_attrs_t, causal), INT_OPT_PASS(tt_attention_bwd_attrs_t, B),
+    INT_PASS(tt_attention_bwd_attrs_t, H), INT_PASS(tt_attention_bwd_attrs_t, L),
+    INT_PASS(tt_attention_bwd_attrs_t, S), INT_PASS(tt_attention_bwd_attrs_t, E),
+    INT_PASS(tt_attention_bwd_attrs_t, Ev),
+    INTS_PASS(tt_attention_bwd_attrs_t, grad_out_layout, 4),
+    INTS_PASS(tt_attention_bwd_attrs_t, q_layout, 4),
+    INTS_PASS(tt_attention_bwd_attrs_t, k_layout, 4),
+    INTS_PASS(tt_attention_bwd_attrs_t, v_layout, 4),
+    INTS_PASS(tt_attention_bwd_attrs_t, grads_layout, 4),
     FLOAT(tt_attention_bwd_attrs_t, scale)};
 static const tt_attr_field_t fused_f[] = {INT_OPT(tt_fused_attrs_t, kind),
                                           INT(tt_fused_attrs_t, dims_mask),

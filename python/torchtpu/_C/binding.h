@@ -25,6 +25,7 @@ int tt_py_tensor_array(PyObject *seq, tt_tensor_t ***out, Py_ssize_t *n);
 extern PyMethodDef tt_py_extra_methods_stablehlo[];
 extern PyMethodDef tt_py_extra_methods_pjrt[];
 extern PyMethodDef tt_py_extra_methods_spmd[];
+extern PyMethodDef tt_py_extra_methods_op_table[];
 
 /* A sharding as Python data: None, or (kind, tile_dims, devices,
  * last_tile_dim_replicate, num_devices) with kind "replicated", "tiled" or

@@ -148,7 +148,8 @@ static const tt_py_enum_entry_t op_flags_[] = {
     {"spmd_manual", TT_OPF_SPMD_MANUAL}, {"random", TT_OPF_RANDOM},
 };
 static const tt_py_enum_entry_t attr_flags_[] = {
-    {"optional", TT_ATTR_OPTIONAL}, {"reserved", TT_ATTR_RESERVED}};
+    {"optional", TT_ATTR_OPTIONAL}, {"reserved", TT_ATTR_RESERVED},
+    {"pass_only", TT_ATTR_PASS_ONLY}};
 
 #define TT_PY_ENUM(table) table, (Py_ssize_t)(sizeof(table) / sizeof(table[0]))
 
