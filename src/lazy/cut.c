@@ -1,0 +1,292 @@
+/* Graph cuts: tt_lazy_sync cuts every live pending tensor of a device (a
+ * step boundary), tt_lazy_sync_tensors only what the given tensors need.
+ * A cut builds and compiles the roots' graph (compile.c), queues it with
+ * new pending output buffers, and turns its tensors into data. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lazy/lazy_internal.h"
+#include "torchtpu/metrics.h"
+#include "torchtpu/debug.h"
+#include "torchtpu/trace.h"
+
+/* A live tensor derived from another one's new data by a movement (see
+ * tt_derive_roots_). */
+typedef struct {
+  tt_tensor_t *tensor, *source;
+  tt_op_t op;
+  int32_t num_iattrs;
+  int64_t iattrs[TT_MAX_RANK];
+} tt_derived_t;
+
+static int tt_by_node_(const void *a, const void *b) {
+  const tt_node_t *x = *(tt_node_t *const *)a, *y = *(tt_node_t *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* A step's sync often finds a live tensor V whose pending value is a
+ * transpose or reshape of another live tensor B's pending value: a
+ * functional view and its base. Autograd leaves one behind for every
+ * linear layer's weight gradient (the gradient is t() of the product
+ * computed as [in, out], and the product is the view's base). Both are the
+ * same elements up to a bijective movement, so only V is made an output:
+ * B becomes the inverse movement of V's new data, still pending, costing
+ * nothing unless it is read. With the product no longer an output by
+ * itself, simplification also folds the transpose into its dot. Removes
+ * the derived roots from roots/owners (returns the new count) and lists
+ * them in *out (n_out entries; NULL when none or out of memory, which only
+ * means nothing is derived). */
+static int32_t tt_derive_roots_(tt_node_t **roots, tt_tensor_t **owners, int32_t nr,
+                                tt_derived_t **out, int32_t *n_out) {
+  *out = NULL;
+  *n_out = 0;
+  if (nr < 2) return nr;
+  tt_node_t **sorted = malloc(sizeof(*sorted) * (size_t)nr);
+  int32_t *src_of = malloc(sizeof(int32_t) * (size_t)nr);
+  uint8_t *is_src = calloc((size_t)nr, 1);
+  tt_derived_t *d = NULL;
+  int32_t nd = 0;
+  if (!sorted || !src_of || !is_src) goto done;
+  memcpy(sorted, roots, sizeof(*sorted) * (size_t)nr);
+  qsort(sorted, (size_t)nr, sizeof(*sorted), tt_by_node_);
+  for (int32_t r = 0; r < nr; ++r) src_of[r] = -1;
+  for (int32_t r = 0; r < nr; ++r) {
+    const tt_node_t *v = roots[r];
+    if ((v->op != TT_OP_TRANSPOSE && v->op != TT_OP_RESHAPE) || src_of[r] >= 0 ||
+        owners[r]->sharding)
+      continue;
+    tt_node_t *o = v->operands[0];
+    if (!bsearch(&o, sorted, (size_t)nr, sizeof(*sorted), tt_by_node_)) continue;
+    for (int32_t b = 0; b < nr; ++b) {
+      if (roots[b] != o || b == r || is_src[b] || src_of[b] >= 0 || owners[b]->sharding)
+        continue;
+      src_of[b] = r;
+      is_src[r] = 1;
+      ++nd;
+    }
+  }
+  if (!nd) goto done;
+  d = malloc(sizeof(*d) * (size_t)nd);
+  if (!d) {
+    nd = 0;
+    goto done;
+  }
+  int32_t k = 0, j = 0;
+  for (int32_t b = 0; b < nr; ++b) {
+    if (src_of[b] < 0) continue;
+    const tt_node_t *v = roots[src_of[b]];
+    tt_derived_t *e = &d[k++];
+    e->tensor = owners[b];
+    e->source = owners[src_of[b]];
+    e->op = v->op;
+    e->num_iattrs = owners[b]->shape.rank;
+    for (int32_t i = 0; i < e->num_iattrs; ++i) {
+      if (v->op == TT_OP_TRANSPOSE) e->iattrs[v->iattrs[i]] = i; /* inverse permutation */
+      else e->iattrs[i] = owners[b]->shape.dims[i];
+    }
+  }
+  for (int32_t r = 0; r < nr; ++r) {
+    if (src_of[r] >= 0) continue;
+    roots[j] = roots[r];
+    owners[j] = owners[r];
+    ++j;
+  }
+  nr = j;
+done:
+  free(sorted);
+  free(src_of);
+  free(is_src);
+  *out = d;
+  *n_out = nd;
+  return nr;
+}
+
+/* After the cut: each derived tensor's pending value becomes the inverse
+ * movement of its source's new data (engine lock held). On failure it
+ * keeps its old IR, which still computes the same value. */
+static void tt_attach_derived_(const tt_derived_t *d, int32_t nd) {
+  for (int32_t k = 0; k < nd; ++k) {
+    tt_tensor_t *t = d[k].tensor;
+    tt_node_t *src = tt_tensor_use_node(d[k].source), *n = NULL;
+    if (!src) continue;
+    tt_status_t st = tt_node_create(d[k].op, t->device, &src, 1, d[k].iattrs, d[k].num_iattrs,
+                                    NULL, 0, &n);
+    if (st) {
+      tt_status_free(st);
+      continue;
+    }
+    tt_node_release(t->node);
+    t->node = n;
+    tt_node_release(t->data_node);
+    t->data_node = NULL;
+    tt_buffer_release(t->buffer);
+    t->buffer = NULL;
+    t->derived = 1;
+  }
+  if (nd) tt_counter_add("DerivedSyncTensor", nd);
+}
+
+/* derive: views' bases may stay pending (tt_derive_roots_). */
+tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int derive) {
+  tt_node_t **roots = malloc(sizeof(*roots) * (size_t)(n ? n : 1));
+  tt_tensor_t **owners = malloc(sizeof(*owners) * (size_t)(n ? n : 1));
+  if (!roots || !owners) {
+    free(roots);
+    free(owners);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (cut)");
+  }
+  int32_t nr = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    tt_tensor_t *t = ts[i];
+    if (!t->node) continue;
+    if (t->node->op == TT_OP_PARAM) {
+      /* An alias of existing data: no computation needed. */
+      tt_buffer_t *b = t->node->buffer;
+      tt_buffer_retain(b);
+      tt_buffer_release(t->buffer);
+      t->buffer = b;
+      tt_node_release(t->data_node);
+      t->data_node = t->node;
+      t->node = NULL;
+      t->derived = 0;
+      continue;
+    }
+    roots[nr] = t->node;
+    owners[nr] = t;
+    ++nr;
+  }
+  tt_status_t st = NULL;
+  tt_derived_t *derived = NULL;
+  int32_t nderived = 0;
+  if (derive) nr = tt_derive_roots_(roots, owners, nr, &derived, &nderived);
+  if (nr == 0) goto done;
+  tt_graph_t *g = NULL;
+  tt_node_t **inputs = NULL;
+  tt_executable_t *exe = NULL;
+  st = tt_lazy_compile_locked(roots, nr, device, &g, &inputs, &exe);
+  if (st) goto done;
+  const tt_graph_t *eg = tt_executable_graph(exe);
+  int32_t ni = eg->num_inputs;
+  tt_input_value_t *vals = calloc((size_t)ni + 1, sizeof(*vals));
+  tt_buffer_t **outs = calloc((size_t)nr + 1, sizeof(*outs));
+  if (!vals || !outs) {
+    st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (cut)");
+  } else {
+    for (int32_t i = 0; i < ni; ++i) {
+      tt_node_t *in = inputs[i];
+      vals[i].buffer = in->op == TT_OP_PARAM ? in->buffer : NULL;
+      vals[i].scalar_f = in->scalar_f;
+      vals[i].scalar_i = in->scalar_i;
+    }
+    for (int32_t r = 0; r < nr; ++r) {
+      tt_tensor_t *t = owners[r];
+      size_t bytes = (size_t)tt_shape_numel(&t->shape) * tt_dtype_size(t->dtype);
+      outs[r] = tt_buffer_create_pending(device, bytes);
+      if (!outs[r]) st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (buffer)");
+    }
+    if (!st) st = tt_executable_enqueue_held(exe, device, vals, ni, outs, nr);
+    if (!st) {
+      for (int32_t r = 0; r < nr; ++r) {
+        tt_tensor_t *t = owners[r];
+        tt_buffer_release(t->buffer);
+        t->buffer = outs[r];
+        outs[r] = NULL;
+        tt_node_release(t->data_node);
+        t->data_node = NULL;
+        /* Drop the IR only after the job holds its input buffers. */
+        tt_node_t *old = t->node;
+        t->node = NULL;
+        t->derived = 0;
+        tt_node_release(old);
+      }
+    }
+    if (!st) tt_attach_derived_(derived, nderived);
+    for (int32_t r = 0; r < nr; ++r) tt_buffer_release(outs[r]);
+    /* The graph's IR is gone: let the job run (it may now own its inputs). */
+    if (!st) tt_runtime_release_held(device);
+  }
+  free(vals);
+  free(outs);
+  free(inputs);
+  tt_graph_destroy(g);
+  tt_executable_release(exe);
+done:
+  free(roots);
+  free(owners);
+  free(derived);
+  return st;
+}
+
+tt_status_t tt_lazy_sync(int32_t device, int wait, const char *name) {
+  tt_status_t st = NULL;
+  int64_t trace_t0 = tt_trace_now();
+  int32_t ndev = tt_runtime_device_count();
+  /* Before the engine lock: the device may need it to finish its work. */
+  tt_runtime_throttle(device);
+  pthread_mutex_lock(&tt_lazy_lock);
+  int64_t cap = tt_lazy_live_count_locked() + 1;
+  tt_tensor_t **ts = malloc(sizeof(*ts) * (size_t)cap);
+  if (!ts) {
+    pthread_mutex_unlock(&tt_lazy_lock);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (sync)");
+  }
+  tt_debug_set_sync_name(name);
+  for (int32_t d = 0; d < ndev && !st; ++d) {
+    if (device >= 0 && d != device) continue;
+    int32_t n = tt_lazy_pending_on_locked(d, ts);
+    if (n) st = tt_cut_locked(ts, n, d, 1);
+  }
+  pthread_mutex_unlock(&tt_lazy_lock);
+  tt_debug_set_sync_name(NULL);
+  free(ts);
+  if (!st && wait) tt_runtime_wait(device);
+  tt_trace_complete("SyncTensorsGraph", "lazy", trace_t0, "{\"device\":%d,\"wait\":%d}", device,
+                    wait);
+  return st;
+}
+
+tt_status_t tt_lazy_sync_tensors(tt_tensor_t *const *tensors, int32_t n, int wait) {
+  tt_status_t st = NULL;
+  tt_tensor_t **ts = malloc(sizeof(*ts) * (size_t)(n ? n : 1));
+  if (!ts) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (sync)");
+  int64_t trace_t0 = tt_trace_now();
+  int32_t ndev = tt_runtime_device_count();
+  pthread_mutex_lock(&tt_lazy_lock);
+  for (int32_t d = 0; d < ndev && !st; ++d) {
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; ++i) {
+      int dup = 0;
+      for (int32_t j = 0; j < k; ++j) dup |= ts[j] == tensors[i];
+      if (!dup && tensors[i]->device == d && tensors[i]->node) ts[k++] = tensors[i];
+    }
+    if (k) st = tt_cut_locked(ts, k, d, 0);
+  }
+  pthread_mutex_unlock(&tt_lazy_lock);
+  free(ts);
+  if (!st && wait)
+    for (int32_t i = 0; i < n && !st; ++i)
+      if (tensors[i]->buffer) st = tt_buffer_wait(tensors[i]->buffer);
+  tt_trace_complete("SyncTensorsGraph", "lazy", trace_t0, "{\"tensors\":%d,\"wait\":%d}", n,
+                    wait);
+  return st;
+}
+
+tt_status_t tt_lazy_graph_dump(tt_tensor_t *const *tensors, int32_t n, int fmt, char **out_text) {
+  *out_text = NULL;
+  tt_node_t **roots = malloc(sizeof(*roots) * (size_t)(n ? n : 1));
+  if (!roots) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory");
+  pthread_mutex_lock(&tt_lazy_lock);
+  int32_t nr = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    tt_node_t *node = tt_tensor_use_node(tensors[i]);
+    if (node) roots[nr++] = node;
+  }
+  tt_graph_t *g = NULL;
+  tt_status_t st = tt_graph_build(roots, nr, &g, NULL);
+  pthread_mutex_unlock(&tt_lazy_lock);
+  free(roots);
+  if (st) return st;
+  *out_text = fmt == 1 ? tt_graph_to_dot(g) : tt_graph_to_text(g);
+  tt_graph_destroy(g);
+  return NULL;
+}
