@@ -63,16 +63,17 @@ typedef enum tt_op_e {
   TT_OP_RNG,           /* (seed scalar I64); i: [tt_rng_op_t, dtype, dims...] f: [a, b] */
   TT_OP_FUSED,         /* (inputs...); made by the fusion pass only: see tt_fused_t */
   /* Ops for the lowering table's extra kernels: shape inference in
-   * src/ir/ops_extra.c, execution in src/runtime/exec_extra.c. */
+   * src/ir/infer_*.c (op_table.c names each op's), execution in
+   * src/runtime/exec_extra.c. */
   TT_OP_ARGSORT,       /* (x); i: [dim, descending]; I64, x's shape; stable */
   TT_OP_SEARCHSORTED,  /* (sorted, values); i: [right, out dtype]; values' shape */
   TT_OP_SCATTER_REDUCE,/* (base, idx, src); i: [dim, tt_scatter_reduce_t, include_self] */
   TT_OP_CUMULATIVE,    /* (x); i: [tt_cumulative_t, dim]; x's shape (I64 for *_INDEX) */
-  TT_OP_LINALG,        /* (a[, b]); i: [tt_linalg_op_t, ...]; packed results (ops_extra.c) */
+  TT_OP_LINALG,        /* (a[, b]); i: [tt_linalg_op_t, ...]; packed results (kernels.h) */
   TT_OP_BITCAST,       /* (x); i: [dtype, out dims...]; the bytes reinterpreted */
   TT_OP_SPECIAL,       /* (x[, y]); i: [tt_special_op_t]; special functions, elementwise */
   TT_OP_FFT,           /* (x); i: [tt_fft_kind_t, n]  f: [scale]; along the last dim (kernels.h) */
-  /* Collectives (src/ir/ops_collective.c): i: [a, b, c, channel_id,
+  /* Collectives (src/ir/infer_collective.c): i: [a, b, c, channel_id,
    * group_size, ids...]. The ids (num_iattrs - TT_COLLECTIVE_HEADER of
    * them) are the replica groups, group_size ids each; none means one group
    * of every participant. channel_id 0: no channel handle.
@@ -83,7 +84,7 @@ typedef enum tt_op_e {
   TT_OP_REDUCE_SCATTER,/* (x); a: tt_reduce_op_t, b: dim, c: shard_count; dim / shard_count */
   TT_OP_ALL_TO_ALL,    /* (x); a: split_dim, b: concat_dim, c: split_count */
   TT_OP_COLLECTIVE_PERMUTE, /* (x); group_size 2: (source, target) pairs; x's shape */
-  /* Manual SPMD regions (src/ir/ops_collective.c): i: [num_tile_dims,
+  /* Manual SPMD regions (src/ir/infer_collective.c): i: [num_tile_dims,
    * last_tile_dim_replicate, tile dims..., num_devices, devices...] (a
    * tiled sharding, as tt_sharding_t), then for SHARD_TO_FULL the full
    * dims. Executed by the own backend only for a single device (a copy). */
@@ -126,21 +127,23 @@ static inline int tt_op_is_collective(tt_op_t op) {
   return op == TT_OP_ALL_REDUCE || op == TT_OP_ALL_GATHER || op == TT_OP_REDUCE_SCATTER ||
          op == TT_OP_ALL_TO_ALL || op == TT_OP_COLLECTIVE_PERMUTE;
 }
-/* Checks a collective's attributes (header present, group_size >= 1, ids a
- * whole number of groups, ids >= 0 and distinct within the op, a valid
- * reduce code, dims in range of rank, shard/split counts that match the
- * groups and divide the dims they split). TT_INVALID_ARGUMENT naming the
- * values. Shared by shape inference and the verifier. */
-tt_status_t tt_collective_check(tt_op_t op, const int64_t *iattrs, int32_t num_iattrs,
-                                const tt_shape_t *x_shape);
-/* The result shape of collective op over an operand of x_shape (attributes
- * already checked). */
-tt_shape_t tt_collective_shape(tt_op_t op, const int64_t *iattrs, const tt_shape_t *x_shape);
+/* Checks a collective's attributes, `attrs` being its decoded attribute
+ * struct (tt_all_reduce_attrs_t, ..., op_attrs.h; tt_attrs_decode checked
+ * the layout): channel id >= 0, group_size >= 1, ids a whole number of
+ * groups, ids >= 0 and distinct within the op, a valid reduce code, dims
+ * in range of rank, shard/split counts that match the groups and divide
+ * the dims they split. TT_INVALID_ARGUMENT naming the values. Shared by
+ * shape inference and the verifier (src/ir/infer_collective.c). */
+tt_status_t tt_collective_check(tt_op_t op, const void *attrs, const tt_shape_t *x_shape);
+/* The result shape of collective op over an operand of x_shape (attrs
+ * decoded as above and already checked). */
+tt_shape_t tt_collective_shape(tt_op_t op, const void *attrs, const tt_shape_t *x_shape);
 
 static inline int tt_op_is_spmd_manual(tt_op_t op) {
   return op == TT_OP_SPMD_FULL_TO_SHARD || op == TT_OP_SPMD_SHARD_TO_FULL;
 }
-/* Decodes the tiled sharding of a manual-region op's attributes into *out
+/* Decodes the tiled sharding of a manual-region op's attributes (raw, as
+ * stored; decoded through the codec) into *out
  * (room for tt_sharding_size(TT_MAX_IATTRS) bytes) and checks the operand
  * shape against it; *out_shape is the result's shape. TT_INVALID_ARGUMENT
  * naming the values for malformed attributes or a shard shape that is not
@@ -287,18 +290,29 @@ typedef struct tt_instr_s {
 } tt_instr_t;
 
 /* Fused reductions (made by src/passes/fuse_reduce.c): a TT_OP_FUSED
- * instruction whose iattrs are [TT_FUSED_REDUCE, dims_mask, rank, dims...]
- * runs its program over that domain (the reduced value's shape). Exactly
- * one step is TT_OP_REDUCE (code = tt_reduce_op_t SUM/MEAN/MAX/MIN,
- * args[0] = the value reduced over dims_mask). Steps before it are
- * elementwise over the domain, with inputs broadcast to the domain; steps
- * after it (the epilogue) are elementwise over the instruction's shape,
- * with inputs broadcast to that shape, and read only the REDUCE step,
- * later steps and inputs. Any other fused instruction has no iattrs. */
+ * instruction whose attributes (tt_fused_attrs_t) have kind
+ * TT_FUSED_REDUCE runs its program over the domain dims (rank of them; the
+ * reduced value's shape), reducing dims_mask. Exactly one step is
+ * TT_OP_REDUCE (code = tt_reduce_op_t SUM/MEAN/MAX/MIN, args[0] = the
+ * value reduced over dims_mask). Steps before it are elementwise over the
+ * domain, with inputs broadcast to the domain; steps after it (the
+ * epilogue) are elementwise over the instruction's shape, with inputs
+ * broadcast to that shape, and read only the REDUCE step, later steps and
+ * inputs. Any other fused instruction has no attributes. */
 #define TT_FUSED_REDUCE 1
 
 static inline int tt_fused_is_reduce(const tt_instr_t *in) {
-  return in->op == TT_OP_FUSED && in->num_iattrs >= 3 && in->iattrs[0] == TT_FUSED_REDUCE;
+  if (in->op != TT_OP_FUSED || in->num_iattrs == 0) return 0; /* a plain fused program */
+  /* Attributes that fit no layout (a malformed instruction the verifier
+   * reports) are not a reduction. */
+  tt_fused_attrs_t a;
+  tt_status_t st = tt_attrs_decode(TT_OP_FUSED, in->iattrs, in->num_iattrs, in->fattrs, &a,
+                                   sizeof(a), NULL);
+  if (st) {
+    tt_status_free(st);
+    return 0;
+  }
+  return a.kind == TT_FUSED_REDUCE;
 }
 
 /* A fused reduction's domain as [A, R, B] (size-1 dims dropped): A the
@@ -307,12 +321,14 @@ static inline int tt_fused_is_reduce(const tt_instr_t *in) {
  * that execute). */
 static inline int tt_fused_reduce_arb(const tt_instr_t *in, int64_t *A, int64_t *R,
                                       int64_t *B) {
-  uint32_t mask = (uint32_t)in->iattrs[1];
-  int32_t rank = (int32_t)in->iattrs[2];
+  tt_fused_attrs_t fa;
+  TT_ATTRS(in, &fa);
+  uint32_t mask = (uint32_t)fa.dims_mask;
+  int32_t rank = (int32_t)fa.rank;
   int64_t a = 1, r = 1, b = 1;
   int seen = 0, runs = 0, prev = -1;
   for (int32_t d = 0; d < rank; ++d) {
-    int64_t n = in->iattrs[3 + d];
+    int64_t n = fa.dims.v[d];
     if (n == 1) continue;
     int red = (mask >> d) & 1u;
     if (red) {
@@ -335,9 +351,11 @@ static inline int tt_fused_reduce_arb(const tt_instr_t *in, int64_t *A, int64_t 
 /* The shape a fused instruction's program runs over. */
 static inline tt_shape_t tt_fused_domain(const tt_instr_t *in) {
   if (!tt_fused_is_reduce(in)) return in->shape;
+  tt_fused_attrs_t a;
+  TT_ATTRS(in, &a);
   tt_shape_t s = {0, {0}};
-  s.rank = (int32_t)in->iattrs[2];
-  for (int32_t d = 0; d < s.rank; ++d) s.dims[d] = in->iattrs[3 + d];
+  s.rank = (int32_t)a.rank;
+  for (int32_t d = 0; d < s.rank; ++d) s.dims[d] = a.dims.v[d];
   return s;
 }
 

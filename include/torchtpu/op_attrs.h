@@ -260,7 +260,7 @@ typedef struct tt_fused_attrs_s {
   tt_attr_list_t dims;
 } tt_fused_attrs_t;
 
-/* ---- collectives (src/ir/ops_collective.c) ---------------------------- */
+/* ---- collectives (src/ir/infer_collective.c) -------------------------- */
 /* Every collective ends with channel_id (0: no channel handle), group_size
  * and the replica groups' global ids, group_size each (none: one group of
  * every participant). Reserved fields are stored as 0. */

@@ -29,7 +29,7 @@ enum {
   TT_OPF_COMPLEX_OK = 1u << 3,  /* may read or make complex64 values */
   TT_OPF_FUSIBLE = 1u << 4,     /* may be a step of a fused elementwise program
                                  * (subject to tt_instr_fusible's dtype rules) */
-  TT_OPF_COLLECTIVE = 1u << 5,  /* a cross-device collective (ops_collective.c) */
+  TT_OPF_COLLECTIVE = 1u << 5,  /* a cross-device collective (src/ir/infer_collective.c) */
   TT_OPF_SPMD_MANUAL = 1u << 6, /* enters or leaves a manual SPMD region */
   TT_OPF_RANDOM = 1u << 7,      /* draws random numbers from its seed operand */
 };

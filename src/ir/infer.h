@@ -28,6 +28,9 @@ tt_status_t tt_infer_set_dims(tt_shape_t *out, const int64_t *dims, int64_t n, c
 tt_status_t tt_infer_broadcast_shapes(const tt_shape_t *a, const tt_shape_t *b, tt_shape_t *out);
 /* dim in [0, rank) (a 0-d tensor has dim 0); PyTorch's IndexError text. */
 tt_status_t tt_infer_check_dim(int64_t dim, int32_t rank, const char *what);
+/* dim in [0, rank) (a 0-d tensor has dim 0); the shorter "name: dim D out
+ * of range for rank R" of the ops PyTorch has no message for. */
+tt_status_t tt_infer_dim_in_rank(const char *name, int64_t dim, int32_t rank);
 
 /* ---- per op ---- */
 tt_status_t tt_infer_unary(tt_node_t *n, const void *attrs);

@@ -203,8 +203,9 @@ static const tt_op_info_t tt_op_table_[] = {
     [TT_OP_SLICE] = ENTRY("slice", 1, 1, MOVE | CPLX, slice_f, tt_slice_attrs_t, tt_infer_slice),
     [TT_OP_SLICE_SCATTER] = ENTRY("slice_scatter", 2, 2, MOVE | CPLX, slice_f, tt_slice_attrs_t,
                                   tt_infer_slice_scatter),
+    /* No operands is refused by tt_infer_concat, with PyTorch's message. */
     [TT_OP_CONCAT] =
-        ENTRY("concat", 1, -1, MOVE | CPLX, concat_f, tt_concat_attrs_t, tt_infer_concat),
+        ENTRY("concat", 0, -1, MOVE | CPLX, concat_f, tt_concat_attrs_t, tt_infer_concat),
     [TT_OP_PAD] = ENTRY("pad", 1, 1, MOVE, pad_f, tt_pad_attrs_t, tt_infer_pad),
     [TT_OP_FLIP] = ENTRY("flip", 1, 1, MOVE | CPLX, flip_f, tt_flip_attrs_t, tt_infer_flip),
     [TT_OP_INDEX_SELECT] =

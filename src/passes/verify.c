@@ -1,4 +1,7 @@
 /* The IR verifier: structural invariants every pass must keep. */
+#include <stddef.h>
+
+#include "torchtpu/op_table.h"
 #include "torchtpu/passes.h"
 
 tt_status_t tt_verify_work(const tt_work_t *w, const char *after) {
@@ -38,14 +41,18 @@ tt_status_t tt_verify_work(const tt_work_t *w, const char *after) {
         return tt_status_make(TT_INTERNAL, "verify after %s: %%%d (%s) has %d operands", after,
                               i, tt_op_name(in->op), in->num_operands);
       const tt_shape_t *xs = &w->instrs[tt_work_resolve(w, in->operands[0])].shape;
-      tt_status_t cst = tt_collective_check(in->op, in->iattrs, in->num_iattrs, xs);
+      /* A layout that does not decode is reported as a failed check. */
+      _Alignas(max_align_t) unsigned char attrs[TT_ATTRS_MAX_SIZE];
+      tt_status_t cst = tt_attrs_decode((int32_t)in->op, in->iattrs, in->num_iattrs, in->fattrs,
+                                        attrs, tt_op_info(in->op)->attrs_size, NULL);
+      if (!cst) cst = tt_collective_check(in->op, attrs, xs);
       if (cst) {
         tt_status_t wrapped = tt_status_make(TT_INTERNAL, "verify after %s: %%%d: %s", after, i,
                                              tt_status_message(cst));
         tt_status_free(cst);
         return wrapped;
       }
-      tt_shape_t want = tt_collective_shape(in->op, in->iattrs, xs);
+      tt_shape_t want = tt_collective_shape(in->op, attrs, xs);
       if (!tt_shape_equal(&want, &in->shape))
         return tt_status_make(TT_INTERNAL, "verify after %s: %%%d (%s) shape does not follow "
                               "from its operand and attributes", after, i, tt_op_name(in->op));
