@@ -89,7 +89,7 @@ def test_sdpa_half_types(dtype):
     ref = [t.detach().double().requires_grad_() for t in (q, k, v)]
     orf, grf = _run(fn, ref)
     assert ox.dtype == dtype and all(g.dtype == dtype for g in gx)
-    for a, e, r in zip([ox, *gx], [oc, *gc], [orf, *grf]):
+    for a, e, r in zip([ox, *gx], [oc, *gc], [orf, *grf], strict=True):
         err_x = (a.cpu().double() - r.detach()).abs()
         err_c = (e.double() - r.detach()).abs()
         assert (err_x <= err_c + 1e-2 + 1e-2 * r.detach().abs()).all()
@@ -185,7 +185,7 @@ def test_transformer_layer_training_matches_cpu():
     lx = xl(x.to(DEV), src_mask=mask.to(DEV), is_causal=True).square().mean()
     lx.backward()
     torch.testing.assert_close(lx.cpu(), lc, atol=1e-5, rtol=1e-5)
-    for (n, a), b in zip(layer.named_parameters(), xl.parameters()):
+    for (n, a), b in zip(layer.named_parameters(), xl.parameters(), strict=True):
         torch.testing.assert_close(b.grad.cpu(), a.grad, atol=1e-5, rtol=1e-4, msg=n)
 
 

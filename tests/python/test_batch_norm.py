@@ -32,9 +32,9 @@ def test_training_batch_norm_matches_cpu(shape, affine, track):
         torch_xla.sync()
         torch.testing.assert_close(yx.cpu(), yc, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(xx.grad.cpu(), xc.grad, atol=1e-5, rtol=1e-5)
-    for a, b in zip(ref.parameters(), mine.parameters()):
+    for a, b in zip(ref.parameters(), mine.parameters(), strict=True):
         torch.testing.assert_close(b.grad.cpu(), a.grad, atol=1e-4, rtol=1e-5)
-    for a, b in zip(ref.buffers(), mine.buffers()):
+    for a, b in zip(ref.buffers(), mine.buffers(), strict=True):
         torch.testing.assert_close(b.cpu(), a, atol=1e-5, rtol=1e-5)
     ref.eval()
     mine.eval()

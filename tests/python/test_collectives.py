@@ -90,7 +90,7 @@ ENGINE_CHILD = textwrap.dedent("""
             xm.collective_permute(x, []), xm.reduce_scatter(xm.REDUCE_MAX, x, 1.0, 0, 1),
             xm.all_to_all(x, 0, 1, 1), xm.all_reduce(xm.REDUCE_SUM, x, groups=[[0]])]
     want = [a * 0.5, a, torch.zeros_like(a), a, a, a]
-    print("ERR", max(float((o.cpu() - w).abs().max()) for o, w in zip(outs, want)))
+    print("ERR", max(float((o.cpu() - w).abs().max()) for o, w in zip(outs, want, strict=True)))
     print("EXEC", met.counter_value("PjrtExecute"))
 """)
 

@@ -175,7 +175,7 @@ def test_reduction_fusion_forward_backward(name, dtype):
     torch_xla.sync()
     rtol, atol = (1e-4, 1e-5) if dtype == torch.float32 else (2e-2, 2e-2)
     torch.testing.assert_close(out.cpu(), out_ref.detach(), rtol=rtol, atol=atol * 10)
-    for a, b in zip(ref, dev):
+    for a, b in zip(ref, dev, strict=True):
         scale = a.grad.float().abs().max().item() + 1
         err = (a.grad.float() - b.grad.cpu().float()).abs().max().item()
         assert err <= rtol * 4 * scale + atol, (name, err, scale)
@@ -227,7 +227,7 @@ for step, (x, y) in enumerate(data):
         torch.nn.functional.cross_entropy(m(x.to(dev)), y.to(dev)).backward()
         opt.step()
     torch_xla.sync()
-pairs = list(zip(ref.parameters(), model.parameters()))
+pairs = list(zip(ref.parameters(), model.parameters(), strict=True))
 err = max(max((a - b.cpu()).abs().max().item(), (a.grad - b.grad.cpu()).abs().max().item())
           for a, b in pairs)
 print(json.dumps({"names": met.metric_names(), "err": err,

@@ -187,5 +187,5 @@ def test_epilogue_results_equal_unfused_bit_for_bit(tmp_path):
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
         res[flag] = torch.load(path)
-    for off, on in zip(res["0"], res["1"]):
+    for off, on in zip(res["0"], res["1"], strict=True):
         assert torch.equal(off, on)

@@ -141,7 +141,8 @@ def test_training_forward_and_backward(kind):
     met.clear_all()
     losses, model = _train(kind, compiled=True)
     assert losses == pytest.approx(lazy_losses, rel=1e-4, abs=1e-5)
-    for (name, p), (_, q) in zip(model.named_parameters(), lazy_model.named_parameters()):
+    for (name, p), (_, q) in zip(model.named_parameters(), lazy_model.named_parameters(),
+                                 strict=True):
         torch.testing.assert_close(p.cpu(), q.cpu(), atol=1e-4, rtol=1e-4, msg=name)
     # One forward and one backward graph, each traced once and replayed.
     assert met.counter_value("DynamoExtractCompiledGraph") == 2

@@ -105,9 +105,9 @@ def test_foreach_inplace_matches_cpu(name, clean_metrics):
     views = [t.view(-1) for t in dx]  # a view of each written tensor sees the write
     INPLACE[name](x, y, p)
     INPLACE[name](dx, dy, dp)
-    for a, b in zip(dx + dp, x + p):
+    for a, b in zip(dx + dp, x + p, strict=True):
         torch.testing.assert_close(a.cpu(), b, atol=1e-6, rtol=1e-5)
-    for v, b in zip(views, x):
+    for v, b in zip(views, x, strict=True):
         torch.testing.assert_close(v.cpu(), b.reshape(-1), atol=1e-6, rtol=1e-5)
     assert _fallbacks() == []
 
@@ -184,7 +184,7 @@ def _train(device, make_opt, steps, clip=None):
 def test_optimizer_foreach_training_matches_cpu(name, clean_metrics):
     ref = _train("cpu", OPTIMIZERS[name], 5)
     got = _train("xla", OPTIMIZERS[name], 5)
-    for a, b in zip(got, ref):
+    for a, b in zip(got, ref, strict=True):
         torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4)
     assert _fallbacks() == []
     assert met.counter_value("aten::_local_scalar_dense") in (None, 0)
@@ -204,7 +204,7 @@ def test_foreach_optimizer_step_compiles_once(clean_metrics):
 def test_clip_grad_norm_foreach_matches_cpu(clean_metrics):
     ref = _train("cpu", OPTIMIZERS["sgd_momentum"], 3, clip=0.05)
     got = _train("xla", OPTIMIZERS["sgd_momentum"], 3, clip=0.05)
-    for a, b in zip(got, ref):
+    for a, b in zip(got, ref, strict=True):
         torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4)
     assert _fallbacks() == []
 
@@ -212,7 +212,7 @@ def test_clip_grad_norm_foreach_matches_cpu(clean_metrics):
 def test_explicit_foreach_false_still_loops(clean_metrics):
     ref = _train("cpu", lambda p: torch.optim.AdamW(p, lr=1e-2, foreach=False), 3)
     got = _train("xla", lambda p: torch.optim.AdamW(p, lr=1e-2, foreach=False), 3)
-    for a, b in zip(got, ref):
+    for a, b in zip(got, ref, strict=True):
         torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4)
 
 

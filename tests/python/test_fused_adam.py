@@ -49,9 +49,9 @@ def _run(tmp_path, fused, kind, wd, steps=4):
                                      ("adam", 0.1)])
 def test_fused_equals_foreach_bit_for_bit(tmp_path, kind, wd):
     off, on = _run(tmp_path, "0", kind, wd), _run(tmp_path, "1", kind, wd)
-    for a, b in zip(off["params"], on["params"]):
+    for a, b in zip(off["params"], on["params"], strict=True):
         assert torch.equal(a, b)
-    for sa, sb in zip(off["state"], on["state"]):
+    for sa, sb in zip(off["state"], on["state"], strict=True):
         assert sa.keys() == sb.keys()
         for k in sa:
             assert torch.equal(torch.as_tensor(sa[k]), torch.as_tensor(sb[k])), k
@@ -86,7 +86,7 @@ def test_matches_pytorch_cpu_and_takes_the_fast_path(monkeypatch):
     got, opt = _train("xla", fn)
     ref, _ = _train("cpu", fn)
     assert len(calls) == 3
-    for a, b in zip(got, ref):
+    for a, b in zip(got, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     steps = [s["step"] for s in opt.state.values()]
     assert all(s.device.type == "cpu" and s.item() == 3 for s in steps)
@@ -110,7 +110,7 @@ def test_other_configurations_take_pytorchs_path(monkeypatch, case):
     ref, _ = _train("cpu", fn, dtype=dtype)
     assert not calls, case
     tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-6)
-    for a, b in zip(got, ref):
+    for a, b in zip(got, ref, strict=True):
         torch.testing.assert_close(a, b, **tol)
 
 

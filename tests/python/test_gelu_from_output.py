@@ -71,7 +71,7 @@ def test_mlp_block_matches_cpu():
         if dev != "cpu":
             assert not _has_erf(_C.graph_dump([inner_of(m[0].weight.grad)._h]))
         block = block.to("cpu")
-    for a, b in zip(*res):
+    for a, b in zip(*res, strict=True):
         torch.testing.assert_close(b, a, atol=2e-6, rtol=2e-5)
 
 

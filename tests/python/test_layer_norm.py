@@ -35,7 +35,7 @@ def test_layer_norm_matches_cpu(shape, normalized, affine, grads):
     # One element per row: x - mean is 0 here exactly, on CPU a rounding
     # residual that rstd = 1/sqrt(eps) scales to ~2e-5 in grad_weight.
     atol = 1e-4 if x.numel() == 1 else 2e-5
-    for a, b_ in zip(*results):
+    for a, b_ in zip(*results, strict=True):
         torch.testing.assert_close(b_.cpu(), a, atol=atol, rtol=1e-5)
 
 
@@ -48,7 +48,7 @@ def test_native_layer_norm_statistics_match_cpu(grad_mode):
     want = torch.ops.aten.native_layer_norm(x, (16,), w, b, 1e-5)
     with torch.set_grad_enabled(grad_mode):
         got = torch.ops.aten.native_layer_norm(x.to(DEV), (16,), w.to(DEV), b.to(DEV), 1e-5)
-    for a, g in zip(want, got):
+    for a, g in zip(want, got, strict=True):
         assert g.shape == a.shape and g.dtype == a.dtype
         torch.testing.assert_close(g.cpu(), a, atol=2e-6, rtol=1e-5)
 
@@ -112,7 +112,7 @@ err = []
 for grad in (True, False):
     with torch.set_grad_enabled(grad):
         got = torch.ops.aten.native_layer_norm(x.to(d), (16,), w.to(d), b.to(d), 1e-5)
-    err.append(max(float((a - c.cpu()).abs().max()) for a, c in zip(want, got)))
+    err.append(max(float((a - c.cpu()).abs().max()) for a, c in zip(want, got, strict=True)))
 print(json.dumps({"err": err, "pjrt": met.counter_value("PjrtExecute") or 0}))
 """
 
@@ -138,5 +138,5 @@ def test_one_affine_parameter(which):
         kw = {which: ps}
         y = F.layer_norm(xs, (24,), **kw)
         results.append([y] + list(torch.autograd.grad(y, [xs, ps], cot.to(dev))))
-    for a, b in zip(*results):
+    for a, b in zip(*results, strict=True):
         torch.testing.assert_close(b.cpu(), a, atol=2e-5, rtol=1e-5)

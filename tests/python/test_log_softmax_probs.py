@@ -50,7 +50,7 @@ def test_cross_entropy_matches_cpu(shape, bias, reduction):
             assert _packed(text), text
             # The backward reads the kept softmax: no exp over [N, C].
             assert not re.search(r"float32\[\d+,\d+\] unary\(", text), text
-    for a, b_ in zip(*res):
+    for a, b_ in zip(*res, strict=True):
         if a is not None:
             torch.testing.assert_close(b_.cpu(), a, atol=2e-6, rtol=2e-5)
 
@@ -71,7 +71,7 @@ def test_log_probabilities_read_directly_match_cpu():
         res.append((y, y.exp(), kl, gx))
         if dev != "cpu":
             assert _packed(_text(y)), _text(y)
-    for a, b in zip(*res):
+    for a, b in zip(*res, strict=True):
         torch.testing.assert_close(b.cpu(), a, atol=2e-6, rtol=2e-5)
 
 

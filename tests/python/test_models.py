@@ -128,7 +128,7 @@ def check(r):
     values is) be no farther from the float64 reference than eager float32
     itself is."""
     lc, lx, ld = r["losses"]["cpu"], r["losses"]["xla"], r["losses"]["f64"]
-    for c, x, d in zip(lc, lx, ld):
+    for c, x, d in zip(lc, lx, ld, strict=True):
         assert (abs(c - x) <= LOSS_RTOL * max(abs(c), 1.0) or
                 abs(x - d) <= 2 * abs(c - d) + LOSS_RTOL * abs(d)), r
     assert (r["grad_xla_cpu"] < GRAD_RTOL or

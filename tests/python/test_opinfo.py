@@ -297,6 +297,6 @@ def test_core_op_runs_natively_float32(op_name, args):
         # Only the first output is defined (the rest are backward state
         # that CPU leaves empty or fills differently).
         got, expected = got[:1], expected[:1]
-    for g, e in zip(got, expected):
+    for g, e in zip(got, expected, strict=True):
         torch.testing.assert_close(g.cpu(), e, atol=1e-4, rtol=1e-4, equal_nan=True)
     assert met.executed_fallback_ops() == []

@@ -689,7 +689,7 @@ def test_op(case, dtype):
     sum(((g * c.to(dev)).sum() for g, _, c in pairs)).backward()
     atol, rtol = case.grad_tol.get(dtype, GRAD_TOL[dtype])
     ref = None
-    for k, (xa, ca) in enumerate(zip(xla_args, cpu_args)):
+    for k, (xa, ca) in enumerate(zip(xla_args, cpu_args, strict=True)):
         if not ca.requires_grad:
             continue
         assert (xa.grad is None) == (ca.grad is None), f"grad of input {k}"
@@ -926,9 +926,9 @@ def test_rng_manual_seed_reproducible_and_independent_of_cpu_generator():
     torch.manual_seed(12345)
     torch_xla.manual_seed(12)
     c = [t.cpu() for t in _random_draws(dev)]
-    for x, y, z in zip(a, b, c):
+    for x, y, z in zip(a, b, c, strict=True):
         assert torch.equal(x, y)
-    assert sum(not torch.equal(x, z) for x, z in zip(a, c)) >= len(a) - 1
+    assert sum(not torch.equal(x, z) for x, z in zip(a, c, strict=True)) >= len(a) - 1
     assert met.executed_fallback_ops() == []
     # random factories stay on the device and have the right properties
     perm = a[4]
@@ -948,7 +948,7 @@ def test_rng_get_set_state_replays_the_stream():
     first = [t.cpu() for t in _random_draws(dev)]
     xm.set_rng_state(state)
     again = [t.cpu() for t in _random_draws(dev)]
-    for x, y in zip(first, again):
+    for x, y in zip(first, again, strict=True):
         assert torch.equal(x, y)
     assert xm.get_rng_state() != state
 

@@ -238,7 +238,7 @@ def test_training_matches_own_backend(kind, optimizer):
     assert own["pjrt_execute"] == 0
     assert through_pjrt["pjrt_execute"] >= 5
     assert len(through_pjrt["losses"]) == 5
-    for step, (a, b) in enumerate(zip(through_pjrt["losses"], own["losses"])):
+    for step, (a, b) in enumerate(zip(through_pjrt["losses"], own["losses"], strict=True)):
         assert abs(a - b) <= 1e-4 * abs(b), f"step {step}: pjrt {a} vs own {b}"
     assert through_pjrt["losses"][-1] < through_pjrt["losses"][0]  # it trains
     w_a, w_b = through_pjrt["weight_sum"], own["weight_sum"]

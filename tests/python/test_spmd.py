@@ -242,7 +242,7 @@ def test_spmd_matmul_8_way(dev):
 def test_spmd_mlp_forward_backward_8_way(dev):
     outs, want = _sharded_mlp_step(dev)
     got, shards = xs.run_spmd(outs, with_shards=True)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
     # grad of w1 was annotated ("model", None): each device holds 8 of its 32 rows.
@@ -276,7 +276,7 @@ def test_spmd_sgd_step_8_way(dev):
     assert xs.get_sharding_spec(w1) == "{devices=[4,1,2]0,4,1,5,2,6,3,7 last_tile_dim_replicate}"
     params = list(model.parameters())
     got, shards = xs.run_spmd(params, with_shards=True)
-    for g, w in zip(got, ref.parameters()):
+    for g, w in zip(got, ref.parameters(), strict=True):
         torch.testing.assert_close(g, w.detach(), rtol=1e-4, atol=1e-5)
     assert tuple(shards[0][0].shape) == (8, 12)  # the updated w1 stays sharded
     assert tuple(shards[2][0].shape) == (4, 8)

@@ -84,5 +84,5 @@ def test_training_matches_eager(kind, style):
     # step hits the cache.
     assert compiles[-1] == compiles[2], compiles
     assert compiles[2] <= 6, compiles
-    for (name, p_ref), p in zip(ref_model.named_parameters(), model.parameters()):
+    for (name, p_ref), p in zip(ref_model.named_parameters(), model.parameters(), strict=True):
         torch.testing.assert_close(p.cpu(), p_ref, rtol=1e-2, atol=1e-3, msg=name)

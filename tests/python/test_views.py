@@ -10,7 +10,7 @@ def both(fn):
     out_c = fn(c)
     out_x = fn(x)
     torch.testing.assert_close(x.cpu(), c)
-    for a, b in zip(out_x, out_c):
+    for a, b in zip(out_x, out_c, strict=True):
         torch.testing.assert_close(a.cpu(), b)
 
 
