@@ -88,10 +88,56 @@ uint16_t tt_f32_to_f16(float f);
 float tt_bf16_to_f32(uint16_t h);
 uint16_t tt_f32_to_bf16(float f); /* round to nearest even, NaN preserved */
 
-/* ---- environment (env.c) ---- */
-/* The value of environment variable `name` when it is a positive decimal
- * integer, else dflt (unset, empty, zero, negative or not a number). */
-int64_t tt_env_positive(const char *name, int64_t dflt);
+/* ---- configuration (config.c) ----
+ * Every setting the engine takes from the environment, parsed in one place.
+ * The environment is read on the first tt_config() call (pthread_once) and
+ * again only by tt_config_reload(); nothing else in the engine calls getenv.
+ * Settings that were read once at first use keep that behaviour: their
+ * users cache the value (the thread count, the allocator cache, the
+ * in-flight limit, the execution profile, the pool's hold and host core).
+ * The others are read from the config at each use, so a reload changes
+ * them for what runs next (graph passes, tier choice, executable planning,
+ * the debug service). */
+typedef struct tt_config_s {
+  /* runtime */
+  int64_t allocator_cache_bytes; /* TORCHTPU_ALLOCATOR_CACHE_MB (MiB, default 1024; <= 0: 0, no cache) */
+  int64_t max_inflight;          /* TORCHTPU_MAX_INFLIGHT (positive, default 2) */
+  int conv_epilogue;             /* TORCHTPU_CONV_EPILOGUE: 0 when "0", else 1 */
+  int attention_keep_probs;      /* TORCHTPU_ATTENTION_KEEP_PROBS: 0 when "0", else 1 */
+  int buffer_plan;               /* TORCHTPU_BUFFER_PLAN: 0 when "0", else 1 */
+  int exec_profile;              /* TORCHTPU_EXEC_PROFILE: 0 unset/""/"0", 2 "shapes", else 1 */
+  /* kernels */
+  int64_t num_threads;           /* TORCHTPU_NUM_THREADS (positive; 0 when unset: one per core) */
+  int host_core;                 /* TORCHTPU_HOST_CORE: 0 when "0", else 1 */
+  int pool_hold;                 /* TORCHTPU_POOL_HOLD: 0 when "0", else 1 */
+  /* passes */
+  int fusion;                    /* TORCHTPU_FUSION: 0 when "0", else 1 */
+  int reduce_fusion;             /* TORCHTPU_REDUCE_FUSION: 0 when "0", else 1 */
+  int movement_collapse;         /* TORCHTPU_MOVEMENT_COLLAPSE: 0 when "0", else 1 */
+  int verify_ir;                 /* TORCHTPU_VERIFY_IR: 1 when "1", else 0 */
+  /* tier-1 code generation */
+  int tier;                      /* TORCHTPU_TIER: 0 for "0", 1 for "1", else -1 (automatic) */
+  const char *cc;                /* TORCHTPU_CC when set and not empty, else "cc" */
+  /* the debug service (PyTorch/XLA's variables) */
+  int debug_level;               /* PT_XLA_DEBUG_LEVEL; unset: 100 when PT_XLA_DEBUG is true, else 0 */
+  int debug_max_frames;          /* PT_XLA_DEBUG_MAX_FRAME (default 8; negative: 8) */
+  int local_rank;                /* PJRT_LOCAL_PROCESS_RANK (default 0) */
+  int ir_debug;                  /* XLA_IR_DEBUG is true (1/true/yes/on/y) */
+  int save_tensors_dot;          /* XLA_SAVE_TENSORS_FMT is "dot" (any case) */
+  const char *save_tensors_fmt;  /* XLA_SAVE_TENSORS_FMT as set, NULL when unset or empty */
+  const char *debug_file;        /* PT_XLA_DEBUG_FILE, NULL when unset or empty */
+  const char *save_tensors_file; /* XLA_SAVE_TENSORS_FILE, NULL when unset or empty */
+  const char *dump_dir;          /* TORCHTPU_DUMP_DIR, NULL when unset or empty */
+} tt_config_t;
+
+/* The configuration; never NULL. The pointer and its strings stay valid
+ * for the life of the process (a reload publishes a new copy). */
+const tt_config_t *tt_config(void);
+/* Reads the environment again and publishes the result. Called where the
+ * environment changes on purpose after start-up: the Python layer when it
+ * sets a variable (torchtpu.config, debugging.configure_from_env) and C
+ * tests that switch a setting between runs. */
+void tt_config_reload(void);
 
 #ifdef __cplusplus
 }

@@ -73,8 +73,9 @@ int tt_debug_flags(void);
  * may cut a graph (analysis or save-tensors output is on). */
 int tt_debug_wants_frames(void);
 
-/* The configuration the environment describes (strings point into the
- * environment; copy them before changing it). An unknown
+/* The configuration the environment describes now: re-reads the
+ * environment (tt_config_reload, so the engine's other per-use settings
+ * follow it too); the strings stay valid for the process. An unknown
  * XLA_SAVE_TENSORS_FMT (hlo, stablehlo: this engine has no HLO) falls back
  * to text with a one-line warning on stderr when configured. */
 void tt_debug_config_from_env(tt_debug_config_t *out);

@@ -106,6 +106,7 @@ def _start_pjrt_engine():
     _C.pjrt_engine_enable(_pjrt_client, fallback)
     # Tier-1 C kernels would never run: the plugin compiles the graph.
     os.environ.setdefault("TORCHTPU_TIER", "0")
+    _C.config_reload()  # the engine reads its environment once
     return _C.pjrt_client_info(_pjrt_client)["device_count"]
 
 

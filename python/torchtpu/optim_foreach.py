@@ -27,14 +27,13 @@ _foreach_addcmul_, ... record, in the same order within each parameter,
 so the results are the foreach path's bit for bit) and then swaps each
 updated tensor's value once. Anything else takes PyTorch's function.
 """
-import os
 
 import torch
 import torch.optim.adam as _adam
 import torch.optim.optimizer as _optimizer
 import torch.utils._foreach_utils as _foreach_utils
 
-from torchtpu import _C, bridge
+from torchtpu import _C, bridge, settings
 
 
 def _with_xla(devices):
@@ -42,13 +41,13 @@ def _with_xla(devices):
 
 
 def install():
-    if os.environ.get("TORCHTPU_OPTIM_FOREACH", "1") == "0":
+    if not settings.OPTIM_FOREACH:
         return
     _foreach_utils._get_foreach_kernels_supported_devices = _with_xla(
         _foreach_utils._get_foreach_kernels_supported_devices)
     _optimizer._get_foreach_kernels_supported_devices = _with_xla(
         _optimizer._get_foreach_kernels_supported_devices)
-    if os.environ.get("TORCHTPU_FUSED_ADAM", "1") != "0" and \
+    if settings.FUSED_ADAM and \
             getattr(_adam, "_multi_tensor_adam", None) is not None:
         _adam._multi_tensor_adam = _fused_adam_or(_adam._multi_tensor_adam)
 

@@ -44,10 +44,8 @@ typedef struct tt_t1_req_s {
 static tt_t1_req_t *tt_queue_head_ = NULL, *tt_queue_tail_ = NULL;
 
 tt_tier_mode_t tt_tier_mode(void) {
-  const char *v = getenv("TORCHTPU_TIER");
-  if (v && strcmp(v, "0") == 0) return TT_TIER_0;
-  if (v && strcmp(v, "1") == 0) return TT_TIER_1;
-  return TT_TIER_AUTO;
+  int tier = tt_config()->tier; /* TORCHTPU_TIER */
+  return tier == 0 ? TT_TIER_0 : tier == 1 ? TT_TIER_1 : TT_TIER_AUTO;
 }
 
 static tt_status_t tt_mkdirs(const char *path) {
@@ -142,10 +140,7 @@ static void tt_identity(const tt_graph_t *g, char *key, size_t key_size, char *s
            (unsigned long long)h2, TT_ENGINE_VERSION, tt_cpu_features());
 }
 
-static const char *tt_cc(void) {
-  const char *cc = getenv("TORCHTPU_CC");
-  return cc && *cc ? cc : "cc";
-}
+static const char *tt_cc(void) { return tt_config()->cc; /* TORCHTPU_CC */ }
 
 /* Runs the compiler; 0 on success, 127 when the compiler is missing. */
 static int tt_run_cc(const char *src_path, const char *so_path) {

@@ -90,7 +90,7 @@ static _Atomic int tt_host_waiters_ = 0;
 static _Atomic int tt_host_core_ = -1; /* TORCHTPU_HOST_CORE, read once */
 
 static int tt_pool_read_nthreads_(void) {
-  long n = (long)tt_env_positive("TORCHTPU_NUM_THREADS", 0);
+  long n = (long)tt_config()->num_threads;
   if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
   if (n <= 0) n = 1;
   if (n > TT_POOL_MAX_THREADS) n = TT_POOL_MAX_THREADS;
@@ -152,8 +152,7 @@ int tt_parallel_width(void) {
   if (n <= 1 || atomic_load_explicit(&tt_host_waiters_, memory_order_relaxed) > 0) return n;
   int on = atomic_load_explicit(&tt_host_core_, memory_order_relaxed);
   if (on < 0) {
-    const char *env = getenv("TORCHTPU_HOST_CORE");
-    on = !(env && env[0] == '0' && env[1] == '\0');
+    on = tt_config()->host_core;
     atomic_store_explicit(&tt_host_core_, on, memory_order_relaxed);
   }
   return on ? n - 1 : n;
@@ -259,8 +258,7 @@ static int tt_pool_hold_enabled_(void) {
   static _Atomic int on = -1;
   int v = atomic_load_explicit(&on, memory_order_relaxed);
   if (v < 0) {
-    const char *env = getenv("TORCHTPU_POOL_HOLD");
-    v = !(env && env[0] == '0' && env[1] == '\0');
+    v = tt_config()->pool_hold;
     atomic_store_explicit(&on, v, memory_order_relaxed);
   }
   return v;

@@ -8,14 +8,11 @@
 #include "torchtpu/passes.h"
 
 void tt_optimize_options_from_env(tt_optimize_options_t *opts) {
-  const char *fuse = getenv("TORCHTPU_FUSION");
-  const char *verify = getenv("TORCHTPU_VERIFY_IR");
-  const char *reduce = getenv("TORCHTPU_REDUCE_FUSION");
-  const char *collapse = getenv("TORCHTPU_MOVEMENT_COLLAPSE");
-  opts->fuse = !(fuse && strcmp(fuse, "0") == 0);
-  opts->no_reduce_fusion = reduce && strcmp(reduce, "0") == 0;
-  opts->verify = verify && strcmp(verify, "1") == 0;
-  opts->no_collapse = collapse && strcmp(collapse, "0") == 0;
+  const tt_config_t *c = tt_config();
+  opts->fuse = c->fusion;
+  opts->no_reduce_fusion = !c->reduce_fusion;
+  opts->verify = c->verify_ir;
+  opts->no_collapse = !c->movement_collapse;
 }
 
 #define TT_RUN_PASS(name, call)                                    \

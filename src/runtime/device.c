@@ -99,9 +99,7 @@ static int64_t tt_alloc_cache_cap_ = -1;
 static int64_t tt_alloc_cache_cap(void) {
   int64_t cap = __atomic_load_n(&tt_alloc_cache_cap_, __ATOMIC_RELAXED);
   if (cap < 0) {
-    const char *env = getenv("TORCHTPU_ALLOCATOR_CACHE_MB");
-    long long mb = env && *env ? atoll(env) : 1024;
-    cap = mb > 0 ? (int64_t)mb << 20 : 0;
+    cap = tt_config()->allocator_cache_bytes; /* TORCHTPU_ALLOCATOR_CACHE_MB */
     __atomic_store_n(&tt_alloc_cache_cap_, cap, __ATOMIC_RELAXED);
   }
   return cap;
@@ -440,7 +438,7 @@ void tt_runtime_throttle(int32_t device) {
   static _Atomic int64_t limit = 0;
   int64_t n = atomic_load_explicit(&limit, memory_order_relaxed);
   if (n <= 0) {
-    n = tt_env_positive("TORCHTPU_MAX_INFLIGHT", 2);
+    n = tt_config()->max_inflight;
     atomic_store_explicit(&limit, n, memory_order_relaxed);
   }
   if (tt_runtime_wait_below_(device, n)) tt_counter_add("DeviceQueueWait", 1);

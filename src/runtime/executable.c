@@ -212,8 +212,7 @@ static tt_status_t tt_plan_epilogues(tt_executable_t *e) {
     return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
   }
   for (int32_t i = 0; i < n; ++i) e->epi_next[i] = e->epi_src[i] = -1;
-  const char *env = getenv("TORCHTPU_CONV_EPILOGUE");
-  if (env && strcmp(env, "0") == 0) {
+  if (!tt_config()->conv_epilogue) { /* TORCHTPU_CONV_EPILOGUE=0 */
     free(readers);
     return NULL;
   }
@@ -265,8 +264,7 @@ static tt_status_t tt_plan_epilogues(tt_executable_t *e) {
 static tt_status_t tt_plan_attention_pairs(tt_executable_t *e) {
   const tt_graph_t *g = e->graph;
   int32_t n = g->num_instrs;
-  const char *env = getenv("TORCHTPU_ATTENTION_KEEP_PROBS");
-  if (env && strcmp(env, "0") == 0) return NULL;
+  if (!tt_config()->attention_keep_probs) return NULL;
   for (int32_t b = 0; b < n; ++b) {
     const tt_instr_t *bi = &g->instrs[b];
     if (bi->op != TT_OP_ATTENTION_BWD) continue;
@@ -376,8 +374,7 @@ static tt_status_t tt_plan_memory(tt_executable_t *e) {
     st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
     goto done;
   }
-  const char *env = getenv("TORCHTPU_BUFFER_PLAN");
-  const int planned = !(env && strcmp(env, "0") == 0);
+  const int planned = tt_config()->buffer_plan; /* TORCHTPU_BUFFER_PLAN */
   /* Slice candidates first (from the graph's structure), so the lifetimes
    * cover their readers; a candidate turned down below only keeps its
    * operand's slot a little longer. */
@@ -901,10 +898,7 @@ static tt_status_t tt_run_attention_pair(const tt_executable_t *e, const tt_grap
  * instruction. */
 static int tt_exec_profile_on_(void) {
   static int on = -1;
-  if (on < 0) {
-    const char *env = getenv("TORCHTPU_EXEC_PROFILE");
-    on = !env || !env[0] || strcmp(env, "0") == 0 ? 0 : strcmp(env, "shapes") == 0 ? 2 : 1;
-  }
+  if (on < 0) on = tt_config()->exec_profile;
   return on;
 }
 

@@ -33,41 +33,22 @@ static int tt_debug_flags_ = 0; /* atomic mirror of the config */
 static tt_debug_config_t tt_debug_config_;
 static char *tt_debug_strings_[3]; /* owned copies of the config's strings */
 
-static int tt_env_int(const char *name, int dflt) {
-  const char *v = getenv(name);
-  if (!v || !*v) return dflt;
-  char *end = NULL;
-  long x = strtol(v, &end, 10);
-  return end && *end == 0 ? (int)x : dflt;
-}
-
-static int tt_env_true(const char *name) {
-  const char *v = getenv(name);
-  if (!v) return 0;
-  return !strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
-         !strcasecmp(v, "on") || !strcasecmp(v, "y");
-}
-
-static const char *tt_env_str(const char *name) {
-  const char *v = getenv(name);
-  return v && *v ? v : NULL;
+/* The debug settings of the engine's configuration (base/config.c). */
+static void tt_debug_config_from(const tt_config_t *c, tt_debug_config_t *out) {
+  memset(out, 0, sizeof(*out));
+  out->level = c->debug_level;
+  out->max_frames = c->debug_max_frames;
+  out->local_rank = c->local_rank;
+  out->ir_debug = c->ir_debug;
+  out->save_tensors_fmt = c->save_tensors_dot;
+  out->debug_file = c->debug_file;
+  out->save_tensors_file = c->save_tensors_file;
+  out->dump_dir = c->dump_dir;
 }
 
 void tt_debug_config_from_env(tt_debug_config_t *out) {
-  memset(out, 0, sizeof(*out));
-  int level = tt_env_int("PT_XLA_DEBUG_LEVEL", -1);
-  /* PT_XLA_DEBUG alone means "everything", as in PyTorch/XLA. */
-  if (level < 0) level = tt_env_true("PT_XLA_DEBUG") ? 100 : 0;
-  out->level = level;
-  out->max_frames = tt_env_int("PT_XLA_DEBUG_MAX_FRAME", 8);
-  if (out->max_frames < 0) out->max_frames = 8;
-  out->local_rank = tt_env_int("PJRT_LOCAL_PROCESS_RANK", 0);
-  out->ir_debug = tt_env_true("XLA_IR_DEBUG");
-  const char *fmt = tt_env_str("XLA_SAVE_TENSORS_FMT");
-  out->save_tensors_fmt = fmt && !strcasecmp(fmt, "dot") ? 1 : 0;
-  out->debug_file = tt_env_str("PT_XLA_DEBUG_FILE");
-  out->save_tensors_file = tt_env_str("XLA_SAVE_TENSORS_FILE");
-  out->dump_dir = tt_env_str("TORCHTPU_DUMP_DIR");
+  tt_config_reload();
+  tt_debug_config_from(tt_config(), out);
 }
 
 static int tt_flags_of(const tt_debug_config_t *c) {
@@ -97,8 +78,8 @@ static void tt_debug_install_locked(const tt_debug_config_t *c) {
 
 static void tt_debug_init_once(void) {
   tt_debug_config_t c;
-  tt_debug_config_from_env(&c);
-  const char *fmt = tt_env_str("XLA_SAVE_TENSORS_FMT");
+  tt_debug_config_from(tt_config(), &c);
+  const char *fmt = tt_config()->save_tensors_fmt;
   if (fmt && strcasecmp(fmt, "text") && strcasecmp(fmt, "dot"))
     fprintf(stderr, "torchtpu: XLA_SAVE_TENSORS_FMT=%s is not available (this engine has no HLO); "
             "writing text\n", fmt);

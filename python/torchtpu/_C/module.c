@@ -941,6 +941,13 @@ static PyObject *py_debug_configure(PyObject *m, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+static PyObject *py_config_reload(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  tt_config_reload();
+  Py_RETURN_NONE;
+}
+
 static PyObject *py_debug_configure_from_env(PyObject *m, PyObject *a) {
   (void)m;
   (void)a;
@@ -1105,6 +1112,7 @@ static PyMethodDef methods[] = {
     {"debug_config", py_debug_config, METH_NOARGS, "the debug configuration (dict)"},
     {"debug_configure", py_debug_configure, METH_VARARGS,
      "debug_configure(level, max_frames, local_rank, ir_debug, fmt, debug_file, save_file, dump_dir)"},
+    {"config_reload", py_config_reload, METH_NOARGS, "re-read the engine's environment settings"},
     {"debug_configure_from_env", py_debug_configure_from_env, METH_NOARGS, "re-read the environment"},
     {"set_graph_name", py_set_graph_name, METH_VARARGS, "set_graph_name(name or None), this thread"},
     {"graph_name", py_graph_name, METH_NOARGS, "this thread's graph name or None"},

@@ -17,10 +17,10 @@ both, as CPU's fused kernel does.
 `TORCHTPU_FUSED_ATTENTION=0` sends every call there (docs/compiler.md).
 """
 import math
-import os
 
 import torch
 
+from torchtpu import settings
 from torchtpu.lowering.core import (ATTENTION, ATTENTION_BWD, SLICE, aten, lowers, op,
                                     reshape, wrap)
 
@@ -127,7 +127,7 @@ _decomposed = aten.scaled_dot_product_attention.default.decompose
 
 def _sdpa_autograd_xla(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
                        scale=None, enable_gqa=False):
-    if os.environ.get("TORCHTPU_FUSED_ATTENTION", "1") == "0" or \
+    if not settings.FUSED_ATTENTION or \
             not _fused_ok(query, key, value, attn_mask, dropout_p):
         return _decomposed(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
                            enable_gqa=enable_gqa)

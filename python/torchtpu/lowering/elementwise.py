@@ -1,9 +1,9 @@
 """Elementwise lowerings: unary and binary math, comparisons, where."""
 import math
-import os
 
 import torch
 
+from torchtpu import settings
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, UN, UNARY, WHERE, XlaTensor, aten, device_of, float_type_of, handle,
     lowers, op, result_type, scalar, tt, wrap, TT_BOOL)
@@ -272,7 +272,7 @@ def bitwise_not(x):
 
 
 # TORCHTPU_GELU_FROM_OUTPUT=0: gelu_backward always recomputes erf(x).
-_GELU_FROM_OUTPUT = os.environ.get("TORCHTPU_GELU_FROM_OUTPUT", "1") != "0"
+_GELU_FROM_OUTPUT = settings.GELU_FROM_OUTPUT
 
 
 @lowers(aten.gelu.default)

@@ -1,10 +1,10 @@
 """Linear algebra and neural-network lowerings: GEMMs, convolution,
 pooling, softmax, embedding, dropout."""
 import math
-import os
 
 import torch
 
+from torchtpu import settings
 from torchtpu.lowering.core import (
     LAYER_NORM, LAYER_NORM_BWD,
     ADAPTIVE_AVG_POOL2D, ADAPTIVE_AVG_POOL2D_BWD, AVG_POOL2D, AVG_POOL2D_BWD, BIN, BINARY,
@@ -96,7 +96,7 @@ def mv(a, v):
 
 # ------------------------------------------------------------- softmax
 # TORCHTPU_LOG_SOFTMAX_PROBS=0: log_softmax never keeps its probabilities.
-_KEEP_PROBS = os.environ.get("TORCHTPU_LOG_SOFTMAX_PROBS", "1") != "0"
+_KEEP_PROBS = settings.LOG_SOFTMAX_PROBS
 
 
 def _softmax(log):
@@ -1050,7 +1050,7 @@ def _ln_ok(x, normalized_shape):
 # above ran as nine kernels. float32 with float32 parameters of the
 # normalized shape; anything else keeps the primitives.
 # TORCHTPU_FUSED_LAYER_NORM=0 keeps them always.
-_LN_FUSED = os.environ.get("TORCHTPU_FUSED_LAYER_NORM", "1") != "0"
+_LN_FUSED = settings.FUSED_LAYER_NORM
 
 
 def _ln_fused_ok(x, normalized_shape, *params):
