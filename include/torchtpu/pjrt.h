@@ -222,8 +222,8 @@ tt_status_t tt_pjrt_topology_compile(tt_pjrt_topology_t *topology, const char *p
 
 /* ---- the lazy engine through a plugin (src/backends/pjrt/engine.c) ----
  *
- * When enabled, every execution of an engine executable
- * (tt_executable_execute on a device worker) runs through the plugin: the
+ * When enabled, the plugin is the active backend (backend.h, "pjrt"): every
+ * execution of an engine executable runs through the plugin: the
  * executable's graph is emitted as StableHLO and compiled once per graph
  * (cached by the graph's hash and canonical key for the life of the
  * process), the inputs (PARAM buffers, and SCALAR values as 0-d arrays, in
@@ -250,18 +250,6 @@ int tt_pjrt_engine_enabled(void);
 tt_pjrt_client_t *tt_pjrt_engine_client(void);
 /* Number of graphs in the compiled-executable cache. */
 size_t tt_pjrt_engine_cache_size(void);
-
-struct tt_executable_s;
-struct tt_input_value_s;
-/* Runs exe through the routed plugin on device `device` (< 0: device 0)
- * with the engine's inputs, writing output r's dense bytes to
- * output_data[r]. Returns 1 when it handled the execution (*out_status is
- * its result, NULL on success), 0 when the caller must run the engine's own
- * kernels: routing is off, or fallback is on and the graph cannot run on the
- * plugin. */
-int tt_pjrt_engine_execute(struct tt_executable_s *exe, int32_t device,
-                           const struct tt_input_value_s *inputs, void *const *output_data,
-                           tt_status_t *out_status);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,11 @@
 /* torchtpu runtime: devices, buffers, executables, per-device queues.
  *
- * The CPU backend exposes N virtual devices. Each device owns one worker
+ * The runtime exposes N virtual devices. Each device owns one worker
  * thread and a FIFO queue: executions on a device run in submission order,
  * executions on different devices run concurrently. A buffer lives on one
  * device; it is created "pending" when its producer is queued and becomes
  * ready (or failed, carrying the producer's error) when that producer ends.
+ * What runs an execution is the active backend (backend.h).
  */
 #ifndef TORCHTPU_RUNTIME_H_
 #define TORCHTPU_RUNTIME_H_
@@ -52,7 +53,9 @@ void *tt_buffer_data(tt_buffer_t *buffer);
 /* ---- executables ---- */
 typedef struct tt_executable_s tt_executable_t;
 
-/* Plans graph for execution (takes ownership of graph). */
+/* Prepares graph for execution with the active backend (backend.h: the
+ * CPU backend plans buffers and pairs). Takes ownership of graph on
+ * success; on failure the graph stays the caller's. */
 tt_status_t tt_executable_create(tt_graph_t *graph, tt_executable_t **out_exe);
 void tt_executable_retain(tt_executable_t *exe);
 void tt_executable_release(tt_executable_t *exe);
@@ -82,12 +85,14 @@ tt_status_t tt_executable_enqueue_held(tt_executable_t *exe, int32_t device,
                                        tt_buffer_t *const *outputs, int32_t num_outputs);
 void tt_runtime_release_held(int32_t device);
 
-/* Runs exe synchronously on the calling thread into ready host memory
- * (tests). outputs[i] must have the output's byte size. */
+/* Runs exe synchronously on the calling thread (with the active backend)
+ * into ready host memory (tests). outputs[i] must have the output's byte
+ * size. */
 tt_status_t tt_executable_run(tt_executable_t *exe,
                               const tt_input_value_t *inputs, void *const *outputs);
 
-/* ---- tier-1 kernels ----
+/* ---- tier-1 kernels (the CPU backend's; no-ops for executables another
+ * backend prepared) ----
  * A compiled fused kernel computes out[i] for i in [begin, end). */
 typedef void (*tt_fused_fn_t)(const void *const *inputs, void *out, int64_t begin,
                               int64_t end);
@@ -101,7 +106,7 @@ int64_t tt_executable_count_run(tt_executable_t *exe);
 /* Number of installed tier-1 kernels. */
 int32_t tt_executable_num_kernels(const tt_executable_t *exe);
 
-/* ---- buffer planning ----
+/* ---- buffer planning (the CPU backend's, src/backends/cpu/) ----
  * Places n buffers (sizes in bytes, inclusive lifetimes [start[i], end[i]]
  * in instruction order) in one arena so that buffers whose lifetimes
  * overlap never share bytes: greedy by decreasing size, each in the

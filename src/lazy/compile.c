@@ -11,7 +11,7 @@
 #include "torchtpu/trace.h"
 #include "torchtpu/codegen.h"
 #include "torchtpu/passes.h"
-#include "torchtpu/pjrt.h"
+#include "torchtpu/backend.h"
 
 /* A chained hash table from a graph's structural hash to its executable;
  * entries compare the full cache key. Entries live as long as the process. */
@@ -83,8 +83,11 @@ tt_status_t tt_lazy_compile_locked(tt_node_t **roots, int32_t nr, int32_t device
     /* Optimise (the result keeps g's cache key), then plan. */
     tt_optimize_options_t opts;
     tt_optimize_options_from_env(&opts);
-    /* Graphs that run through a PJRT plugin are emitted as StableHLO. */
-    opts.no_engine_forms = tt_pjrt_engine_enabled();
+    /* The backend that will run the graph says what it needs (a PJRT
+     * plugin: no engine-only forms, graphs are emitted as StableHLO). */
+    opts.no_engine_forms = 0;
+    const tt_backend_t *backend = tt_backend_active();
+    if (backend->configure_passes) backend->configure_passes(backend, &opts);
     tt_graph_t *opt = NULL;
     st = tt_graph_optimize(g, &opts, &opt);
     if (!st && tt_debug_dump_enabled()) {

@@ -30,30 +30,16 @@ void tt_device_free(int32_t device, void *data, size_t nbytes);
  * taken) and wakes waiters. */
 void tt_buffer_mark_ready(tt_buffer_t *buffer, tt_status_t error);
 
-/* Gives each output of a queued execution its memory: an input buffer the
- * execution holds the only reference to, of the same size, whose last
- * reader is the elementwise instruction producing the output, is donated
- * (the output takes its memory; the update happens in place); other
- * outputs are allocated. out_data receives the pointers. */
+/* Gives each output of a queued execution its memory (out_data receives
+ * the pointers): the active backend's bind_outputs (backend.h; the CPU
+ * backend donates inputs only this execution references), else one device
+ * allocation per output. */
 tt_status_t tt_executable_bind_outputs(tt_executable_t *exe, int32_t device,
                                        const tt_input_value_t *inputs,
                                        tt_buffer_t *const *outputs, void **out_data);
 
-/* Tier-0 execution of one TT_OP_FUSED instruction (fused_exec.c). */
-tt_status_t tt_execute_fused(const tt_instr_t *instr, const tt_view_t *inputs,
-                             int32_t num_inputs, tt_view_t *out);
-
-/* The same, in pieces (a convolution's epilogue, executable.c): prepare
- * once, run any element ranges of out (from several threads, each element
- * once), then finish, which returns the first failure and frees it. The
- * inputs and out must outlive the pieces. Elementwise programs only. */
-typedef struct tt_fused_ctx_s tt_fused_prep_t;
-tt_status_t tt_fused_prepare(const tt_instr_t *instr, const tt_view_t *inputs,
-                             int32_t num_inputs, tt_view_t *out, tt_fused_prep_t **prep);
-void tt_fused_prepared_range(void *prep, int64_t begin, int64_t end);
-tt_status_t tt_fused_finish(tt_fused_prep_t *prep);
-
-/* Executes exe on the calling thread: inputs, and output data pointers. */
+/* Executes exe on the calling thread with the active backend: inputs, and
+ * output data pointers. */
 tt_status_t tt_executable_execute(tt_executable_t *exe, int32_t device,
                                   const tt_input_value_t *inputs,
                                   void *const *output_data);

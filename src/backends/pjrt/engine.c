@@ -1,7 +1,8 @@
-/* The lazy engine's executions through a PJRT plugin (docs/pjrt.md).
+/* The lazy engine's executions through a PJRT plugin (docs/pjrt.md): the
+ * "pjrt" backend (backend.h), made active by tt_pjrt_engine_enable.
  *
- * tt_executable_execute asks tt_pjrt_engine_execute first; while routing is
- * on, a graph is emitted as StableHLO and compiled by the plugin once, then
+ * While it is active, a graph is emitted as StableHLO and compiled by the
+ * plugin once, then
  * every execution copies the engine's input bytes to plugin buffers, runs,
  * and copies the results back into the engine's output memory. The cache is
  * keyed by the graph's structural hash and canonical key (the same key the
@@ -13,13 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_internal.h"
 #include "runtime/runtime_internal.h"
+#include "torchtpu/backend.h"
 #include "torchtpu/metrics.h"
 #include "torchtpu/pjrt.h"
 #include "torchtpu/runtime.h"
 #include "torchtpu/stablehlo.h"
 
 #define TT_PJRT_ENGINE_BUCKETS 256
+
+static const tt_backend_t tt_pjrt_backend_; /* at the end */
 
 typedef struct tt_pjrt_entry_s {
   struct tt_pjrt_entry_s *next;
@@ -66,12 +71,14 @@ void tt_pjrt_engine_enable(tt_pjrt_client_t *client, int fallback) {
   tt_pjrt_engine_client_ = client;
   tt_pjrt_engine_fallback_ = fallback != 0;
   __atomic_store_n(&tt_pjrt_engine_on_, 1, __ATOMIC_RELEASE);
+  tt_backend_set_active(&tt_pjrt_backend_);
   pthread_mutex_unlock(&tt_pjrt_engine_lock_);
 }
 
 void tt_pjrt_engine_disable(void) {
   pthread_mutex_lock(&tt_pjrt_engine_lock_);
   __atomic_store_n(&tt_pjrt_engine_on_, 0, __ATOMIC_RELEASE);
+  tt_backend_set_active(NULL);
   tt_pjrt_engine_clear_locked();
   if (tt_pjrt_engine_client_) tt_pjrt_client_release(tt_pjrt_engine_client_);
   tt_pjrt_engine_client_ = NULL;
@@ -264,8 +271,13 @@ done:
   return st;
 }
 
-int tt_pjrt_engine_execute(tt_executable_t *exe, int32_t device, const tt_input_value_t *inputs,
-                           void *const *output_data, tt_status_t *out_status) {
+/* Runs exe through the routed plugin on device `device` (< 0: device 0).
+ * Returns 1 when it handled the execution (*out_status is its result),
+ * 0 when the CPU backend must run it: routing is off, or fallback is on
+ * and the graph cannot run on the plugin. */
+static int tt_pjrt_engine_execute(tt_executable_t *exe, int32_t device,
+                                  const tt_input_value_t *inputs, void *const *output_data,
+                                  tt_status_t *out_status) {
   *out_status = NULL;
   if (!tt_pjrt_engine_enabled()) return 0;
   pthread_mutex_lock(&tt_pjrt_engine_lock_);
@@ -302,3 +314,32 @@ int tt_pjrt_engine_execute(tt_executable_t *exe, int32_t device, const tt_input_
   if (!*out_status) tt_counter_add("PjrtExecute", 1);
   return 1;
 }
+
+static void tt_pjrt_configure_passes(const tt_backend_t *self, tt_optimize_options_t *opts) {
+  (void)self;
+  opts->no_engine_forms = 1; /* graphs are emitted as StableHLO */
+}
+
+static tt_status_t tt_pjrt_backend_execute(const tt_backend_t *self, tt_executable_t *exe,
+                                           int32_t device, const tt_input_value_t *inputs,
+                                           void *const *output_data) {
+  (void)self;
+  tt_status_t st = NULL;
+  if (tt_pjrt_engine_execute(exe, device, inputs, output_data, &st)) return st;
+  const tt_backend_t *cpu = tt_backend_cpu(); /* routing off, or the fallback */
+  return cpu->execute(cpu, exe, device, inputs, output_data);
+}
+
+/* Executables are prepared as the CPU backend prepares them (the plugin
+ * compiles a graph at its first execution, cached by graph key above), so
+ * the fallback and a later switch back to the CPU backend can run them;
+ * outputs take donated inputs' memory as on the CPU backend (the inputs
+ * are copied to the plugin before the outputs are written). */
+static const tt_backend_t tt_pjrt_backend_ = {
+    .name = "pjrt",
+    .configure_passes = tt_pjrt_configure_passes,
+    .prepare = tt_cpu_prepare,
+    .release = tt_cpu_release,
+    .execute = tt_pjrt_backend_execute,
+    .bind_outputs = tt_cpu_bind_outputs,
+};

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "kernels/kernel_util.h"
-#include "runtime/runtime_internal.h"
+#include "backends/cpu/cpu_internal.h"
 
 #define TT_FUSED_TILE 1024
 

@@ -24,6 +24,7 @@
 #include "kernels/fastmath.h"
 #include "torchtpu/codegen.h"
 #include "torchtpu/kernels.h"
+#include "torchtpu/op_attrs.h"
 
 typedef struct tt_src_s {
   char *data;
@@ -160,12 +161,19 @@ static int tt_loadable(tt_dtype_t dt) {
          dt == TT_I64 || dt == TT_U8 || dt == TT_I8;
 }
 
+/* A fused reduction's reduced domain dims (bit d: dim d). */
+static uint32_t tt_reduce_mask(const tt_instr_t *in) {
+  tt_fused_attrs_t a;
+  TT_ATTRS(in, &a);
+  return (uint32_t)a.dims_mask;
+}
+
 /* For a fused reduction over innermost dims: its row length R (> 0);
  * else 0. */
 static int64_t tt_reduce_row(const tt_instr_t *in) {
   if (!tt_fused_is_reduce(in)) return 0;
   tt_shape_t dom = tt_fused_domain(in);
-  uint32_t mask = (uint32_t)in->iattrs[1];
+  uint32_t mask = tt_reduce_mask(in);
   int64_t R = 1;
   int seen = 0, kept_after = 0;
   for (int d = 0; d < dom.rank; ++d) {
@@ -492,7 +500,7 @@ static void tt_emit_reduce(tt_src_t *s, const tt_graph_t *g, int32_t i) {
   const tt_fused_t *f = in->fused;
   tt_shape_t dom = tt_fused_domain(in);
   int64_t R = tt_reduce_row(in);
-  uint32_t mask = (uint32_t)in->iattrs[1];
+  uint32_t mask = tt_reduce_mask(in);
   int32_t red = 0;
   while (f->ops[red].op != TT_OP_REDUCE) ++red;
   const tt_fused_op_t *rop = &f->ops[red];
@@ -574,7 +582,7 @@ static void tt_emit_reduce_cols(tt_src_t *s, const tt_graph_t *g, int32_t i) {
   const tt_instr_t *in = &g->instrs[i];
   const tt_fused_t *f = in->fused;
   tt_shape_t dom = tt_fused_domain(in);
-  uint32_t mask = (uint32_t)in->iattrs[1];
+  uint32_t mask = tt_reduce_mask(in);
   int64_t A = 1, R = 1, B = 1;
   tt_reduce_cols(in, &A, &R, &B);
   int32_t red = 0;

@@ -1,0 +1,68 @@
+/* The CPU backend's tier-0 executor table: one entry per IR op (exec.h).
+ * Graph inputs have none: the executor walk binds them. */
+#include "backends/cpu/exec.h"
+
+static const tt_cpu_exec_fn tt_cpu_exec_table_[] = {
+    [TT_OP_PARAM] = NULL,
+    [TT_OP_SCALAR] = NULL,
+    [TT_OP_UNARY] = tt_cpu_exec_unary,
+    [TT_OP_BINARY] = tt_cpu_exec_binary,
+    [TT_OP_WHERE] = tt_cpu_exec_where,
+    [TT_OP_CONVERT] = tt_cpu_exec_convert,
+    [TT_OP_BROADCAST] = tt_cpu_exec_broadcast,
+    [TT_OP_RESHAPE] = tt_cpu_exec_copy,
+    [TT_OP_IOTA] = tt_cpu_exec_iota,
+    [TT_OP_REDUCE] = tt_cpu_exec_reduce,
+    [TT_OP_SCAN] = tt_cpu_exec_scan,
+    [TT_OP_DOT] = tt_cpu_exec_dot,
+    [TT_OP_CONV2D] = tt_cpu_exec_conv2d,
+    [TT_OP_CONV2D_BWD_INPUT] = tt_cpu_exec_conv2d,
+    [TT_OP_CONV2D_BWD_WEIGHT] = tt_cpu_exec_conv2d,
+    [TT_OP_MAX_POOL2D] = tt_cpu_exec_max_pool2d,
+    [TT_OP_MAX_POOL2D_INDICES] = tt_cpu_exec_max_pool2d,
+    [TT_OP_MAX_POOL2D_BWD] = tt_cpu_exec_max_pool2d_bwd,
+    [TT_OP_AVG_POOL2D] = tt_cpu_exec_avg_pool2d,
+    [TT_OP_AVG_POOL2D_BWD] = tt_cpu_exec_avg_pool2d_bwd,
+    [TT_OP_ADAPTIVE_AVG_POOL2D] = tt_cpu_exec_adaptive_avg_pool2d,
+    [TT_OP_ADAPTIVE_AVG_POOL2D_BWD] = tt_cpu_exec_adaptive_avg_pool2d_bwd,
+    [TT_OP_TRANSPOSE] = tt_cpu_exec_transpose,
+    [TT_OP_SLICE] = tt_cpu_exec_slice,
+    [TT_OP_SLICE_SCATTER] = tt_cpu_exec_slice_scatter,
+    [TT_OP_CONCAT] = tt_cpu_exec_concat,
+    [TT_OP_PAD] = tt_cpu_exec_pad,
+    [TT_OP_FLIP] = tt_cpu_exec_flip,
+    [TT_OP_INDEX_SELECT] = tt_cpu_exec_index_select,
+    [TT_OP_INDEX_ADD] = tt_cpu_exec_index_add,
+    [TT_OP_GATHER] = tt_cpu_exec_gather,
+    [TT_OP_SCATTER] = tt_cpu_exec_scatter,
+    [TT_OP_SOFTMAX] = tt_cpu_exec_softmax,
+    [TT_OP_SOFTMAX_BWD] = tt_cpu_exec_softmax_bwd,
+    [TT_OP_RNG] = tt_cpu_exec_rng,
+    [TT_OP_FUSED] = tt_cpu_exec_fused,
+    [TT_OP_ARGSORT] = tt_cpu_exec_argsort,
+    [TT_OP_SEARCHSORTED] = tt_cpu_exec_searchsorted,
+    [TT_OP_SCATTER_REDUCE] = tt_cpu_exec_scatter_reduce,
+    [TT_OP_CUMULATIVE] = tt_cpu_exec_cumulative,
+    [TT_OP_LINALG] = tt_cpu_exec_linalg,
+    [TT_OP_BITCAST] = tt_cpu_exec_copy,
+    [TT_OP_SPECIAL] = tt_cpu_exec_special,
+    [TT_OP_FFT] = tt_cpu_exec_fft,
+    [TT_OP_ALL_REDUCE] = tt_cpu_exec_collective,
+    [TT_OP_ALL_GATHER] = tt_cpu_exec_collective,
+    [TT_OP_REDUCE_SCATTER] = tt_cpu_exec_collective,
+    [TT_OP_ALL_TO_ALL] = tt_cpu_exec_collective,
+    [TT_OP_COLLECTIVE_PERMUTE] = tt_cpu_exec_collective,
+    [TT_OP_SPMD_FULL_TO_SHARD] = tt_cpu_exec_spmd_manual,
+    [TT_OP_SPMD_SHARD_TO_FULL] = tt_cpu_exec_spmd_manual,
+    [TT_OP_ATTENTION] = tt_cpu_exec_attention,
+    [TT_OP_ATTENTION_BWD] = tt_cpu_exec_attention,
+    [TT_OP_LAYER_NORM] = tt_cpu_exec_layer_norm,
+    [TT_OP_LAYER_NORM_BWD] = tt_cpu_exec_layer_norm,
+};
+_Static_assert(sizeof(tt_cpu_exec_table_) / sizeof(tt_cpu_exec_table_[0]) == TT_OP_COUNT,
+               "every IR op needs an entry in the CPU backend's executor table");
+
+tt_cpu_exec_fn tt_cpu_executor(tt_op_t op) {
+  if ((unsigned)op >= TT_OP_COUNT) return NULL;
+  return tt_cpu_exec_table_[op];
+}
