@@ -15,8 +15,9 @@
 typedef struct {
   tt_tensor_t *tensor, *source;
   tt_op_t op;
-  int32_t num_iattrs;
-  int64_t iattrs[TT_MAX_RANK];
+  int32_t num_iattrs; /* op's attributes, encoded (op_attrs.h) */
+  int64_t iattrs[TT_MAX_IATTRS];
+  double fattrs[TT_MAX_FATTRS];
 } tt_derived_t;
 
 static int tt_by_node_(const void *a, const void *b) {
@@ -79,10 +80,16 @@ static int32_t tt_derive_roots_(tt_node_t **roots, tt_tensor_t **owners, int32_t
     e->tensor = owners[b];
     e->source = owners[src_of[b]];
     e->op = v->op;
-    e->num_iattrs = owners[b]->shape.rank;
-    for (int32_t i = 0; i < e->num_iattrs; ++i) {
-      if (v->op == TT_OP_TRANSPOSE) e->iattrs[v->iattrs[i]] = i; /* inverse permutation */
-      else e->iattrs[i] = owners[b]->shape.dims[i];
+    int32_t rank = owners[b]->shape.rank;
+    if (v->op == TT_OP_TRANSPOSE) {
+      tt_transpose_attrs_t vt, inv = {.perm = {.n = rank}};
+      TT_ATTRS(v, &vt);
+      for (int32_t i = 0; i < rank; ++i) inv.perm.v[vt.perm.v[i]] = i; /* inverse permutation */
+      tt_attrs_encode_valid(e->op, &inv, sizeof(inv), -1, e->iattrs, &e->num_iattrs, e->fattrs);
+    } else {
+      tt_dims_attrs_t to = {.dims = {.n = rank}};
+      for (int32_t i = 0; i < rank; ++i) to.dims.v[i] = owners[b]->shape.dims[i];
+      tt_attrs_encode_valid(e->op, &to, sizeof(to), -1, e->iattrs, &e->num_iattrs, e->fattrs);
     }
   }
   for (int32_t r = 0; r < nr; ++r) {

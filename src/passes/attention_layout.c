@@ -13,13 +13,13 @@
  * permutes it is written in that transpose's order (the transpose becomes
  * a reshape of the result). The copies then have no reader and go.
  *
- * The strided forms (ir.h):
- *   attention      i: [causal, 0, B, H, L, S, E, Ev, q(4), k(4), v(4), out(4)]
- *   attention_bwd  i: [causal, B, H, L, S, E, Ev, go(4), q(4), k(4), v(4),
- *                      grads(4)]
- * with each layout (off, sb, sh, sr) as tt_att_layout_t and, for the
- * backward's packed result, grads = (sw, sb, sh, sr): dq, dk and dv at
- * offsets 0, sw and 2*sw (it needs L == S and E == Ev). The results keep
+ * The strided forms (ir.h) fill the optional fields of
+ * tt_attention_attrs_t (lse 0, B, H, L, S, E, Ev and the q, k, v and out
+ * layouts) and tt_attention_bwd_attrs_t (B, ..., Ev and the grad_out, q,
+ * k, v and grads layouts), each layout (off, sb, sh, sr) as
+ * tt_att_layout_t and, for the backward's packed result, grads = (sw, sb,
+ * sh, sr): dq, dk and dv at offsets 0, sw and 2*sw (it needs L == S and
+ * E == Ev). The results keep
  * their shapes ([B, H, L, Ev] and [3*B*H*L*E]); only the order of their
  * bytes follows the layout, and their one reader is the reshape. */
 #include <stdlib.h>
@@ -97,8 +97,11 @@ tt_status_t tt_pass_attention_layout(tt_work_t *w) {
   for (int32_t i = 0; i < w->num_instrs; ++i) {
     if (w->forward[i] != i) continue;
     tt_instr_t *in = &w->instrs[i];
-    int fwd = in->op == TT_OP_ATTENTION && in->num_iattrs == 2 && in->iattrs[1] == 0;
-    int bwd = in->op == TT_OP_ATTENTION_BWD && in->num_iattrs == 1;
+    /* Only the plain forms: causal and lse 0 (forward), causal (backward). */
+    tt_attention_attrs_t fa;
+    tt_attention_bwd_attrs_t ba;
+    int fwd = in->op == TT_OP_ATTENTION && TT_ATTRS(in, &fa) == 2 && fa.lse == 0;
+    int bwd = in->op == TT_OP_ATTENTION_BWD && TT_ATTRS(in, &ba) == 1;
     if (!fwd && !bwd) continue;
     if (!p.uses) {
       p.uses = tt_work_use_counts(w);
@@ -161,27 +164,27 @@ tt_status_t tt_pass_attention_layout(tt_work_t *w) {
       }
     }
     if (!copies && u < 0) continue; /* nothing to save */
-    /* Rewrite the op into its strided form. */
-    int64_t ia[TT_MAX_IATTRS];
-    int n = 0;
-    ia[n++] = in->iattrs[0];
-    if (fwd) ia[n++] = 0;
-    ia[n++] = B;
-    ia[n++] = H;
-    ia[n++] = L;
-    ia[n++] = S;
-    ia[n++] = E;
-    ia[n++] = Ev;
-    for (int k = 0; k < nin; ++k)
-      for (int j = 0; j < 4; ++j) ia[n++] = lays[k][j];
-    for (int j = 0; j < 4; ++j) ia[n++] = res[j];
-    memcpy(in->iattrs, ia, sizeof(int64_t) * (size_t)n);
-    in->num_iattrs = n;
+    /* Rewrite the op into its strided form (causal and scale kept). */
+    if (fwd) {
+      fa.B = B, fa.H = H, fa.L = L, fa.S = S, fa.E = E, fa.Ev = Ev;
+      memcpy(fa.q_layout, lays[0], sizeof(fa.q_layout));
+      memcpy(fa.k_layout, lays[1], sizeof(fa.k_layout));
+      memcpy(fa.v_layout, lays[2], sizeof(fa.v_layout));
+      memcpy(fa.out_layout, res, sizeof(fa.out_layout));
+      TT_SET_ATTRS(in, &fa);
+    } else {
+      ba.B = B, ba.H = H, ba.L = L, ba.S = S, ba.E = E, ba.Ev = Ev;
+      memcpy(ba.grad_out_layout, lays[0], sizeof(ba.grad_out_layout));
+      memcpy(ba.q_layout, lays[1], sizeof(ba.q_layout));
+      memcpy(ba.k_layout, lays[2], sizeof(ba.k_layout));
+      memcpy(ba.v_layout, lays[3], sizeof(ba.v_layout));
+      memcpy(ba.grads_layout, res, sizeof(ba.grads_layout));
+      TT_SET_ATTRS(in, &ba);
+    }
     for (int k = 0; k < nin; ++k) in->operands[k] = bases[k];
     if (u >= 0) {
       tt_shape_t us = w->instrs[u].shape;
-      if (!tt_mv_set(&w->instrs[u], TT_OP_RESHAPE, w->instrs[u].dtype, i, &us, us.dims, us.rank))
-        break;
+      if (!tt_mv_set_reshape(&w->instrs[u], w->instrs[u].dtype, i, &us)) break;
     }
     free(p.uses);
     free(reader);

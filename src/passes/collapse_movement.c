@@ -60,9 +60,11 @@ void tt_mv_scan_readers(const tt_work_t *w, const int32_t *uses, int32_t *last_r
 /* Whether slice instruction in (of operand shape xs) is a contiguous range
  * the executor aliases (as tt_slice_view_offset_ in executable.c). */
 static int tt_mv_slice_aliases(const tt_instr_t *in, const tt_shape_t *xs) {
+  tt_slice_attrs_t a;
+  TT_ATTRS(in, &a);
   int r = xs->rank, cut = -1;
   for (int d = 0; d < r; ++d) {
-    if (in->iattrs[2 * r + d] != 1) return 0;
+    if (a.step.v[d] != 1) return 0;
     if (in->shape.dims[d] != xs->dims[d]) cut = d;
   }
   for (int d = 0; d < cut; ++d)
@@ -139,11 +141,11 @@ static int tt_mv_reshape(tt_vmap_t *m, const tt_shape_t *shape) {
 
 int tt_mv_dim_begin(const tt_vmap_t *m, int d) { return d ? m->dim_end[d - 1] : 0; }
 
-static int tt_mv_transpose(tt_vmap_t *m, const int64_t *perm) {
+static int tt_mv_transpose(tt_vmap_t *m, const tt_transpose_attrs_t *a) {
   tt_vmap_t o = *m;
   int n = 0;
   for (int d = 0; d < m->rank; ++d) {
-    int p = (int)perm[d];
+    int p = (int)a->perm.v[d];
     for (int a = tt_mv_dim_begin(m, p); a < m->dim_end[p]; ++a) {
       o.size[n] = m->size[a];
       o.stride[n++] = m->stride[a];
@@ -155,12 +157,12 @@ static int tt_mv_transpose(tt_vmap_t *m, const int64_t *perm) {
 }
 
 /* Slices m (of shape xs) by start/limit/step; 0 if a dim cannot be. */
-static int tt_mv_slice(tt_vmap_t *m, const tt_shape_t *xs, const int64_t *ia) {
+static int tt_mv_slice(tt_vmap_t *m, const tt_shape_t *xs, const tt_slice_attrs_t *a) {
   int r = xs->rank;
   tt_vmap_t o = *m;
   int n = 0;
   for (int d = 0; d < r; ++d) {
-    int64_t start = ia[d], limit = ia[r + d], step = ia[2 * r + d];
+    int64_t start = a->start.v[d], limit = a->limit.v[d], step = a->step.v[d];
     int64_t len = (limit - start + step - 1) / step;
     int b = tt_mv_dim_begin(m, d), e = m->dim_end[d];
     if (start == 0 && limit == xs->dims[d] && step == 1) {
@@ -225,18 +227,26 @@ void tt_mv_map(tt_mv_pass_t *p, int32_t i, int depth, tt_vmap_t *m) {
       tt_mv_map(p, x, depth + 1, m);
       ok = tt_mv_reshape(m, &in->shape);
       break;
-    case TT_OP_TRANSPOSE:
+    case TT_OP_TRANSPOSE: {
+      tt_transpose_attrs_t a;
+      TT_ATTRS(in, &a);
       tt_mv_map(p, x, depth + 1, m);
-      ok = tt_mv_transpose(m, in->iattrs);
+      ok = tt_mv_transpose(m, &a);
       copy = 1;
       break;
-    case TT_OP_SLICE:
+    }
+    case TT_OP_SLICE: {
+      tt_slice_attrs_t a;
+      TT_ATTRS(in, &a);
       tt_mv_map(p, x, depth + 1, m);
       copy = !tt_mv_slice_aliases(in, &w->instrs[x].shape);
-      ok = tt_mv_slice(m, &w->instrs[x].shape, in->iattrs);
+      ok = tt_mv_slice(m, &w->instrs[x].shape, &a);
       break;
+    }
     case TT_OP_CONCAT: {
-      int dim = (int)in->iattrs[0];
+      tt_concat_attrs_t ca;
+      TT_ATTRS(in, &ca);
+      int dim = (int)ca.dim;
       tt_vmap_t first, piece;
       int64_t delta = 0;
       copy = 1;
@@ -379,7 +389,7 @@ int tt_mv_insert(tt_work_t *w, int32_t pos, int32_t k) {
 }
 
 int tt_mv_set(tt_instr_t *in, tt_op_t op, tt_dtype_t dt, int32_t operand,
-                     const tt_shape_t *shape, const int64_t *ia, int32_t nia) {
+              const tt_shape_t *shape, const void *attrs, size_t attrs_size) {
   int32_t *ops = malloc(sizeof(int32_t) * 2);
   if (!ops) return 0;
   free(in->operands);
@@ -389,11 +399,15 @@ int tt_mv_set(tt_instr_t *in, tt_op_t op, tt_dtype_t dt, int32_t operand,
   in->shape = *shape;
   in->operands = ops;
   in->num_operands = 1;
-  in->num_iattrs = nia;
-  memcpy(in->iattrs, ia, sizeof(int64_t) * (size_t)nia);
-  memset(in->fattrs, 0, sizeof(in->fattrs));
+  tt_attrs_encode_valid(op, attrs, attrs_size, -1, in->iattrs, &in->num_iattrs, in->fattrs);
   in->fused = NULL;
   return 1;
+}
+
+int tt_mv_set_reshape(tt_instr_t *in, tt_dtype_t dt, int32_t operand, const tt_shape_t *shape) {
+  tt_dims_attrs_t a = {.dims = {.n = shape->rank}};
+  for (int32_t d = 0; d < shape->rank; ++d) a.dims.v[d] = shape->dims[d];
+  return tt_mv_set(in, TT_OP_RESHAPE, dt, operand, shape, &a, sizeof(a));
 }
 
 /* Rewrites copying node i from its map; returns 1 if it did. */
@@ -409,7 +423,8 @@ static int tt_mv_rewrite(tt_mv_pass_t *p, int32_t i, const tt_vmap_t *m) {
   for (int k = 0; k < nd; ++k) nfixed += fixed[k] >= 0;
   if (nfixed && !m->whole_copy) return 0;
   /* perm: fixed digits (outermost first), then the atoms in order */
-  int64_t perm[TT_MAX_RANK];
+  tt_transpose_attrs_t ta = {.perm = {.n = nd}};
+  int64_t *perm = ta.perm.v;
   int np = 0, identity = 1;
   for (int k = 0; k < nd; ++k)
     if (fixed[k] >= 0) perm[np++] = k;
@@ -429,29 +444,29 @@ static int tt_mv_rewrite(tt_mv_pass_t *p, int32_t i, const tt_vmap_t *m) {
   int32_t at = i, cur = base;
   i += extra; /* the node itself moved up */
   if (need_r) {
-    if (!tt_mv_set(&w->instrs[at], TT_OP_RESHAPE, dt, cur, &rs, rs.dims, nd)) return 0;
+    if (!tt_mv_set_reshape(&w->instrs[at], dt, cur, &rs)) return 0;
     cur = at++;
   }
   if (need_t) {
-    if (!tt_mv_set(&w->instrs[at], TT_OP_TRANSPOSE, dt, cur, &ts, perm, nd)) return 0;
+    if (!tt_mv_set(&w->instrs[at], TT_OP_TRANSPOSE, dt, cur, &ts, &ta, sizeof(ta))) return 0;
     cur = at++;
   }
   if (need_s) {
-    int64_t ia[3 * TT_MAX_RANK];
+    tt_slice_attrs_t sa = {.start = {.n = nd}, .limit = {.n = nd}, .step = {.n = nd}};
     tt_shape_t ss = ts;
     for (int k = 0; k < nd; ++k) {
       int f = k < nfixed;
-      ia[k] = f ? fixed[perm[k]] : 0;
-      ia[nd + k] = f ? fixed[perm[k]] + 1 : ts.dims[k];
-      ia[2 * nd + k] = 1;
+      sa.start.v[k] = f ? fixed[perm[k]] : 0;
+      sa.limit.v[k] = f ? fixed[perm[k]] + 1 : ts.dims[k];
+      sa.step.v[k] = 1;
       if (f) ss.dims[k] = 1;
     }
-    if (!tt_mv_set(&w->instrs[at], TT_OP_SLICE, dt, cur, &ss, ia, 3 * nd)) return 0;
+    if (!tt_mv_set(&w->instrs[at], TT_OP_SLICE, dt, cur, &ss, &sa, sizeof(sa))) return 0;
     cur = at++;
   }
   tt_instr_t *in = &w->instrs[i];
   tt_shape_t shape = in->shape;
-  return tt_mv_set(in, TT_OP_RESHAPE, dt, cur, &shape, shape.dims, shape.rank);
+  return tt_mv_set_reshape(in, dt, cur, &shape);
 }
 
 tt_status_t tt_pass_collapse_movement(tt_work_t *w) {

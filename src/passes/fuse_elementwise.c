@@ -8,60 +8,25 @@
  * consumers of its shape is duplicated into each consumer's group instead
  * of being written once and read back by all (XLA's producer
  * duplication): a linear layer's bias add read by the activation and by
- * the activation's gradient. Its own operands stay materialised. */
+ * the activation's gradient. Its own operands stay materialised.
+ * Which ops may be steps is tt_instr_fusible's rule (op_table.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "torchtpu/kernels.h"
-#include "torchtpu/passes.h"
-
-static int tt_floatish(tt_dtype_t dt) {
-  return dt == TT_F32 || dt == TT_F16 || dt == TT_BF16 || dt == TT_BOOL;
-}
-
-static int tt_is_real(tt_dtype_t dt) { return dt == TT_F32 || dt == TT_F16 || dt == TT_BF16; }
-
-/* Whether instruction in (with resolved operands) can be a fused step. */
-static int tt_fusible(const tt_work_t *w, const tt_instr_t *in) {
-  if (!tt_floatish(in->dtype)) return 0;
-  const tt_instr_t *x0 = in->num_operands ? &w->instrs[tt_work_resolve(w, in->operands[0])] : NULL;
-  switch (in->op) {
-    case TT_OP_UNARY: {
-      int64_t code = in->iattrs[0];
-      if (code == TT_UN_BITWISE_NOT) return 0;
-      if (x0->dtype == TT_BOOL) return code == TT_UN_LOGICAL_NOT;
-      return tt_is_real(x0->dtype);
-    }
-    case TT_OP_BINARY: {
-      int64_t code = in->iattrs[0];
-      if (code == TT_BIN_BITWISE_AND || code == TT_BIN_BITWISE_OR || code == TT_BIN_BITWISE_XOR ||
-          code == TT_BIN_SHIFT_LEFT || code == TT_BIN_SHIFT_RIGHT)
-        return 0;
-      if (x0->dtype == TT_BOOL)
-        return code == TT_BIN_LOGICAL_AND || code == TT_BIN_LOGICAL_OR ||
-               code == TT_BIN_LOGICAL_XOR || code == TT_BIN_EQ || code == TT_BIN_NE;
-      return tt_is_real(x0->dtype);
-    }
-    case TT_OP_WHERE:
-      return 1;
-    case TT_OP_CONVERT:
-      /* Sources load into f32 as the convert kernel converts them; f64
-       * would round twice (and tiny values would lose their truth). */
-      return x0->dtype != TT_F64;
-    default:
-      return 0;
-  }
-}
+#include "passes/fused_step.h"
 
 /* Whether fusible, non-output instruction p may be recomputed in every
- * group that reads it: cheap, every user an elementwise op of its shape (so each user's group takes a copy and p itself dies), and the
- * copies read no more memory than storing p would cost. */
+ * group that reads it: cheap, every user an elementwise op of its shape
+ * (so each user's group takes a copy and p itself dies), and the copies
+ * read no more memory than storing p would cost. */
 static int tt_duplicable(const tt_work_t *w, int32_t p, const int32_t *user_start,
                          const int32_t *users) {
   const tt_instr_t *pi = &w->instrs[p];
   if (pi->op == TT_OP_BINARY) {
-    int64_t code = pi->iattrs[0];
-    if (code != TT_BIN_ADD && code != TT_BIN_SUB && code != TT_BIN_MUL) return 0;
+    tt_binary_attrs_t a;
+    TT_ATTRS(pi, &a);
+    if (a.op != TT_BIN_ADD && a.op != TT_BIN_SUB && a.op != TT_BIN_MUL) return 0;
   } else if (pi->op != TT_OP_CONVERT) {
     return 0;
   }
@@ -77,7 +42,7 @@ static int tt_duplicable(const tt_work_t *w, int32_t p, const int32_t *user_star
   if ((int64_t)readers * full > full + 1 + readers) return 0;
   for (int32_t u = user_start[p]; u < user_start[p + 1]; ++u) {
     const tt_instr_t *ui = &w->instrs[users[u]];
-    if (!tt_fusible(w, ui) || !tt_shape_equal(&ui->shape, &pi->shape)) return 0;
+    if (!tt_work_fusible(w, ui) || !tt_shape_equal(&ui->shape, &pi->shape)) return 0;
   }
   return 1;
 }
@@ -146,11 +111,11 @@ tt_status_t tt_pass_fuse_elementwise(tt_work_t *w) {
   }
   for (int32_t i = 0; i < n; ++i)
     copyable[i] = w->forward[i] == i && uses[i] > 0 && !is_output[i] &&
-                  tt_fusible(w, &w->instrs[i]) && tt_duplicable(w, i, user_start, users);
+                  tt_work_fusible(w, &w->instrs[i]) && tt_duplicable(w, i, user_start, users);
   for (int32_t c = n - 1; c >= 0; --c) {
     tt_instr_t *root = &w->instrs[c];
     if (w->forward[c] != c || claimed[c] || duplicated[c] || uses[c] == 0 ||
-        !tt_fusible(w, root))
+        !tt_work_fusible(w, root))
       continue;
     group.count = 0;
     if (!tt_group_add(&group, c)) goto oom;
@@ -168,7 +133,7 @@ tt_status_t tt_pass_fuse_elementwise(tt_work_t *w) {
         for (int32_t k = 0; k < m->num_operands; ++k) {
           int32_t p = tt_work_resolve(w, m->operands[k]);
           const tt_instr_t *pi = &w->instrs[p];
-          if (in_group[p] || claimed[p] || is_output[p] || !tt_fusible(w, pi) ||
+          if (in_group[p] || claimed[p] || is_output[p] || !tt_work_fusible(w, pi) ||
               !tt_shape_equal(&pi->shape, &root->shape))
             continue;
           int all_inside = 1;
@@ -202,12 +167,7 @@ tt_status_t tt_pass_fuse_elementwise(tt_work_t *w) {
     for (int32_t g = 0; g < group.count; ++g) {
       const tt_instr_t *m = &w->instrs[group.members[g]];
       tt_fused_op_t *s = &ops[g];
-      s->op = m->op;
-      s->dtype = m->dtype;
-      s->num_args = m->num_operands;
-      s->code = m->op == TT_OP_WHERE ? 0 : m->iattrs[0];
-      s->alpha = m->fattrs[0];
-      s->beta = m->fattrs[1];
+      tt_fused_step_from(m, s);
       for (int32_t k = 0; k < m->num_operands; ++k) {
         int32_t p = tt_work_resolve(w, m->operands[k]);
         int member = 0;
@@ -228,12 +188,8 @@ tt_status_t tt_pass_fuse_elementwise(tt_work_t *w) {
     }
     f->num_ops = group.count;
     f->ops = ops;
-    free(root->operands);
-    root->operands = inputs;
-    root->num_operands = num_inputs;
-    root->op = TT_OP_FUSED;
-    root->num_iattrs = 0;
-    root->fused = f;
+    const tt_fused_attrs_t none = {0};
+    tt_fused_rewrite(root, f, inputs, num_inputs, &none, 0);
     for (int32_t g = 0; g < group.count; ++g) {
       int32_t m = group.members[g];
       if (in_group[m] == 2)

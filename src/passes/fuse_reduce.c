@@ -2,7 +2,7 @@
  * ops that produce its operand (its prologue, run over the operand's
  * shape, the domain) and a chain of elementwise ops that consume its result
  * with the result's shape (its epilogue), becoming one fused reduction
- * (TT_OP_FUSED with TT_FUSED_REDUCE iattrs, see ir.h). The reduced value is
+ * (TT_OP_FUSED with TT_FUSED_REDUCE attributes, see ir.h). The reduced value is
  * then computed tile by tile and never stored.
  *
  * A prologue op that other instructions also read is recomputed inside the
@@ -23,42 +23,12 @@
 
 #include "torchtpu/kernels.h"
 #include "torchtpu/metrics.h"
-#include "torchtpu/passes.h"
+#include "passes/fused_step.h"
 
 #define TT_FUSE_REDUCE_MAX_STEPS 48
 #define TT_FUSE_REDUCE_MIN_COLS 128
 
 static int tt_is_real(tt_dtype_t dt) { return dt == TT_F32 || dt == TT_F16 || dt == TT_BF16; }
-
-/* The elementwise pass's fusibility rule (same steps, same rounding). */
-static int tt_fusible(const tt_work_t *w, const tt_instr_t *in) {
-  if (!tt_is_real(in->dtype) && in->dtype != TT_BOOL) return 0;
-  const tt_instr_t *x0 = in->num_operands ? &w->instrs[tt_work_resolve(w, in->operands[0])] : NULL;
-  switch (in->op) {
-    case TT_OP_UNARY: {
-      int64_t code = in->iattrs[0];
-      if (code == TT_UN_BITWISE_NOT) return 0;
-      if (x0->dtype == TT_BOOL) return code == TT_UN_LOGICAL_NOT;
-      return tt_is_real(x0->dtype);
-    }
-    case TT_OP_BINARY: {
-      int64_t code = in->iattrs[0];
-      if (code == TT_BIN_BITWISE_AND || code == TT_BIN_BITWISE_OR || code == TT_BIN_BITWISE_XOR ||
-          code == TT_BIN_SHIFT_LEFT || code == TT_BIN_SHIFT_RIGHT)
-        return 0;
-      if (x0->dtype == TT_BOOL)
-        return code == TT_BIN_LOGICAL_AND || code == TT_BIN_LOGICAL_OR ||
-               code == TT_BIN_LOGICAL_XOR || code == TT_BIN_EQ || code == TT_BIN_NE;
-      return tt_is_real(x0->dtype);
-    }
-    case TT_OP_WHERE:
-      return 1;
-    case TT_OP_CONVERT:
-      return x0->dtype != TT_F64;
-    default:
-      return 0;
-  }
-}
 
 /* Whether reducing `shape` over mask is one run [A, R, B] after dropping
  * size-1 dims; sets *B to the kept extent inside the run. */
@@ -126,15 +96,6 @@ static int32_t tt_arg_of(int32_t p, const int32_t *step_of, int32_t *inputs,
   return -(++*num_inputs);
 }
 
-static void tt_step_from(const tt_instr_t *m, tt_fused_op_t *s) {
-  s->op = m->op;
-  s->dtype = m->dtype;
-  s->num_args = m->num_operands;
-  s->code = m->op == TT_OP_WHERE ? 0 : m->iattrs[0];
-  s->alpha = m->fattrs[0];
-  s->beta = m->fattrs[1];
-}
-
 tt_status_t tt_pass_fuse_reduce(tt_work_t *w) {
   int32_t n = w->num_instrs;
   int32_t *uses = tt_work_use_counts(w);
@@ -151,8 +112,10 @@ tt_status_t tt_pass_fuse_reduce(tt_work_t *w) {
   for (int32_t c = 0; c < n; ++c) {
     tt_instr_t *red = &w->instrs[c];
     if (w->forward[c] != c || uses[c] == 0 || red->op != TT_OP_REDUCE) continue;
-    int64_t rop = red->iattrs[0];
-    uint32_t mask = (uint32_t)red->iattrs[1];
+    tt_reduce_attrs_t ra;
+    TT_ATTRS(red, &ra);
+    int64_t rop = ra.op;
+    uint32_t mask = (uint32_t)ra.dims_mask;
     if (rop != TT_RED_SUM && rop != TT_RED_MEAN && rop != TT_RED_MAX && rop != TT_RED_MIN)
       continue;
     int32_t x = tt_work_resolve(w, red->operands[0]);
@@ -164,7 +127,7 @@ tt_status_t tt_pass_fuse_reduce(tt_work_t *w) {
       continue;
     /* Prologue: x and the fusible ops of the domain's shape behind it. */
     int32_t np = 0;
-    if (tt_fusible(w, &w->instrs[x])) {
+    if (tt_work_fusible(w, &w->instrs[x])) {
       pro[np++] = x;
       in_group[x] = 1;
     }
@@ -173,14 +136,14 @@ tt_status_t tt_pass_fuse_reduce(tt_work_t *w) {
       for (int32_t k = 0; k < m->num_operands && np < TT_FUSE_REDUCE_MAX_STEPS; ++k) {
         int32_t p = tt_work_resolve(w, m->operands[k]);
         const tt_instr_t *pi = &w->instrs[p];
-        if (in_group[p] || !tt_fusible(w, pi) || !tt_shape_equal(&pi->shape, &dom)) continue;
+        if (in_group[p] || !tt_work_fusible(w, pi) || !tt_shape_equal(&pi->shape, &dom)) continue;
         /* Readers outside the group must be elementwise ops that will
          * fuse with p, else p is stored anyway and reading it is cheaper. */
         int ok = !is_output[p];
         for (int32_t u = users.start[p]; u < users.start[p + 1] && ok; ++u) {
           const tt_instr_t *ui = &w->instrs[users.list[u]];
           ok = in_group[users.list[u]] ||
-               (tt_fusible(w, ui) && tt_shape_equal(&ui->shape, &dom));
+               (tt_work_fusible(w, ui) && tt_shape_equal(&ui->shape, &dom));
         }
         if (!ok) continue;
         pro[np++] = p;
@@ -194,7 +157,7 @@ tt_status_t tt_pass_fuse_reduce(tt_work_t *w) {
       int ok = !is_output[x];
       for (int32_t u = users.start[x]; u < users.start[x + 1] && ok; ++u) {
         const tt_instr_t *ui = &w->instrs[users.list[u]];
-        ok = users.list[u] == c || (tt_fusible(w, ui) && tt_shape_equal(&ui->shape, &dom));
+        ok = users.list[u] == c || (tt_work_fusible(w, ui) && tt_shape_equal(&ui->shape, &dom));
       }
       if (!ok) np = 0;
     }
@@ -207,7 +170,7 @@ tt_status_t tt_pass_fuse_reduce(tt_work_t *w) {
       for (int32_t k = users.start[cur]; k < users.start[cur + 1]; ++k)
         single &= users.list[k] == u;
       const tt_instr_t *ui = &w->instrs[u];
-      if (!single || uses[u] == 0 || !tt_fusible(w, ui) ||
+      if (!single || uses[u] == 0 || !tt_work_fusible(w, ui) ||
           !tt_shape_equal(&ui->shape, &red->shape))
         break;
       epi[ne++] = u;
@@ -228,7 +191,7 @@ tt_status_t tt_pass_fuse_reduce(tt_work_t *w) {
     int32_t ni = 0;
     for (int32_t g = 0; g < np; ++g) {
       const tt_instr_t *m = &w->instrs[pro[g]];
-      tt_step_from(m, &ops[g]);
+      tt_fused_step_from(m, &ops[g]);
       for (int32_t k = 0; k < m->num_operands; ++k)
         ops[g].args[k] = tt_arg_of(tt_work_resolve(w, m->operands[k]), step_of, inputs, &ni);
       step_of[pro[g]] = g;
@@ -244,7 +207,7 @@ tt_status_t tt_pass_fuse_reduce(tt_work_t *w) {
     step_of[c] = np;
     for (int32_t g = 0; g < ne; ++g) {
       const tt_instr_t *m = &w->instrs[epi[g]];
-      tt_step_from(m, &ops[np + 1 + g]);
+      tt_fused_step_from(m, &ops[np + 1 + g]);
       for (int32_t k = 0; k < m->num_operands; ++k)
         ops[np + 1 + g].args[k] =
             tt_arg_of(tt_work_resolve(w, m->operands[k]), step_of, inputs, &ni);
@@ -256,16 +219,10 @@ tt_status_t tt_pass_fuse_reduce(tt_work_t *w) {
     f->ops = ops;
     int32_t root_idx = ne ? epi[ne - 1] : c;
     tt_instr_t *root = &w->instrs[root_idx];
-    free(root->operands);
-    root->operands = inputs;
-    root->num_operands = ni;
-    root->op = TT_OP_FUSED;
-    root->fused = f;
-    root->num_iattrs = 3 + dom.rank;
-    root->iattrs[0] = TT_FUSED_REDUCE;
-    root->iattrs[1] = (int64_t)mask;
-    root->iattrs[2] = dom.rank;
-    for (int32_t d = 0; d < dom.rank; ++d) root->iattrs[3 + d] = dom.dims[d];
+    tt_fused_attrs_t fa = {.kind = TT_FUSED_REDUCE, .dims_mask = (int64_t)mask, .rank = dom.rank};
+    fa.dims.n = dom.rank;
+    for (int32_t d = 0; d < dom.rank; ++d) fa.dims.v[d] = dom.dims[d];
+    tt_fused_rewrite(root, f, inputs, ni, &fa, -1);
     /* The reduction and epilogue members other than the root now have no
      * reader; later passes and compaction drop them. */
     uses[c] = 0;

@@ -48,8 +48,11 @@ int tt_mv_dim_begin(const tt_vmap_t *m, int d);
  * up by k); 0 on allocation failure. */
 int tt_mv_insert(tt_work_t *w, int32_t pos, int32_t k);
 /* Rewrites in as a one-operand instruction op(operand) with shape and
- * integer attributes ia; 0 on allocation failure. */
+ * attributes *attrs (op's attribute struct, attrs_size bytes; op_attrs.h);
+ * 0 on allocation failure. */
 int tt_mv_set(tt_instr_t *in, tt_op_t op, tt_dtype_t dt, int32_t operand,
-              const tt_shape_t *shape, const int64_t *ia, int32_t nia);
+              const tt_shape_t *shape, const void *attrs, size_t attrs_size);
+/* tt_mv_set of a reshape to shape. */
+int tt_mv_set_reshape(tt_instr_t *in, tt_dtype_t dt, int32_t operand, const tt_shape_t *shape);
 
 #endif /* TORCHTPU_PASSES_MOVEMENT_MAP_H_ */

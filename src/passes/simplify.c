@@ -4,24 +4,42 @@
  * broadcasts, reshape chains, transpose chains, and a few folds of a
  * producer into the kernel that reads it. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "torchtpu/kernels.h"
 #include "torchtpu/passes.h"
 
-static int tt_is_identity_perm(const tt_instr_t *in) {
-  for (int32_t d = 0; d < in->num_iattrs; ++d)
-    if (in->iattrs[d] != d) return 0;
+static int tt_is_identity_perm(const tt_transpose_attrs_t *a) {
+  for (int32_t d = 0; d < a->perm.n; ++d)
+    if (a->perm.v[d] != d) return 0;
   return 1;
 }
 
 /* Whether transpose `t` swaps its last two dims and keeps the others. */
 static int tt_swaps_last_two(const tt_instr_t *t) {
-  int32_t r = t->num_iattrs;
-  if (t->op != TT_OP_TRANSPOSE || r < 2) return 0;
+  if (t->op != TT_OP_TRANSPOSE) return 0;
+  tt_transpose_attrs_t a;
+  TT_ATTRS(t, &a);
+  int32_t r = a.perm.n;
+  if (r < 2) return 0;
   for (int32_t d = 0; d < r - 2; ++d)
-    if (t->iattrs[d] != d) return 0;
-  return t->iattrs[r - 2] == r - 1 && t->iattrs[r - 1] == r - 2;
+    if (a.perm.v[d] != d) return 0;
+  return a.perm.v[r - 2] == r - 1 && a.perm.v[r - 1] == r - 2;
+}
+
+/* Flips dot in's transpose flag of operand k. */
+static void tt_flip_dot_operand(tt_instr_t *in, int k) {
+  tt_dot_attrs_t a;
+  TT_ATTRS(in, &a);
+  if (k == 0) a.trans_a = !a.trans_a;
+  else a.trans_b = !a.trans_b;
+  TT_SET_ATTRS(in, &a);
+}
+
+/* Rewrites reshape in's target dims to shape's. */
+static void tt_set_reshape_dims(tt_instr_t *in, const tt_shape_t *shape) {
+  tt_dims_attrs_t a = {.dims = {.n = shape->rank}};
+  for (int32_t k = 0; k < shape->rank; ++k) a.dims.v[k] = shape->dims[k];
+  TT_SET_ATTRS(in, &a);
 }
 
 /* dot(.., transpose(y)) -> dot(.., y) with the operand's transpose flag
@@ -36,7 +54,7 @@ static void tt_fold_dot_transpose(tt_work_t *w, tt_instr_t *in, int32_t **uses) 
     tt_instr_t *yi = &w->instrs[y];
     if (tt_swaps_last_two(yi) && yi->shape.rank == 3) {
       in->operands[k] = tt_work_resolve(w, yi->operands[0]);
-      in->iattrs[k] = !in->iattrs[k];
+      tt_flip_dot_operand(in, k);
       continue;
     }
     if (yi->op != TT_OP_RESHAPE || yi->shape.rank != 3) continue;
@@ -52,12 +70,10 @@ static void tt_fold_dot_transpose(tt_work_t *w, tt_instr_t *in, int32_t **uses) 
     if (!*uses) *uses = tt_work_use_counts(w);
     if (!*uses || (*uses)[y] != 1) continue;
     yi->operands[0] = x;
-    yi->iattrs[0] = lead;
-    yi->iattrs[1] = rows;
-    yi->iattrs[2] = cols;
     yi->shape.dims[1] = rows;
     yi->shape.dims[2] = cols;
-    in->iattrs[k] = !in->iattrs[k];
+    tt_set_reshape_dims(yi, &yi->shape); /* [lead, rows, cols] */
+    tt_flip_dot_operand(in, k);
   }
 }
 
@@ -88,19 +104,21 @@ static void tt_fold_transpose_of_dot(tt_work_t *w, int32_t t, int32_t **uses) {
   if (w->instrs[a].shape.dims[0] != w->instrs[b].shape.dims[0]) return;
   if (!*uses) *uses = tt_work_use_counts(w);
   if (!*uses || (*uses)[d] != 1 || (r >= 0 && (*uses)[r] != 1)) return;
-  int64_t ta = di->iattrs[0], tb = di->iattrs[1];
+  tt_dot_attrs_t da;
+  TT_ATTRS(di, &da);
+  int64_t ta = da.trans_a, tb = da.trans_b;
   di->operands[0] = b;
   di->operands[1] = a;
-  di->iattrs[0] = !tb;
-  di->iattrs[1] = !ta;
+  da.trans_a = !tb;
+  da.trans_b = !ta;
+  TT_SET_ATTRS(di, &da);
   int64_t m = di->shape.dims[1];
   di->shape.dims[1] = di->shape.dims[2];
   di->shape.dims[2] = m;
   int32_t head = d;
   if (r >= 0) {
     yi->shape = ti->shape;
-    for (int32_t k = 0; k < ti->shape.rank; ++k) yi->iattrs[k] = ti->shape.dims[k];
-    yi->num_iattrs = ti->shape.rank;
+    tt_set_reshape_dims(yi, &ti->shape);
     head = r;
   }
   w->forward[t] = head;
@@ -111,14 +129,25 @@ static void tt_fold_transpose_of_dot(tt_work_t *w, int32_t t, int32_t **uses) {
 /* Whether instruction p pads with zeros along dim d alone; sets [lo, end)
  * to the span its operand covers. */
 static int tt_zero_pad_on_(const tt_instr_t *p, int32_t d, int64_t *lo, int64_t *end) {
-  if (p->op != TT_OP_PAD || p->fattrs[0] != 0.0) return 0;
+  if (p->op != TT_OP_PAD) return 0;
+  tt_pad_attrs_t a;
+  TT_ATTRS(p, &a);
+  if (a.value != 0.0) return 0;
   int32_t r = p->shape.rank;
   for (int32_t k = 0; k < r; ++k)
-    if (k != d && (p->iattrs[k] != 0 || p->iattrs[r + k] != 0)) return 0;
-  if (p->iattrs[d] < 0 || p->iattrs[r + d] < 0) return 0;
-  *lo = p->iattrs[d];
-  *end = p->shape.dims[d] - p->iattrs[r + d];
+    if (k != d && (a.lo.v[k] != 0 || a.hi.v[k] != 0)) return 0;
+  if (a.lo.v[d] < 0 || a.hi.v[d] < 0) return 0;
+  *lo = a.lo.v[d];
+  *end = p->shape.dims[d] - a.hi.v[d];
   return 1;
+}
+
+/* Whether instruction x concatenates along dim d. */
+static int tt_concat_on_(const tt_instr_t *x, int32_t d) {
+  if (x->op != TT_OP_CONCAT) return 0;
+  tt_concat_attrs_t a;
+  TT_ATTRS(x, &a);
+  return a.dim == d;
 }
 
 /* add(pad(a), pad(b)) with zeros, where a and b cover adjacent spans of
@@ -132,16 +161,21 @@ static int tt_zero_pad_on_(const tt_instr_t *p, int32_t d, int64_t *lo, int64_t 
  * concatenation along the dim with no other user is spliced in. */
 static void tt_fold_add_of_pads(tt_work_t *w, int32_t i, int32_t **uses) {
   tt_instr_t *in = &w->instrs[i];
-  if (in->iattrs[0] != TT_BIN_ADD || in->num_operands != 2) return;
+  tt_binary_attrs_t ba;
+  TT_ATTRS(in, &ba);
+  if (ba.op != TT_BIN_ADD || in->num_operands != 2) return;
   int32_t pa = tt_work_resolve(w, in->operands[0]), pb = tt_work_resolve(w, in->operands[1]);
   const tt_instr_t *A = &w->instrs[pa], *B = &w->instrs[pb];
   if (pa == pb || A->op != TT_OP_PAD || B->op != TT_OP_PAD || A->dtype != in->dtype ||
       B->dtype != in->dtype || !tt_shape_equal(&A->shape, &in->shape) ||
       !tt_shape_equal(&B->shape, &in->shape))
     return;
+  tt_pad_attrs_t apad, bpad;
+  TT_ATTRS(A, &apad);
+  TT_ATTRS(B, &bpad);
   int32_t r = in->shape.rank, d = -1;
   for (int32_t k = 0; k < r && d < 0; ++k)
-    if (A->iattrs[k] || A->iattrs[r + k] || B->iattrs[k] || B->iattrs[r + k]) d = k;
+    if (apad.lo.v[k] || apad.hi.v[k] || bpad.lo.v[k] || bpad.hi.v[k]) d = k;
   int64_t alo, aend, blo, bend;
   if (d < 0 || !tt_zero_pad_on_(A, d, &alo, &aend) || !tt_zero_pad_on_(B, d, &blo, &bend))
     return;
@@ -160,14 +194,13 @@ static void tt_fold_add_of_pads(tt_work_t *w, int32_t i, int32_t **uses) {
   int32_t nops = 0, cap = 0;
   for (int k = 0; k < 2; ++k) {
     const tt_instr_t *xi = &w->instrs[x[k]];
-    cap += xi->op == TT_OP_CONCAT && xi->iattrs[0] == d && (*uses)[x[k]] == 1 ? xi->num_operands
-                                                                               : 1;
+    cap += tt_concat_on_(xi, d) && (*uses)[x[k]] == 1 ? xi->num_operands : 1;
   }
   int32_t *ops = malloc(sizeof(int32_t) * (size_t)cap);
   if (!ops) return;
   for (int k = 0; k < 2; ++k) {
     const tt_instr_t *xi = &w->instrs[x[k]];
-    if (xi->op == TT_OP_CONCAT && xi->iattrs[0] == d && (*uses)[x[k]] == 1) {
+    if (tt_concat_on_(xi, d) && (*uses)[x[k]] == 1) {
       for (int32_t q = 0; q < xi->num_operands; ++q)
         ops[nops++] = tt_work_resolve(w, xi->operands[q]);
       (*uses)[x[k]] = 0;
@@ -181,19 +214,18 @@ static void tt_fold_add_of_pads(tt_work_t *w, int32_t i, int32_t **uses) {
   cj->operands = ops;
   cj->num_operands = nops;
   cj->op = TT_OP_CONCAT;
-  cj->num_iattrs = 1;
-  cj->iattrs[0] = d;
+  const tt_concat_attrs_t ca = {.dim = d};
+  TT_SET_ATTRS(cj, &ca);
   cj->shape.dims[d] = end - lo;
   (*uses)[dead] = 0;
   /* the add becomes the pad of the concatenation */
   in->op = TT_OP_PAD;
   in->operands[0] = j;
   in->num_operands = 1;
-  in->num_iattrs = 2 * r;
-  for (int32_t k = 0; k < 2 * r; ++k) in->iattrs[k] = 0;
-  in->iattrs[d] = lo;
-  in->iattrs[r + d] = in->shape.dims[d] - end;
-  in->fattrs[0] = 0.0;
+  tt_pad_attrs_t pad = {.lo = {.n = r}, .hi = {.n = r}, .value = 0.0};
+  pad.lo.v[d] = lo;
+  pad.hi.v[d] = in->shape.dims[d] - end;
+  TT_SET_ATTRS(in, &pad);
 }
 
 /* Binary and where kernels broadcast their operands to the instruction's
@@ -222,14 +254,19 @@ static void tt_fold_softmax_bias(tt_work_t *w, tt_instr_t *in, int32_t **uses) {
   int32_t x = tt_work_resolve(w, in->operands[0]), reshape = -1;
   /* The operand's shape: a packed softmax's result has one dim more. */
   int32_t r = w->instrs[x].shape.rank;
-  if (r < 1 || in->iattrs[0] != r - 1) return;
+  tt_softmax_attrs_t sa;
+  TT_ATTRS(in, &sa);
+  if (r < 1 || sa.dim != r - 1) return;
   int64_t L = w->instrs[x].shape.dims[r - 1];
   if (w->instrs[x].op == TT_OP_RESHAPE) {
     reshape = x;
     x = tt_work_resolve(w, w->instrs[x].operands[0]);
   }
   tt_instr_t *add = &w->instrs[x];
-  if (add->op != TT_OP_BINARY || add->iattrs[0] != TT_BIN_ADD || add->num_operands != 2 ||
+  if (add->op != TT_OP_BINARY) return;
+  tt_binary_attrs_t ba;
+  TT_ATTRS(add, &ba);
+  if (ba.op != TT_BIN_ADD || add->num_operands != 2 ||
       add->dtype != TT_F32 || add->shape.rank < 1 || add->shape.dims[add->shape.rank - 1] != L)
     return;
   int32_t full = -1, bias = -1;
@@ -293,23 +330,29 @@ tt_status_t tt_pass_simplify(tt_work_t *w) {
         /* convert(convert(y)) is not folded: the inner convert may round. */
         break;
       case TT_OP_PAD: {
+        tt_pad_attrs_t a;
+        TT_ATTRS(in, &a);
         int none = same_shape;
-        for (int32_t k = 0; k < in->num_iattrs && none; ++k) none = in->iattrs[k] == 0;
+        for (int32_t k = 0; k < a.lo.n && none; ++k) none = a.lo.v[k] == 0 && a.hi.v[k] == 0;
         if (none) w->forward[i] = x; /* no padding on any side */
         break;
       }
-      case TT_OP_TRANSPOSE:
-        if (tt_is_identity_perm(in)) {
+      case TT_OP_TRANSPOSE: {
+        tt_transpose_attrs_t q;
+        TT_ATTRS(in, &q);
+        if (tt_is_identity_perm(&q)) {
           w->forward[i] = x;
         } else if (src->op == TT_OP_TRANSPOSE) {
           /* transpose(transpose(y, p), q) = transpose(y, p[q]) */
-          int64_t composed[TT_MAX_RANK];
-          for (int32_t d = 0; d < in->num_iattrs; ++d) composed[d] = src->iattrs[in->iattrs[d]];
-          memcpy(in->iattrs, composed, sizeof(int64_t) * (size_t)in->num_iattrs);
+          tt_transpose_attrs_t p, composed = {.perm = {.n = q.perm.n}};
+          TT_ATTRS(src, &p);
+          for (int32_t d = 0; d < q.perm.n; ++d) composed.perm.v[d] = p.perm.v[q.perm.v[d]];
+          TT_SET_ATTRS(in, &composed);
           in->operands[0] = tt_work_resolve(w, src->operands[0]);
-          if (tt_is_identity_perm(in)) w->forward[i] = in->operands[0];
+          if (tt_is_identity_perm(&composed)) w->forward[i] = in->operands[0];
         }
         break;
+      }
       default:
         break;
     }

@@ -74,11 +74,13 @@ tt_status_t tt_verify_work(const tt_work_t *w, const char *after) {
       for (int32_t s = 0; s < f->num_ops; ++s)
         if (f->ops[s].op == TT_OP_REDUCE) red = s, nred++;
       int is_red = tt_fused_is_reduce(in);
-      tt_shape_t dom = tt_fused_domain(in);
+      tt_fused_attrs_t fa = {0};
+      if (is_red) TT_ATTRS(in, &fa);
       if (nred != (is_red ? 1 : 0) ||
-          (is_red && (dom.rank < 1 || dom.rank > TT_MAX_RANK || in->num_iattrs != 3 + dom.rank)))
+          (is_red && (fa.rank < 1 || fa.rank > TT_MAX_RANK || fa.dims.n != fa.rank)))
         return tt_status_make(TT_INTERNAL, "verify after %s: %%%d fused reduction malformed",
                               after, i);
+      tt_shape_t dom = tt_fused_domain(in);
       for (int32_t s = 0; s < f->num_ops; ++s)
         for (int32_t a = 0; a < f->ops[s].num_args; ++a) {
           int32_t arg = f->ops[s].args[a];
