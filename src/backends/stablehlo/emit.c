@@ -707,7 +707,6 @@ const char *tt_stablehlo_op_lowering(tt_op_t op) {
 
 static tt_shv_t tt_shlo_lower_simple(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  const int64_t *ia = in->iattrs;
   tt_shv_t x0 = in->num_operands > 0 ? ins->x[0] : -1;
   switch (in->op) {
     case TT_OP_WHERE: {
@@ -716,14 +715,19 @@ static tt_shv_t tt_shlo_lower_simple(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
       tt_shv_t b = tt_shlo_bcast_to(c, ins->x[2], &in->shape);
       return tt_shlo_select(c, p, a, b);
     }
-    case TT_OP_CONVERT:
-      return tt_shlo_convert(c, x0, (tt_dtype_t)ia[0]);
+    case TT_OP_CONVERT: {
+      tt_convert_attrs_t a;
+      TT_ATTRS(in, &a);
+      return tt_shlo_convert(c, x0, (tt_dtype_t)a.dtype);
+    }
     case TT_OP_BROADCAST:
       return tt_shlo_bcast_to(c, x0, &in->shape);
     case TT_OP_RESHAPE:
       return tt_shlo_reshape(c, x0, &in->shape);
     case TT_OP_IOTA: {
-      double start = in->fattrs[0], step = in->fattrs[1];
+      tt_iota_attrs_t a;
+      TT_ATTRS(in, &a);
+      double start = a.start, step = a.step;
       int is_float = tt_dtype_is_float(in->dtype);
       int integral = start == floor(start) && step == floor(step);
       tt_dtype_t work = (is_float || integral) ? in->dtype : TT_F64;
@@ -735,30 +739,41 @@ static tt_shv_t tt_shlo_lower_simple(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
         v = tt_shlo_un(c, "floor", v); /* the kernel truncates; iotas are >= 0 */
       return tt_shlo_convert(c, v, in->dtype);
     }
-    case TT_OP_TRANSPOSE:
-      return tt_shlo_transpose(c, x0, ia);
-    case TT_OP_SLICE: {
-      int r = tt_shlo_shape(c, x0)->rank;
-      return tt_shlo_slice(c, x0, ia, ia + r, ia + 2 * r);
+    case TT_OP_TRANSPOSE: {
+      tt_transpose_attrs_t a;
+      TT_ATTRS(in, &a);
+      return tt_shlo_transpose(c, x0, a.perm.v);
     }
-    case TT_OP_CONCAT:
-      return tt_shlo_concat(c, in->num_operands, ins->x, ia[0]);
+    case TT_OP_SLICE: {
+      tt_slice_attrs_t a;
+      TT_ATTRS(in, &a);
+      return tt_shlo_slice(c, x0, a.start.v, a.limit.v, a.step.v);
+    }
+    case TT_OP_CONCAT: {
+      tt_concat_attrs_t a;
+      TT_ATTRS(in, &a);
+      return tt_shlo_concat(c, in->num_operands, ins->x, a.dim);
+    }
     case TT_OP_PAD: {
+      tt_pad_attrs_t pad;
+      TT_ATTRS(in, &pad);
       int r = in->shape.rank;
-      tt_shv_t pv = tt_shlo_scalar(c, in->dtype, in->fattrs[0]);
+      tt_shv_t pv = tt_shlo_scalar(c, in->dtype, pad.value);
       tt_shv_t args[2] = {x0, pv};
       int64_t interior[TT_MAX_RANK] = {0};
       tt_shlo_attr_t a = {0};
-      tt_shlo_attr_i64s(&a, "edge_padding_low", ia, r);
-      tt_shlo_attr_i64s(&a, "edge_padding_high", ia + r, r);
+      tt_shlo_attr_i64s(&a, "edge_padding_low", pad.lo.v, r);
+      tt_shlo_attr_i64s(&a, "edge_padding_high", pad.hi.v, r);
       tt_shlo_attr_i64s(&a, "interior_padding", interior, r);
       return tt_shlo_op(c, "stablehlo.pad", 2, args, a.s, in->dtype, &in->shape);
     }
     case TT_OP_FLIP: {
+      tt_flip_attrs_t fl;
+      TT_ATTRS(in, &fl);
       int64_t dims[TT_MAX_RANK];
       int nd = 0;
       for (int d = 0; d < in->shape.rank; ++d)
-        if ((uint64_t)ia[0] & (1ull << d)) dims[nd++] = d;
+        if ((uint64_t)fl.dims_mask & (1ull << d)) dims[nd++] = d;
       if (nd == 0) return x0;
       tt_shlo_attr_t a = {0};
       tt_shlo_attr_i64s(&a, "dimensions", dims, nd);
@@ -777,13 +792,17 @@ static tt_shv_t tt_shlo_lower_instr(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
     case TT_OP_PARAM:
     case TT_OP_SCALAR:
       break; /* arguments, made by the caller */
-    case TT_OP_UNARY:
-      return tt_shlo_lower_unary(c, in->iattrs[0], in->fattrs[0], in->fattrs[1], ins->x[0],
-                                 in->dtype);
+    case TT_OP_UNARY: {
+      tt_unary_attrs_t ua;
+      TT_ATTRS(in, &ua);
+      return tt_shlo_lower_unary(c, ua.op, ua.alpha, ua.beta, ins->x[0], in->dtype);
+    }
     case TT_OP_BINARY: {
+      tt_binary_attrs_t ba;
+      TT_ATTRS(in, &ba);
       tt_shv_t a = tt_shlo_bcast_to(c, ins->x[0], &in->shape);
       tt_shv_t b = tt_shlo_bcast_to(c, ins->x[1], &in->shape);
-      return tt_shlo_lower_binary(c, in->iattrs[0], a, b, in->dtype);
+      return tt_shlo_lower_binary(c, ba.op, a, b, in->dtype);
     }
     case TT_OP_WHERE:
     case TT_OP_CONVERT:

@@ -88,9 +88,11 @@ static tt_shv_t tt_shlo_att_forward(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   tt_dtype_t acc = TT_SHLO_ATT_ACC;
   tt_shv_t q = tt_shlo_convert(c, ins->x[0], acc), k = tt_shlo_convert(c, ins->x[1], acc);
   tt_shv_t mask = in->num_operands > 3 ? ins->x[3] : -1;
+  tt_attention_attrs_t a;
+  TT_ATTRS(in, &a);
   tt_shlo_att_t sm;
-  tt_shlo_att_softmax(c, q, k, mask, (int)in->iattrs[0], in->fattrs[0], &sm);
-  if (in->iattrs[1]) {
+  tt_shlo_att_softmax(c, q, k, mask, (int)a.causal, a.scale, &sm);
+  if (a.lse) {
     /* logsumexp = max + log(sum); 0 on dead rows (log(1) = 0 there). */
     tt_shv_t lse = tt_shlo_bin(c, "add", sm.m, tt_shlo_un(c, "log", sm.sum));
     return tt_shlo_convert(c, lse, in->dtype);
@@ -115,13 +117,15 @@ static tt_shv_t tt_shlo_att_flat(tt_shlo_t *c, tt_shv_t v, tt_dtype_t dt) {
 static tt_shv_t tt_shlo_att_backward(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_dtype_t acc = TT_SHLO_ATT_ACC;
-  double scale = in->fattrs[0];
+  tt_attention_bwd_attrs_t a;
+  TT_ATTRS(in, &a);
+  double scale = a.scale;
   tt_shv_t g = tt_shlo_convert(c, ins->x[0], acc);
   tt_shv_t q = tt_shlo_convert(c, ins->x[1], acc), k = tt_shlo_convert(c, ins->x[2], acc);
   tt_shv_t v = tt_shlo_convert(c, ins->x[3], acc);
   tt_shv_t mask = in->num_operands > 4 ? ins->x[4] : -1;
   tt_shlo_att_t sm;
-  tt_shlo_att_softmax(c, q, k, mask, (int)in->iattrs[0], scale, &sm);
+  tt_shlo_att_softmax(c, q, k, mask, (int)a.causal, scale, &sm);
   if (tt_shlo_bad(c, 1, &sm.e)) return -1;
   const tt_shape_t ss = *tt_shlo_shape(c, sm.e);
   /* p is 0 where a key is hidden and on dead rows, so ds is too: those
@@ -144,8 +148,16 @@ static tt_shv_t tt_shlo_att_backward(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 tt_shv_t tt_shlo_lower_attention(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   int n = ins->in->num_operands;
   if (tt_shlo_bad(c, n, ins->x)) return -1;
-  if ((ins->in->op == TT_OP_ATTENTION && ins->in->num_iattrs > 2) ||
-      (ins->in->op == TT_OP_ATTENTION_BWD && ins->in->num_iattrs > 1)) {
+  /* Fields present beyond causal and lse (forward) or causal (backward). */
+  int strided;
+  if (ins->in->op == TT_OP_ATTENTION) {
+    tt_attention_attrs_t a;
+    strided = TT_ATTRS(ins->in, &a) > 2;
+  } else {
+    tt_attention_bwd_attrs_t a;
+    strided = TT_ATTRS(ins->in, &a) > 1;
+  }
+  if (strided) {
     /* The strided forms exist only in graphs optimised for the engine's
      * own kernels (src/passes/attention_layout.c, skipped when graphs run
      * through a PJRT plugin). */

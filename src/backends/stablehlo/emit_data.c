@@ -12,12 +12,13 @@
 
 tt_shv_t tt_shlo_lower_slice_scatter(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  const int64_t *ia = in->iattrs;
+  tt_slice_attrs_t sa;
+  TT_ATTRS(in, &sa);
   tt_shv_t base = ins->x[0], src = ins->x[1];
   tt_shv_t bs[2] = {base, src};
   if (tt_shlo_bad(c, 2, bs)) return -1;
   int r = in->shape.rank;
-  const int64_t *start = ia, *step = ia + 2 * r;
+  const int64_t *start = sa.start.v, *step = sa.step.v;
   int unit = 1;
   for (int d = 0; d < r; ++d) unit &= step[d] == 1;
   if (unit) {
@@ -155,9 +156,11 @@ static tt_shv_t tt_shlo_identity(tt_shlo_t *c, tt_scatter_reduce_t op, tt_dtype_
 
 static tt_shv_t tt_shlo_scatter_reduce(tt_shlo_t *c, const tt_instr_t *in, tt_shv_t base,
                                        tt_shv_t idx, tt_shv_t src) {
-  int64_t dim = in->iattrs[0];
-  tt_scatter_reduce_t op = (tt_scatter_reduce_t)in->iattrs[1];
-  int include_self = (int)in->iattrs[2];
+  tt_scatter_reduce_attrs_t sa;
+  TT_ATTRS(in, &sa);
+  int64_t dim = sa.dim;
+  tt_scatter_reduce_t op = (tt_scatter_reduce_t)sa.reduce;
+  int include_self = (int)sa.include_self;
   if (tt_shlo_bad(c, 1, &idx)) return -1;
   const tt_shape_t is = *tt_shlo_shape(c, idx);
   tt_dtype_t dt = in->dtype;
@@ -190,7 +193,21 @@ static tt_shv_t tt_shlo_scatter_reduce(tt_shlo_t *c, const tt_instr_t *in, tt_sh
 
 tt_shv_t tt_shlo_lower_index(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  int64_t dim = in->iattrs[0];
+  /* Every index op's attributes lead with its dim. */
+  int64_t dim, scatter_mode = 0;
+  if (in->op == TT_OP_SCATTER) {
+    tt_scatter_attrs_t a;
+    TT_ATTRS(in, &a);
+    dim = a.dim, scatter_mode = a.reduce;
+  } else if (in->op == TT_OP_SCATTER_REDUCE) {
+    tt_scatter_reduce_attrs_t a;
+    TT_ATTRS(in, &a);
+    dim = a.dim;
+  } else {
+    tt_dim_attrs_t a;
+    TT_ATTRS(in, &a);
+    dim = a.dim;
+  }
   tt_shv_t x = ins->x[0], idx = ins->x[1];
   tt_shv_t xi[2] = {x, idx};
   if (tt_shlo_bad(c, 2, xi)) return -1;
@@ -238,10 +255,10 @@ tt_shv_t tt_shlo_lower_index(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
       return tt_shlo_gather(c, x, coords, dn.s, sizes, &in->shape);
     }
     case TT_OP_SCATTER: {
-      int add = in->num_iattrs > 1 && in->iattrs[1] == 1;
-      if (in->num_iattrs > 1 && in->iattrs[1] != 0 && in->iattrs[1] != 1) {
+      int add = scatter_mode == 1;
+      if (scatter_mode != 0 && scatter_mode != 1) {
         tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED, "stablehlo: scatter reduce mode %lld",
-                                       (long long)in->iattrs[1]));
+                                       (long long)scatter_mode));
         return -1;
       }
       return tt_shlo_scatter_dim(c, x, dim, idx, ins->x[2], add ? "stablehlo.add" : NULL);
@@ -270,8 +287,10 @@ static tt_shv_t tt_shlo_sort_before(tt_shlo_t *c, tt_shv_t a, tt_shv_t b, int de
 
 tt_shv_t tt_shlo_lower_argsort(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  int64_t dim = in->iattrs[0];
-  int desc = (int)in->iattrs[1];
+  tt_argsort_attrs_t sa;
+  TT_ATTRS(in, &sa);
+  int64_t dim = sa.dim;
+  int desc = (int)sa.descending;
   tt_shv_t x = ins->x[0];
   if (tt_shlo_bad(c, 1, &x)) return -1;
   tt_dtype_t dt = tt_shlo_dtype(c, x);
@@ -296,7 +315,9 @@ tt_shv_t tt_shlo_lower_argsort(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 
 tt_shv_t tt_shlo_lower_searchsorted(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  int right = (int)in->iattrs[0];
+  tt_searchsorted_attrs_t sa;
+  TT_ATTRS(in, &sa);
+  int right = (int)sa.right;
   tt_shv_t sorted = ins->x[0], vals = ins->x[1];
   tt_shv_t sv[2] = {sorted, vals};
   if (tt_shlo_bad(c, 2, sv)) return -1;
@@ -386,8 +407,10 @@ tt_shv_t tt_shlo_lower_fft(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   tt_shv_t x = ins->x[0];
   if (tt_shlo_bad(c, 1, &x)) return -1;
   static const char *const types[TT_FFT_COUNT] = {"FFT", "IFFT", "RFFT", "IRFFT"};
-  int64_t kind = in->iattrs[0], n = in->iattrs[1];
-  double scale = in->fattrs[0];
+  tt_fft_attrs_t fa;
+  TT_ATTRS(in, &fa);
+  int64_t kind = fa.kind, n = fa.n;
+  double scale = fa.scale;
   if (kind == TT_FFT_C2R) {
     /* IRFFT reads exactly n/2+1 terms; the engine takes the first of more. */
     const tt_shape_t *xs = tt_shlo_shape(c, x);
@@ -460,7 +483,20 @@ static const char *const tt_shlo_special_names_[TT_SP_COUNT] = {
 tt_shv_t tt_shlo_lower_custom(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   if (tt_shlo_bad(c, in->num_operands, ins->x)) return -1;
-  int64_t code = in->iattrs[0];
+  /* The op code and, for linalg, its flags (special ops have none). */
+  int64_t code, flags[3];
+  int nflags = 0;
+  if (in->op == TT_OP_LINALG) {
+    tt_linalg_attrs_t a;
+    TT_ATTRS(in, &a);
+    code = a.op;
+    memcpy(flags, a.flags, sizeof(flags));
+    nflags = 3;
+  } else {
+    tt_special_attrs_t a;
+    TT_ATTRS(in, &a);
+    code = a.op;
+  }
   const char *name = NULL, *family = NULL;
   if (in->op == TT_OP_LINALG && code >= 0 && code < TT_LINALG_COUNT) {
     name = tt_shlo_linalg_names_[code];
@@ -479,8 +515,8 @@ tt_shv_t tt_shlo_lower_custom(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
    * the backend config so a runtime that implements the call has them. */
   tt_shlo_attr_t a = {0};
   tt_shlo_attr(&a, "backend_config = \"");
-  for (int k = 1; k < in->num_iattrs; ++k)
-    tt_shlo_attr(&a, k > 1 ? ",%lld" : "%lld", (long long)in->iattrs[k]);
+  for (int k = 0; k < nflags; ++k)
+    tt_shlo_attr(&a, k ? ",%lld" : "%lld", (long long)flags[k]);
   tt_shlo_attr(&a, "\", call_target_name = \"torchtpu.%s.%s\"", family, name);
   return tt_shlo_op(c, "stablehlo.custom_call", in->num_operands, ins->x, a.s, in->dtype,
                     &in->shape);

@@ -319,22 +319,27 @@ tt_shv_t tt_shlo_lower_fused(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
     tt_shlo_fail(c, tt_status_make(TT_INTERNAL, "stablehlo: fused instruction without a program"));
     return -1;
   }
-  /* A fused reduction has iattrs [1, dims_mask, rank, dims...]: steps up to
-   * its REDUCE step run over that domain, the rest over the instruction's
-   * shape. A plain fused program has no iattrs. */
-  int is_reduce = in->num_iattrs >= 3 && in->iattrs[0] == 1;
-  if (in->num_iattrs > 0 && (!is_reduce || in->iattrs[2] < 0 || in->iattrs[2] > TT_MAX_RANK ||
-                             in->num_iattrs < 3 + in->iattrs[2])) {
+  /* A fused reduction (kind TT_FUSED_REDUCE, ir.h): steps up to its
+   * REDUCE step run over its domain, the rest over the instruction's
+   * shape. A plain fused program has no attributes. */
+  tt_fused_attrs_t fa;
+  tt_status_t dst = tt_attrs_decode(TT_OP_FUSED, in->iattrs, in->num_iattrs, in->fattrs, &fa,
+                                    sizeof(fa), NULL);
+  int decoded = dst == NULL; /* a layout that does not decode is reported below */
+  tt_status_free(dst);
+  int is_reduce = decoded && in->num_iattrs >= 3 && fa.kind == TT_FUSED_REDUCE;
+  if (in->num_iattrs > 0 &&
+      (!is_reduce || fa.rank < 0 || fa.rank > TT_MAX_RANK || fa.dims.n < fa.rank)) {
     tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED,
                                    "stablehlo: fused instruction of kind %lld with %d attributes",
-                                   (long long)in->iattrs[0], in->num_iattrs));
+                                   (long long)fa.kind, in->num_iattrs));
     return -1;
   }
   tt_shape_t domain = in->shape;
   uint32_t mask = 0;
   if (is_reduce) {
-    mask = (uint32_t)in->iattrs[1];
-    domain = tt_shlo_dims((int32_t)in->iattrs[2], in->iattrs + 3);
+    mask = (uint32_t)fa.dims_mask;
+    domain = tt_shlo_dims((int32_t)fa.rank, fa.dims.v);
   }
   tt_shv_t *steps = malloc(sizeof(*steps) * (size_t)f->num_ops);
   tt_shv_t *inputs = malloc(sizeof(*inputs) * 2 * (size_t)(in->num_operands ? in->num_operands : 1));

@@ -34,9 +34,20 @@ tt_shv_t tt_shlo_lower_layer_norm(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   int n = in->num_operands;
   if (tt_shlo_bad(c, n, ins->x)) return -1;
   int bwd = in->op == TT_OP_LAYER_NORM_BWD;
+  /* The forward's fields; the backward has axis and want_grad_x. */
+  tt_layer_norm_attrs_t la = {0};
+  int64_t want_grad_x = 0;
+  if (bwd) {
+    tt_layer_norm_bwd_attrs_t ba;
+    TT_ATTRS(in, &ba);
+    la.axis = ba.axis;
+    want_grad_x = ba.want_grad_x;
+  } else {
+    TT_ATTRS(in, &la);
+  }
   const tt_shape_t *xs = tt_shlo_shape(c, ins->x[bwd]);
   int64_t R, C;
-  tt_shape_split(xs, (int)in->iattrs[0], &R, &C);
+  tt_shape_split(xs, (int)la.axis, &R, &C);
   int64_t rcd[2] = {R, C};
   tt_shape_t rc = tt_shlo_dims(2, rcd);
   tt_shv_t x = tt_shlo_reshape(c, ins->x[bwd], &rc);
@@ -46,20 +57,20 @@ tt_shv_t tt_shlo_lower_layer_norm(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
     tt_shv_t var = tt_shlo_bin_k(c, "multiply",
                                  tt_shlo_ln_sum(c, tt_shlo_bin(c, "multiply", xc, xc), 1),
                                  1.0 / (double)C);
-    tt_shv_t rstd = tt_shlo_un(c, "rsqrt", tt_shlo_bin_k(c, "add", var, in->fattrs[0]));
-    if (in->iattrs[3] == 1) {
+    tt_shv_t rstd = tt_shlo_un(c, "rsqrt", tt_shlo_bin_k(c, "add", var, la.eps));
+    if (la.form == 1) {
       tt_shv_t stats[2] = {mean, rstd};
       return tt_shlo_concat(c, 2, stats, 0);
     }
     tt_shv_t y = tt_shlo_bin(c, "multiply", xc, tt_shlo_ln_rows(c, rstd, &rc));
     int k = 1;
-    if (in->iattrs[1]) {
+    if (la.has_weight) {
       tt_shv_t w = tt_shlo_ln_cols(c, tt_shlo_ln_flat(c, ins->x[k++], C), &rc);
       y = tt_shlo_bin(c, "multiply", y, w);
     }
-    if (in->iattrs[2])
+    if (la.has_bias)
       y = tt_shlo_bin(c, "add", y, tt_shlo_ln_cols(c, tt_shlo_ln_flat(c, ins->x[k], C), &rc));
-    if (in->iattrs[3] == 2) {
+    if (la.form == 2) {
       tt_shv_t parts[3] = {tt_shlo_ln_flat(c, y, R * C), mean, rstd};
       return tt_shlo_concat(c, 3, parts, 0);
     }
@@ -74,7 +85,7 @@ tt_shv_t tt_shlo_lower_layer_norm(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   tt_shv_t gw = tt_shlo_ln_sum(c, tt_shlo_bin(c, "multiply", go, xhat), 0);
   tt_shv_t gb = tt_shlo_ln_sum(c, go, 0);
   tt_shv_t gx;
-  if (in->iattrs[1]) {
+  if (want_grad_x) {
     tt_shv_t g = n > 4 ? tt_shlo_bin(c, "multiply", go,
                                      tt_shlo_ln_cols(c, tt_shlo_ln_flat(c, ins->x[4], C), &rc))
                        : go;

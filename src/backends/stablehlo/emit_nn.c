@@ -31,12 +31,13 @@ static tt_shv_t tt_shlo_unreduce(tt_shlo_t *c, tt_shv_t v, uint32_t mask, const 
 
 tt_shv_t tt_shlo_lower_reduce(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  const int64_t *ia = in->iattrs;
+  tt_reduce_attrs_t ra;
+  TT_ATTRS(in, &ra);
   tt_shv_t x = ins->x[0];
   if (tt_shlo_bad(c, 1, &x)) return -1;
-  tt_reduce_op_t op = (tt_reduce_op_t)ia[0];
-  uint32_t mask = (uint32_t)ia[1];
-  tt_dtype_t out_dt = (tt_dtype_t)ia[3];
+  tt_reduce_op_t op = (tt_reduce_op_t)ra.op;
+  uint32_t mask = (uint32_t)ra.dims_mask;
+  tt_dtype_t out_dt = (tt_dtype_t)ra.dtype;
   const tt_shape_t xs = *tt_shlo_shape(c, x);
   tt_dtype_t xdt = tt_shlo_dtype(c, x);
   tt_shv_t r = -1;
@@ -136,12 +137,13 @@ static tt_shv_t tt_shlo_scan_window(tt_shlo_t *c, tt_shv_t v, int dim, const cha
 
 tt_shv_t tt_shlo_lower_scan(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  const int64_t *ia = in->iattrs;
-  tt_dtype_t out_dt = (tt_dtype_t)ia[2];
+  tt_scan_attrs_t sa;
+  TT_ATTRS(in, &sa);
+  tt_dtype_t out_dt = (tt_dtype_t)sa.dtype;
   tt_dtype_t acc = tt_shlo_acc(out_dt);
   tt_shv_t x = tt_shlo_convert(c, ins->x[0], acc);
-  int prod = ia[0] == TT_SCAN_PROD;
-  tt_shv_t r = tt_shlo_scan_window(c, x, (int)ia[1], prod ? "stablehlo.multiply" : "stablehlo.add",
+  int prod = sa.op == TT_SCAN_PROD;
+  tt_shv_t r = tt_shlo_scan_window(c, x, (int)sa.dim, prod ? "stablehlo.multiply" : "stablehlo.add",
                                    tt_shlo_scalar(c, acc, prod ? 1 : 0));
   return tt_shlo_convert(c, r, out_dt);
 }
@@ -171,7 +173,9 @@ tt_shv_t tt_shlo_lower_dot(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   tt_shv_t a = ins->x[0], b = ins->x[1];
   tt_shv_t ab[2] = {a, b};
   if (tt_shlo_bad(c, 2, ab)) return -1;
-  int ta = (int)in->iattrs[0], tb = (int)in->iattrs[1];
+  tt_dot_attrs_t da;
+  TT_ATTRS(in, &da);
+  int ta = (int)da.trans_a, tb = (int)da.trans_b;
   const tt_shape_t *as = tt_shlo_shape(c, a), *bs = tt_shlo_shape(c, b);
   int64_t lc = ta ? 1 : 2, rc = tb ? 2 : 1, zero = 0;
   if (bs->dims[0] == as->dims[0])
@@ -203,11 +207,23 @@ static tt_shv_t tt_shlo_convolution(tt_shlo_t *c, tt_shv_t lhs, tt_shv_t rhs, co
 
 tt_shv_t tt_shlo_lower_conv(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  const int64_t *ia = in->iattrs;
+  /* The backward forms lead with the forward's fields. */
+  tt_conv2d_attrs_t ca;
+  if (in->op == TT_OP_CONV2D) {
+    TT_ATTRS(in, &ca);
+  } else {
+    tt_conv2d_bwd_attrs_t ba;
+    TT_ATTRS(in, &ba);
+    memcpy(ca.stride, ba.stride, sizeof(ca.stride));
+    memcpy(ca.padding, ba.padding, sizeof(ca.padding));
+    memcpy(ca.dilation, ba.dilation, sizeof(ca.dilation));
+    ca.groups = ba.groups;
+  }
   tt_shv_t x0 = ins->x[0], x1 = ins->x[1];
   tt_shv_t xx[2] = {x0, x1};
   if (tt_shlo_bad(c, 2, xx)) return -1;
-  int64_t s[2] = {ia[0], ia[1]}, p[2] = {ia[2], ia[3]}, dil[2] = {ia[4], ia[5]}, g = ia[6];
+  int64_t s[2] = {ca.stride[0], ca.stride[1]}, p[2] = {ca.padding[0], ca.padding[1]};
+  int64_t dil[2] = {ca.dilation[0], ca.dilation[1]}, g = ca.groups;
   int64_t one[2] = {1, 1};
   if (in->op == TT_OP_CONV2D)
     return tt_shlo_convolution(c, x0, x1, "[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]", s, p, p, one,
@@ -273,23 +289,31 @@ static int64_t tt_shlo_pool_hi(int64_t n, int64_t k, int64_t s, int64_t d, int64
   return hi < 0 ? 0 : hi;
 }
 
+/* An average pool's window (avg_pool2d's and its backward's fields). */
+typedef struct {
+  int64_t kernel[2], stride[2], padding[2], count_include_pad, divisor;
+} tt_shlo_avg_window_t;
+
 /* PyTorch's average-pool divisors for every output position [OH, OW]. */
-static double *tt_shlo_avg_counts(const int64_t *ia, const int64_t *in_hw, const int64_t *out_hw) {
+static double *tt_shlo_avg_counts(const tt_shlo_avg_window_t *aw, const int64_t *in_hw,
+                                  const int64_t *out_hw) {
   int64_t oh = out_hw[0], ow = out_hw[1];
   double *v = malloc(sizeof(double) * (size_t)(oh * ow > 0 ? oh * ow : 1));
   if (!v) return NULL;
   for (int64_t i = 0; i < oh; ++i)
     for (int64_t j = 0; j < ow; ++j) {
-      int64_t hs = i * ia[2] - ia[4], ws = j * ia[3] - ia[5];
-      int64_t he = hs + ia[0], we = ws + ia[1];
-      if (he > in_hw[0] + ia[4]) he = in_hw[0] + ia[4];
-      if (we > in_hw[1] + ia[5]) we = in_hw[1] + ia[5];
+      int64_t hs = i * aw->stride[0] - aw->padding[0], ws = j * aw->stride[1] - aw->padding[1];
+      int64_t he = hs + aw->kernel[0], we = ws + aw->kernel[1];
+      if (he > in_hw[0] + aw->padding[0]) he = in_hw[0] + aw->padding[0];
+      if (we > in_hw[1] + aw->padding[1]) we = in_hw[1] + aw->padding[1];
       double pool = (double)((he - hs) * (we - ws));
       if (hs < 0) hs = 0;
       if (ws < 0) ws = 0;
       if (he > in_hw[0]) he = in_hw[0];
       if (we > in_hw[1]) we = in_hw[1];
-      double n = ia[8] ? (double)ia[8] : ia[7] ? pool : (double)((he - hs) * (we - ws));
+      double n = aw->divisor             ? (double)aw->divisor
+                 : aw->count_include_pad ? pool
+                                         : (double)((he - hs) * (we - ws));
       v[i * ow + j] = n;
     }
   return v;
@@ -348,7 +372,37 @@ static tt_shv_t tt_shlo_adaptive(tt_shlo_t *c, tt_shv_t x, int64_t oh, int64_t o
 
 tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  const int64_t *ia = in->iattrs;
+  /* The window fields of the max and average pools and their backwards. */
+  int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1};
+  tt_shlo_avg_window_t aw = {{1, 1}, {1, 1}, {0, 0}, 0, 0};
+  int64_t out_size[2] = {0, 0};
+  if (in->op == TT_OP_MAX_POOL2D || in->op == TT_OP_MAX_POOL2D_INDICES) {
+    tt_max_pool2d_attrs_t a;
+    TT_ATTRS(in, &a);
+    memcpy(kernel, a.kernel, sizeof(kernel));
+    memcpy(stride, a.stride, sizeof(stride));
+    memcpy(padding, a.padding, sizeof(padding));
+    memcpy(dilation, a.dilation, sizeof(dilation));
+  } else if (in->op == TT_OP_AVG_POOL2D || in->op == TT_OP_AVG_POOL2D_BWD) {
+    if (in->op == TT_OP_AVG_POOL2D) {
+      tt_avg_pool2d_attrs_t a;
+      TT_ATTRS(in, &a);
+      aw = (tt_shlo_avg_window_t){{a.kernel[0], a.kernel[1]}, {a.stride[0], a.stride[1]},
+                                  {a.padding[0], a.padding[1]}, a.count_include_pad, a.divisor};
+    } else {
+      tt_avg_pool2d_bwd_attrs_t a;
+      TT_ATTRS(in, &a);
+      aw = (tt_shlo_avg_window_t){{a.kernel[0], a.kernel[1]}, {a.stride[0], a.stride[1]},
+                                  {a.padding[0], a.padding[1]}, a.count_include_pad, a.divisor};
+    }
+    memcpy(kernel, aw.kernel, sizeof(kernel));
+    memcpy(stride, aw.stride, sizeof(stride));
+    memcpy(padding, aw.padding, sizeof(padding));
+  } else if (in->op == TT_OP_ADAPTIVE_AVG_POOL2D) {
+    tt_adaptive_avg_pool2d_attrs_t a;
+    TT_ATTRS(in, &a);
+    memcpy(out_size, a.out_size, sizeof(out_size));
+  }
   tt_shv_t x = ins->x[0];
   if (tt_shlo_bad(c, 1, &x)) return -1;
   const tt_shape_t xs = *tt_shlo_shape(c, x);
@@ -363,10 +417,10 @@ tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
       int avg = in->op == TT_OP_AVG_POOL2D;
       for (int d = 0; d < 2; ++d) {
         int a = r - 2 + d;
-        win[a] = ia[d];
-        str[a] = ia[2 + d];
-        dil[a] = avg ? 1 : ia[6 + d];
-        lo[a] = ia[4 + d];
+        win[a] = kernel[d];
+        str[a] = stride[d];
+        dil[a] = avg ? 1 : dilation[d];
+        lo[a] = padding[d];
         hi[a] = tt_shlo_pool_hi(xs.dims[a], win[a], str[a], dil[a], lo[a], in->shape.dims[a]);
       }
       if (in->op == TT_OP_MAX_POOL2D)
@@ -379,7 +433,7 @@ tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
                                              "stablehlo.add", win, str, dil, lo, hi, &os);
         int64_t in_hw[2] = {xs.dims[r - 2], xs.dims[r - 1]};
         int64_t out_hw[2] = {os.dims[r - 2], os.dims[r - 1]};
-        double *cnt = tt_shlo_avg_counts(ia, in_hw, out_hw);
+        double *cnt = tt_shlo_avg_counts(&aw, in_hw, out_hw);
         if (!cnt) return tt_shlo_oom(c);
         tt_shape_t cs = tt_shlo_dims(2, out_hw);
         tt_shv_t cv = tt_shlo_const_array(c, acc, &cs, cnt);
@@ -433,7 +487,7 @@ tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
       int64_t in_hw[2] = {in->shape.dims[rr - 2], in->shape.dims[rr - 1]};
       int64_t out_hw[2] = {os.dims[r - 2], os.dims[r - 1]};
       tt_dtype_t acc = tt_shlo_acc(dt);
-      double *cnt = tt_shlo_avg_counts(ia, in_hw, out_hw);
+      double *cnt = tt_shlo_avg_counts(&aw, in_hw, out_hw);
       if (!cnt) return tt_shlo_oom(c);
       tt_shape_t cs = tt_shlo_dims(2, out_hw);
       tt_shv_t cv = tt_shlo_const_array(c, acc, &cs, cnt);
@@ -445,7 +499,7 @@ tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
       tt_shape_t ps = os;
       for (int d = 0; d < 2; ++d) {
         int a = r - 2 + d;
-        int64_t k = ia[d], s = ia[2 + d], p = ia[4 + d], H = in_hw[d], OH = out_hw[d];
+        int64_t k = kernel[d], s = stride[d], p = padding[d], H = in_hw[d], OH = out_hw[d];
         pin[a] = s - 1;
         plo[a] = k - 1 - p;
         phi[a] = H + p - (OH - 1) * s - 1;
@@ -464,7 +518,8 @@ tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
       return tt_shlo_convert(c, sum, dt);
     }
     case TT_OP_ADAPTIVE_AVG_POOL2D:
-      return tt_shlo_adaptive(c, x, ia[0], ia[1], xs.dims[r - 2], xs.dims[r - 1], 1, &in->shape);
+      return tt_shlo_adaptive(c, x, out_size[0], out_size[1], xs.dims[r - 2], xs.dims[r - 1], 1,
+                              &in->shape);
     case TT_OP_ADAPTIVE_AVG_POOL2D_BWD: {
       int rr = in->shape.rank;
       return tt_shlo_adaptive(c, x, xs.dims[r - 2], xs.dims[r - 1], in->shape.dims[rr - 2],
@@ -479,10 +534,18 @@ tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 
 tt_shv_t tt_shlo_lower_softmax(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  int dim = (int)in->iattrs[0], lg = (int)in->iattrs[1];
+  int dim, lg, packed = 0;
+  if (in->op == TT_OP_SOFTMAX) {
+    tt_softmax_attrs_t a;
+    TT_ATTRS(in, &a); /* packed absent: 0 */
+    dim = (int)a.dim, lg = (int)a.log, packed = a.packed != 0;
+  } else {
+    tt_softmax_bwd_attrs_t a;
+    TT_ATTRS(in, &a);
+    dim = (int)a.dim, lg = (int)a.log;
+  }
   uint32_t mask = 1u << dim;
   tt_dtype_t dt = in->dtype, acc = tt_shlo_acc(dt);
-  int packed = in->op == TT_OP_SOFTMAX && in->num_iattrs > 2 && in->iattrs[2];
   /* A packed result [2, x...] is log_softmax then softmax of x's shape. */
   tt_shape_t xs = in->shape;
   if (packed) {
@@ -533,8 +596,10 @@ tt_shv_t tt_shlo_lower_softmax(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 
 tt_shv_t tt_shlo_lower_rng(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  tt_rng_op_t op = (tt_rng_op_t)in->iattrs[0];
-  double a = in->fattrs[0], b = in->fattrs[1];
+  tt_rng_attrs_t ra;
+  TT_ATTRS(in, &ra);
+  tt_rng_op_t op = (tt_rng_op_t)ra.op;
+  double a = ra.a, b = ra.b;
   tt_shv_t seed = ins->x[0];
   if (tt_shlo_bad(c, 1, &seed)) return -1;
   /* State [seed bits, 0] for the backend's default generator. */
@@ -588,8 +653,10 @@ tt_shv_t tt_shlo_lower_rng(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 
 tt_shv_t tt_shlo_lower_cumulative(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  tt_cumulative_t op = (tt_cumulative_t)in->iattrs[0];
-  int dim = (int)in->iattrs[1];
+  tt_cumulative_attrs_t ca;
+  TT_ATTRS(in, &ca);
+  tt_cumulative_t op = (tt_cumulative_t)ca.op;
+  int dim = (int)ca.dim;
   tt_shv_t x = ins->x[0];
   if (tt_shlo_bad(c, 1, &x)) return -1;
   tt_dtype_t dt = tt_shlo_dtype(c, x);

@@ -12,6 +12,67 @@
 
 #include "backends/stablehlo/emit_internal.h"
 
+/* The collectives' attribute structs in one (fields an op lacks are 0). */
+typedef struct {
+  int64_t reduce;               /* all_reduce, reduce_scatter */
+  int64_t dim;                  /* all_gather, reduce_scatter */
+  int64_t split_dim, concat_dim, split_count; /* all_to_all */
+  int64_t channel_id, group_size;
+  tt_attr_list_t groups;
+} tt_shlo_coll_t;
+
+#define TT_SHLO_COLL_COPY(out, a)            \
+  do {                                       \
+    (out)->channel_id = (a).channel_id;      \
+    (out)->group_size = (a).group_size;      \
+    (out)->groups = (a).groups;              \
+  } while (0)
+
+static void tt_shlo_coll_decode(const tt_instr_t *in, tt_shlo_coll_t *out) {
+  memset(out, 0, sizeof(*out));
+  switch (in->op) {
+    case TT_OP_ALL_REDUCE: {
+      tt_all_reduce_attrs_t a;
+      TT_ATTRS(in, &a);
+      out->reduce = a.reduce;
+      TT_SHLO_COLL_COPY(out, a);
+      break;
+    }
+    case TT_OP_ALL_GATHER: {
+      tt_all_gather_attrs_t a;
+      TT_ATTRS(in, &a);
+      out->dim = a.dim;
+      TT_SHLO_COLL_COPY(out, a);
+      break;
+    }
+    case TT_OP_REDUCE_SCATTER: {
+      tt_reduce_scatter_attrs_t a;
+      TT_ATTRS(in, &a);
+      out->reduce = a.reduce;
+      out->dim = a.dim;
+      TT_SHLO_COLL_COPY(out, a);
+      break;
+    }
+    case TT_OP_ALL_TO_ALL: {
+      tt_all_to_all_attrs_t a;
+      TT_ATTRS(in, &a);
+      out->split_dim = a.split_dim;
+      out->concat_dim = a.concat_dim;
+      out->split_count = a.split_count;
+      TT_SHLO_COLL_COPY(out, a);
+      break;
+    }
+    case TT_OP_COLLECTIVE_PERMUTE: {
+      tt_collective_permute_attrs_t a;
+      TT_ATTRS(in, &a);
+      TT_SHLO_COLL_COPY(out, a);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
 static const char *tt_shlo_coll_body(tt_shlo_t *c, int64_t code, tt_dtype_t dt) {
   int is_bool = dt == TT_BOOL;
   switch ((tt_reduce_op_t)code) {
@@ -31,18 +92,19 @@ static const char *tt_shlo_coll_body(tt_shlo_t *c, int64_t code, tt_dtype_t dt) 
 /* ", replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>" (name may
  * be source_target_pairs) and the channel attributes. */
 static void tt_shlo_coll_groups(tt_shlo_t *c, tt_shlo_attr_t *a, const tt_instr_t *in,
-                                const char *name) {
-  const int64_t *ids = in->iattrs + TT_COLLECTIVE_HEADER;
-  int32_t n = in->num_iattrs - TT_COLLECTIVE_HEADER;
-  int64_t size = in->iattrs[4];
+                                const tt_shlo_coll_t *co, const char *name) {
+  const int64_t *ids = co->groups.v;
+  int32_t n = co->groups.n;
+  int64_t size = co->group_size;
   if (a->n) tt_shlo_attr(a, ", ");
   if (n == 0 && in->op == TT_OP_ALL_TO_ALL) {
     /* XLA's all_to_all divides by the group size: "everyone" is written
      * out as one group of split_count replicas (an empty list crashed XLA's
      * CPU plugin with a division by zero). */
     tt_shlo_attr(a, "%s = dense<[[", name);
-    for (int64_t i = 0; i < in->iattrs[2]; ++i) tt_shlo_attr(a, i ? ", %lld" : "%lld", (long long)i);
-    tt_shlo_attr(a, "]]> : tensor<1x%lldxi64>", (long long)in->iattrs[2]);
+    int64_t split_count = co->split_count;
+    for (int64_t i = 0; i < split_count; ++i) tt_shlo_attr(a, i ? ", %lld" : "%lld", (long long)i);
+    tt_shlo_attr(a, "]]> : tensor<1x%lldxi64>", (long long)split_count);
   } else if (n == 0) {
     tt_shlo_attr(a, "%s = dense<> : tensor<0x%lldxi64>", name,
                  (long long)(in->op == TT_OP_COLLECTIVE_PERMUTE ? 2 : 0));
@@ -56,7 +118,7 @@ static void tt_shlo_coll_groups(tt_shlo_t *c, tt_shlo_attr_t *a, const tt_instr_
   /* A channel id > 0 in the IR marks an SPMD collective; handles are
    * numbered here, 1, 2, ... in module order, so a graph's hash does not
    * depend on how many collectives were recorded before it. */
-  if (in->iattrs[3] > 0) {
+  if (co->channel_id > 0) {
     tt_shlo_attr(a, ", channel_handle = #stablehlo.channel_handle<handle = %lld, type = 1>",
                  (long long)++c->channels);
     if (in->op != TT_OP_COLLECTIVE_PERMUTE) tt_shlo_attr(a, ", use_global_device_ids");
@@ -65,35 +127,36 @@ static void tt_shlo_coll_groups(tt_shlo_t *c, tt_shlo_attr_t *a, const tt_instr_
 
 tt_shv_t tt_shlo_lower_collective(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
-  const int64_t *ia = in->iattrs;
+  tt_shlo_coll_t co;
+  tt_shlo_coll_decode(in, &co);
   tt_shv_t x = ins->x[0];
   if (tt_shlo_bad(c, 1, &x)) return -1;
   tt_shlo_attr_t a = {0};
   switch (in->op) {
     case TT_OP_ALL_REDUCE:
     case TT_OP_REDUCE_SCATTER: {
-      const char *body = tt_shlo_coll_body(c, ia[0], in->dtype);
+      const char *body = tt_shlo_coll_body(c, co.reduce, in->dtype);
       if (!body) return -1;
       int scatter = in->op == TT_OP_REDUCE_SCATTER;
       int32_t ssa = tt_shlo_op_begin(c, scatter ? "stablehlo.reduce_scatter"
                                                 : "stablehlo.all_reduce", 1, 1, &x);
       tt_shlo_region_binary(c, 1, body, in->dtype);
-      if (scatter) tt_shlo_attr(&a, "scatter_dimension = %lld : i64", (long long)ia[1]);
-      tt_shlo_coll_groups(c, &a, in, "replica_groups");
+      if (scatter) tt_shlo_attr(&a, "scatter_dimension = %lld : i64", (long long)co.dim);
+      tt_shlo_coll_groups(c, &a, in, &co, "replica_groups");
       return tt_shlo_op_end(c, ssa, a.s, 1, &x, 1, &in->dtype, &in->shape);
     }
     case TT_OP_ALL_GATHER:
-      tt_shlo_attr(&a, "all_gather_dim = %lld : i64", (long long)ia[0]);
-      tt_shlo_coll_groups(c, &a, in, "replica_groups");
+      tt_shlo_attr(&a, "all_gather_dim = %lld : i64", (long long)co.dim);
+      tt_shlo_coll_groups(c, &a, in, &co, "replica_groups");
       return tt_shlo_op(c, "stablehlo.all_gather", 1, &x, a.s, in->dtype, &in->shape);
     case TT_OP_ALL_TO_ALL:
       tt_shlo_attr(&a, "split_dimension = %lld : i64, concat_dimension = %lld : i64, "
-                   "split_count = %lld : i64", (long long)ia[0], (long long)ia[1],
-                   (long long)ia[2]);
-      tt_shlo_coll_groups(c, &a, in, "replica_groups");
+                   "split_count = %lld : i64", (long long)co.split_dim, (long long)co.concat_dim,
+                   (long long)co.split_count);
+      tt_shlo_coll_groups(c, &a, in, &co, "replica_groups");
       return tt_shlo_op(c, "stablehlo.all_to_all", 1, &x, a.s, in->dtype, &in->shape);
     case TT_OP_COLLECTIVE_PERMUTE:
-      tt_shlo_coll_groups(c, &a, in, "source_target_pairs");
+      tt_shlo_coll_groups(c, &a, in, &co, "source_target_pairs");
       return tt_shlo_op(c, "stablehlo.collective_permute", 1, &x, a.s, in->dtype, &in->shape);
     default:
       break;
@@ -108,9 +171,12 @@ int32_t tt_shlo_collective_replicas(const tt_graph_t *g) {
   for (int32_t i = 0; i < g->num_instrs; ++i) {
     const tt_instr_t *in = &g->instrs[i];
     /* With a channel the ids are global device ids (SPMD), not replicas. */
-    if (!tt_op_is_collective(in->op) || in->iattrs[3] > 0) continue;
-    for (int32_t k = TT_COLLECTIVE_HEADER; k < in->num_iattrs; ++k)
-      if (in->iattrs[k] + 1 > most) most = in->iattrs[k] + 1;
+    if (!tt_op_is_collective(in->op)) continue;
+    tt_shlo_coll_t co;
+    tt_shlo_coll_decode(in, &co);
+    if (co.channel_id > 0) continue;
+    for (int32_t k = 0; k < co.groups.n; ++k)
+      if (co.groups.v[k] + 1 > most) most = co.groups.v[k] + 1;
   }
   return most > 1 ? (int32_t)most : 1;
 }
@@ -200,10 +266,13 @@ tt_status_t tt_shlo_spmd_scan(const tt_graph_t *g, tt_shlo_spmd_t *out) {
   }
   for (int32_t i = 0; i < g->num_instrs; ++i) {
     const tt_instr_t *in = &g->instrs[i];
-    if (!tt_op_is_spmd_manual(in->op) || in->num_iattrs < 3 || in->iattrs[0] < 1 ||
-        2 + in->iattrs[0] >= in->num_iattrs)
-      continue;
-    int32_t n = (int32_t)in->iattrs[2 + in->iattrs[0]];
+    if (!tt_op_is_spmd_manual(in->op)) continue;
+    /* The spec's device count follows its tile dims (op_attrs.h). */
+    tt_spmd_manual_attrs_t ma;
+    TT_ATTRS(in, &ma);
+    const tt_attr_list_t *spec = &ma.spec;
+    if (spec->n < 3 || spec->v[0] < 1 || 2 + spec->v[0] >= spec->n) continue;
+    int32_t n = (int32_t)spec->v[2 + spec->v[0]];
     out->sharded = 1;
     if (parts && n != parts)
       return tt_status_make(TT_INVALID_ARGUMENT,
