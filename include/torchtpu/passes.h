@@ -72,10 +72,11 @@ typedef struct tt_optimize_options_s {
  * enables the verifier. */
 void tt_optimize_options_from_env(tt_optimize_options_t *opts);
 
-/* Runs the pipeline simplify -> CSE -> reduction fusion -> elementwise
- * fusion -> DCE (compaction) over
- * graph and returns the optimised graph (owned by the caller). The input
- * graph is not modified. */
+/* Runs the pipeline simplify -> movement collapse -> CSE -> attention
+ * layouts -> reduction fusion -> elementwise fusion -> DCE (compaction)
+ * over graph (options leave passes out) and returns the optimised graph
+ * (owned by the caller). The input graph is not modified. Both fusion
+ * passes take steps by tt_instr_fusible (op_table.h). */
 tt_status_t tt_graph_optimize(const tt_graph_t *graph, const tt_optimize_options_t *opts,
                               tt_graph_t **out);
 
