@@ -7,6 +7,7 @@
 #ifndef TORCHTPU_BASE_H_
 #define TORCHTPU_BASE_H_
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -138,6 +139,39 @@ const tt_config_t *tt_config(void);
  * sets a variable (torchtpu.config, debugging.configure_from_env) and C
  * tests that switch a setting between runs. */
 void tt_config_reload(void);
+
+/* ---- growable string / byte buffer (strbuf.c) ----
+ * Zero-initialise (tt_strbuf_t b = {0}) and append; data stays
+ * NUL-terminated after every append, len excludes the NUL. Out of memory
+ * sets failed; later appends are ignored (check failed once at the end). */
+typedef struct tt_strbuf_s {
+  char *data;
+  size_t len, cap;
+  int failed;
+} tt_strbuf_t;
+
+void tt_strbuf_put(tt_strbuf_t *b, const void *bytes, size_t n);
+void tt_strbuf_puts(tt_strbuf_t *b, const char *s);
+void tt_strbuf_printf(tt_strbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tt_strbuf_vprintf(tt_strbuf_t *b, const char *fmt, va_list ap);
+/* The text, owned by the caller (free); "" when nothing was written, NULL
+ * only when even that cannot be allocated. Leaves b empty. */
+char *tt_strbuf_take(tt_strbuf_t *b);
+void tt_strbuf_release(tt_strbuf_t *b);
+
+/* ---- hashing (hash.c) ----
+ * Stable across runs and builds: graph keys and on-disk cache names use
+ * them. */
+#define TT_FNV_OFFSET 1469598103934665603ull
+#define TT_FNV_PRIME 1099511628211ull
+/* Byte-wise FNV-1a continuing from seed (TT_FNV_OFFSET to start). */
+uint64_t tt_hash_fnv1a(const void *bytes, size_t n, uint64_t seed);
+/* A final avalanche (MurmurHash3's mix, first two rounds): spreads the
+ * high bits of h into the low ones, for table indexing. */
+uint64_t tt_hash_finish(uint64_t h);
+/* A 64-bit hash of a byte string: FNV-1a by 8-byte words, then
+ * tt_hash_finish. */
+uint64_t tt_hash_key(const void *bytes, size_t n);
 
 #ifdef __cplusplus
 }

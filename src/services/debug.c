@@ -175,9 +175,9 @@ void tt_debug_set_node_frames(const tt_debug_frame_t *frames, int32_t num_frames
   free(tt_ctx_node_info_);
   tt_ctx_node_info_ = NULL;
   if (!frames || num_frames <= 0) return;
-  tt_text_t t = {0};
+  tt_strbuf_t t = {0};
   for (int32_t i = 0; i < num_frames; ++i)
-    tt_text_printf(&t, "%s%s@%s:%d", i ? "\n" : "", frames[i].function ? frames[i].function : "",
+    tt_strbuf_printf(&t, "%s%s@%s:%d", i ? "\n" : "", frames[i].function ? frames[i].function : "",
                    frames[i].file ? frames[i].file : "", frames[i].line);
   tt_ctx_node_info_ = t.data;
 }
@@ -368,45 +368,45 @@ static const char *tt_debug_cause(const tt_debug_frame_t *f, int32_t n, const ch
   return "most likely user code trying to access tensor value before mark_step";
 }
 
-static void tt_block_begin(tt_text_t *t, const char *prefix) {
-  tt_text_printf(t, "\n%s%s\n", prefix, TT_DEBUG_RULE);
+static void tt_block_begin(tt_strbuf_t *t, const char *prefix) {
+  tt_strbuf_printf(t, "\n%s%s\n", prefix, TT_DEBUG_RULE);
 }
 
-static void tt_block_end(tt_text_t *t, const char *prefix) {
-  tt_text_printf(t, "%s%s\n%s%s\n", prefix, TT_DEBUG_DASH, prefix, TT_DEBUG_RULE);
+static void tt_block_end(tt_strbuf_t *t, const char *prefix) {
+  tt_strbuf_printf(t, "%s%s\n%s%s\n", prefix, TT_DEBUG_DASH, prefix, TT_DEBUG_RULE);
 }
 
-static void tt_block_frames(tt_text_t *t, const char *prefix, int32_t max_frames) {
-  tt_text_printf(t, "%sPython Frame Triggered Execution: \n", prefix);
+static void tt_block_frames(tt_strbuf_t *t, const char *prefix, int32_t max_frames) {
+  tt_strbuf_printf(t, "%sPython Frame Triggered Execution: \n", prefix);
   for (int32_t i = 0; i < tt_ctx_frames_.n; ++i) {
     if (i >= max_frames) {
-      tt_text_printf(t, "%s  ..........\n", prefix);
+      tt_strbuf_printf(t, "%s  ..........\n", prefix);
       break;
     }
     const tt_debug_frame_t *f = &tt_ctx_frames_.frames[i];
-    tt_text_printf(t, "%s  %s (%s:%d)\n", prefix, f->function, f->file, f->line);
+    tt_strbuf_printf(t, "%s  %s (%s:%d)\n", prefix, f->function, f->file, f->line);
   }
 }
 
 /* Cause, graph info (and, for a compile, the recompilation cause). */
-static void tt_block_head(tt_text_t *t, const char *prefix, const char *title,
+static void tt_block_head(tt_strbuf_t *t, const char *prefix, const char *title,
                           const tt_debug_cut_t *cut, const char *recompile) {
   const char *name = tt_cut_graph_name();
-  tt_text_printf(t, "%s%s\n", prefix, title);
-  tt_text_printf(t, "%s  %s\n", prefix,
+  tt_strbuf_printf(t, "%s%s\n", prefix, title);
+  tt_strbuf_printf(t, "%s  %s\n", prefix,
                  tt_ctx_cause_ ? tt_ctx_cause_
                                : tt_debug_cause(tt_ctx_frames_.frames, tt_ctx_frames_.n, name));
-  tt_text_printf(t, "%sGraph Info: \n", prefix);
-  if (name) tt_text_printf(t, "%s  Graph Name: %s\n", prefix, name);
-  tt_text_printf(t, "%s  Graph Hash: %016llx\n", prefix, (unsigned long long)cut->graph->hash);
-  tt_text_printf(t, "%s  Number of Graph Inputs: %d\n", prefix, cut->graph->num_inputs);
-  tt_text_printf(t, "%s  Number of Graph Outputs: %d\n", prefix, cut->graph->num_outputs);
+  tt_strbuf_printf(t, "%sGraph Info: \n", prefix);
+  if (name) tt_strbuf_printf(t, "%s  Graph Name: %s\n", prefix, name);
+  tt_strbuf_printf(t, "%s  Graph Hash: %016llx\n", prefix, (unsigned long long)cut->graph->hash);
+  tt_strbuf_printf(t, "%s  Number of Graph Inputs: %d\n", prefix, cut->graph->num_inputs);
+  tt_strbuf_printf(t, "%s  Number of Graph Outputs: %d\n", prefix, cut->graph->num_outputs);
   if (recompile) {
-    tt_text_printf(t, "%sRecompilation Cause\n", prefix);
+    tt_strbuf_printf(t, "%sRecompilation Cause\n", prefix);
     for (const char *p = recompile; *p;) {
       const char *e = strchr(p, '\n');
       size_t len = e ? (size_t)(e - p) : strlen(p);
-      tt_text_printf(t, "%s  %.*s\n", prefix, (int)len, p);
+      tt_strbuf_printf(t, "%s  %.*s\n", prefix, (int)len, p);
       p = e ? e + 1 : p + len;
     }
   }
@@ -434,15 +434,15 @@ static char *tt_site_key(void) {
 static void tt_save_tensors(const tt_debug_cut_t *cut, int fmt) {
   char *path = tt_debug_config_string(1);
   if (!path) return;
-  tt_text_t t = {0};
-  tt_text_printf(&t, "[ScheduleSyncTensorsGraph]\nTensorsGraphInfo:\n");
+  tt_strbuf_t t = {0};
+  tt_strbuf_printf(&t, "[ScheduleSyncTensorsGraph]\nTensorsGraphInfo:\n");
   for (int32_t i = 0; i < tt_ctx_frames_.n; ++i) {
     const tt_debug_frame_t *f = &tt_ctx_frames_.frames[i];
-    tt_text_printf(&t, "  %s (%s:%d)\n", f->function, f->file, f->line);
+    tt_strbuf_printf(&t, "  %s (%s:%d)\n", f->function, f->file, f->line);
   }
-  tt_text_printf(&t, "\nHashes: (%016llx)\n", (unsigned long long)cut->graph->hash);
+  tt_strbuf_printf(&t, "\nHashes: (%016llx)\n", (unsigned long long)cut->graph->hash);
   char *graph = tt_debug_graph_text(cut->graph, cut->roots, fmt);
-  tt_text_printf(&t, "\n## BEGIN_GRAPH\n%s\n## END_GRAPH\n\n\n", graph);
+  tt_strbuf_printf(&t, "\n## BEGIN_GRAPH\n%s\n## END_GRAPH\n\n\n", graph);
   free(graph);
   tt_debug_emit(path, t.data);
   free(t.data);
@@ -474,10 +474,10 @@ void tt_debug_on_cut_built(const tt_debug_cut_t *cut) {
     char *diff = tt_sites_update_locked(key, cut->graph, &prev);
     pthread_mutex_unlock(&tt_debug_lock_);
     if (diff) {
-      tt_text_t r = {0};
-      tt_text_printf(&r, "differs from graph %016llx compiled before for %s:\n%s",
+      tt_strbuf_t r = {0};
+      tt_strbuf_printf(&r, "differs from graph %016llx compiled before for %s:\n%s",
                      (unsigned long long)prev, key, diff);
-      recompile = tt_text_take(&r);
+      recompile = tt_strbuf_take(&r);
       free(diff);
       pthread_mutex_lock(&tt_debug_lock_);
       free(tt_last_recompile_);
@@ -487,7 +487,7 @@ void tt_debug_on_cut_built(const tt_debug_cut_t *cut) {
     free(key);
   }
   const char *prefix = "Compilation Analysis: ";
-  tt_text_t t = {0};
+  tt_strbuf_t t = {0};
   tt_block_begin(&t, prefix);
   tt_block_head(&t, prefix, "Compilation Cause", cut, recompile);
   tt_block_frames(&t, prefix, cfg.max_frames);
@@ -534,7 +534,7 @@ void tt_debug_on_cut_scheduled(const tt_debug_cut_t *cut, const tt_graph_t *exec
   if (!(flags & TT_DEBUG_ANALYSIS)) return;
   tt_debug_config_t cfg;
   tt_debug_get_config(&cfg);
-  tt_text_t t = {0};
+  tt_strbuf_t t = {0};
   const tt_graph_t *g = exec_graph ? exec_graph : cut->graph;
   if (cut->cache_miss) {
     int64_t in_bytes = 0, out_bytes = 0, operands = 0;
@@ -551,14 +551,14 @@ void tt_debug_on_cut_scheduled(const tt_debug_cut_t *cut, const tt_graph_t *exec
                       (int64_t)sizeof(int32_t) * (operands + g->num_inputs + g->num_outputs) +
                       (int64_t)g->key_size;
     const char *prefix = "Post Compilation Analysis: ";
-    tt_text_printf(&t, "\nComputation hash: %016llx\n", (unsigned long long)g->hash);
+    tt_strbuf_printf(&t, "\nComputation hash: %016llx\n", (unsigned long long)g->hash);
     tt_block_begin(&t, prefix);
-    tt_text_printf(&t, "%sGraph input size: %f GB\n", prefix, tt_gb(in_bytes));
-    tt_text_printf(&t, "%sGraph output size: %f GB\n", prefix, tt_gb(out_bytes));
-    tt_text_printf(&t, "%sAliased Input size: %f GB\n", prefix, tt_gb(0));
-    tt_text_printf(&t, "%sIntermediate tensor size: %f GB\n", prefix,
+    tt_strbuf_printf(&t, "%sGraph input size: %f GB\n", prefix, tt_gb(in_bytes));
+    tt_strbuf_printf(&t, "%sGraph output size: %f GB\n", prefix, tt_gb(out_bytes));
+    tt_strbuf_printf(&t, "%sAliased Input size: %f GB\n", prefix, tt_gb(0));
+    tt_strbuf_printf(&t, "%sIntermediate tensor size: %f GB\n", prefix,
                    tt_gb(tt_peak_intermediate_bytes(g)));
-    tt_text_printf(&t, "%sCompiled program size: %f GB\n", prefix, tt_gb(program));
+    tt_strbuf_printf(&t, "%sCompiled program size: %f GB\n", prefix, tt_gb(program));
     tt_block_end(&t, prefix);
   }
   if (flags & TT_DEBUG_EXEC_ANALYSIS) {

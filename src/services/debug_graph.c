@@ -46,7 +46,7 @@ tt_graph_t *tt_debug_graph_clone(const tt_graph_t *g) {
 }
 
 typedef struct tt_diff_s {
-  tt_text_t text;
+  tt_strbuf_t text;
   int32_t items, max_items, extra;
 } tt_diff_t;
 
@@ -61,7 +61,7 @@ static void tt_diff_add(tt_diff_t *d, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(line, sizeof(line), fmt, ap);
   va_end(ap);
-  tt_text_printf(&d->text, "%s\n", line);
+  tt_strbuf_printf(&d->text, "%s\n", line);
   d->items++;
 }
 
@@ -168,8 +168,8 @@ char *tt_debug_graph_diff(const tt_graph_t *a, const tt_graph_t *b, int32_t max_
       tt_diff_value(&d, what, &a->instrs[i], &b->instrs[i]);
     }
   }
-  if (d.extra) tt_text_printf(&d.text, "... (%d more differences)\n", d.extra);
-  return tt_text_take(&d.text);
+  if (d.extra) tt_strbuf_printf(&d.text, "... (%d more differences)\n", d.extra);
+  return tt_strbuf_take(&d.text);
 }
 
 /* ---- graph text with IR frames ---- */
@@ -238,7 +238,7 @@ char *tt_debug_graph_text(const tt_graph_t *g, tt_node_t *const *roots, int fmt)
     free(by);
     return base;
   }
-  tt_text_t out = {0};
+  tt_strbuf_t out = {0};
   char loc[1024];
   int32_t line_no = 0;
   for (char *p = base; *p; ++line_no) {
@@ -254,16 +254,16 @@ char *tt_debug_graph_text(const tt_graph_t *g, tt_node_t *const *roots, int fmt)
     }
     const char *where = instr >= 0 && instr < g->num_instrs ? tt_node_location(by[instr], loc, sizeof(loc)) : NULL;
     if (where && fmt == 1) {
-      tt_text_put(&out, p, len - 3);
-      tt_text_printf(&out, "\\nlocation=%s\"];", where);
+      tt_strbuf_put(&out, p, len - 3);
+      tt_strbuf_printf(&out, "\\nlocation=%s\"];", where);
     } else {
-      tt_text_put(&out, p, len);
-      if (where) tt_text_printf(&out, ", location=%s", where);
+      tt_strbuf_put(&out, p, len);
+      if (where) tt_strbuf_printf(&out, ", location=%s", where);
     }
-    if (e) tt_text_put(&out, "\n", 1);
+    if (e) tt_strbuf_put(&out, "\n", 1);
     p = e ? e + 1 : p + len;
   }
   free(by);
   free(base);
-  return tt_text_take(&out);
+  return tt_strbuf_take(&out);
 }

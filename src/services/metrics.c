@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "torchtpu/base.h"
 #include "torchtpu/metrics.h"
 
 #define TT_METRIC_RING 1024
@@ -121,43 +122,8 @@ void tt_metric_add(const char *name, tt_metric_unit_t unit, double value) {
   pthread_mutex_unlock(&tt_metrics_lock_);
 }
 
-typedef struct tt_sbuf_s {
-  char *data;
-  size_t len, cap;
-} tt_sbuf_t;
-
-static void tt_sbuf_printf(tt_sbuf_t *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void tt_sbuf_printf(tt_sbuf_t *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if (b->len + (size_t)n + 1 > b->cap) {
-    size_t ncap = b->cap ? b->cap * 2 : 1024;
-    while (ncap < b->len + (size_t)n + 1) ncap *= 2;
-    char *nd = realloc(b->data, ncap);
-    if (!nd) return;
-    b->data = nd;
-    b->cap = ncap;
-  }
-  va_start(ap, fmt);
-  vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
-  va_end(ap);
-  b->len += (size_t)n;
-}
-
-static char *tt_sbuf_finish(tt_sbuf_t *b) {
-  if (!b->data) {
-    b->data = malloc(1);
-    if (b->data) b->data[0] = 0;
-  }
-  return b->data;
-}
-
 /* Time as PyTorch/XLA prints it: 02s384ms437.513us. */
-static void tt_format_time(tt_sbuf_t *b, double ns) {
+static void tt_format_time(tt_strbuf_t *b, double ns) {
   static const struct { const char *suffix; double scale; int width, prec; } parts[] = {
       {"d", 86400e9, 2, 0}, {"h", 3600e9, 2, 0}, {"m", 60e9, 2, 0},
       {"s", 1e9, 2, 0},     {"ms", 1e6, 3, 0},   {"us", 1e3, 7, 3},
@@ -169,10 +135,10 @@ static void tt_format_time(tt_sbuf_t *b, double ns) {
     int last = i + 1 == np;
     if (v >= 1.0 || started || last) {
       if (last) {
-        tt_sbuf_printf(b, "%0*.*f%s", parts[i].width, parts[i].prec, v, parts[i].suffix);
+        tt_strbuf_printf(b, "%0*.*f%s", parts[i].width, parts[i].prec, v, parts[i].suffix);
       } else {
         double whole = floor(v);
-        tt_sbuf_printf(b, "%0*.0f%s", parts[i].width, whole, parts[i].suffix);
+        tt_strbuf_printf(b, "%0*.0f%s", parts[i].width, whole, parts[i].suffix);
         ns -= whole * parts[i].scale;
       }
       started = 1;
@@ -180,7 +146,7 @@ static void tt_format_time(tt_sbuf_t *b, double ns) {
   }
 }
 
-static void tt_format_value(tt_sbuf_t *b, tt_metric_unit_t unit, double v) {
+static void tt_format_value(tt_strbuf_t *b, tt_metric_unit_t unit, double v) {
   if (unit == TT_UNIT_NANOSECONDS) {
     tt_format_time(b, v);
   } else if (unit == TT_UNIT_BYTES) {
@@ -190,9 +156,9 @@ static void tt_format_value(tt_sbuf_t *b, tt_metric_unit_t unit, double v) {
       v /= 1024.0;
       ++k;
     }
-    tt_sbuf_printf(b, "%.2f%s", v, sfx[k]);
+    tt_strbuf_printf(b, "%.2f%s", v, sfx[k]);
   } else {
-    tt_sbuf_printf(b, "%f", v);
+    tt_strbuf_printf(b, "%f", v);
   }
 }
 
@@ -214,8 +180,8 @@ static int tt_name_in(const char *name, const char *names) {
   return 0;
 }
 
-static void tt_report_metric(tt_sbuf_t *b, const tt_metric_t *m) {
-  tt_sbuf_printf(b, "Metric: %s\n  TotalSamples: %lld\n  Accumulator: ", m->name,
+static void tt_report_metric(tt_strbuf_t *b, const tt_metric_t *m) {
+  tt_strbuf_printf(b, "Metric: %s\n  TotalSamples: %lld\n  Accumulator: ", m->name,
                  (long long)m->total);
   tt_format_value(b, m->unit, m->accumulator);
   /* Rates over the window the ring covers. */
@@ -224,9 +190,9 @@ static void tt_report_metric(tt_sbuf_t *b, const tt_metric_t *m) {
   double secs = (double)(last - first) / 1e9;
   double sum = 0;
   for (int64_t i = 0; i < m->count; ++i) sum += m->val[i];
-  tt_sbuf_printf(b, "\n  ValueRate: ");
+  tt_strbuf_printf(b, "\n  ValueRate: ");
   tt_format_value(b, m->unit, secs > 0 ? sum / secs : 0.0);
-  tt_sbuf_printf(b, " / second\n  Rate: %g / second\n  Percentiles: ",
+  tt_strbuf_printf(b, " / second\n  Rate: %g / second\n  Percentiles: ",
                  secs > 0 ? (double)m->count / secs : 0.0);
   double *sorted = malloc(sizeof(double) * (size_t)(m->count ? m->count : 1));
   if (sorted) {
@@ -237,16 +203,16 @@ static void tt_report_metric(tt_sbuf_t *b, const tt_metric_t *m) {
       int64_t k = (int64_t)(pct[i] * (double)m->count);
       if (k >= m->count) k = m->count - 1;
       if (k < 0) k = 0;
-      tt_sbuf_printf(b, "%s%d%%=", i ? "; " : "", (int)lround(pct[i] * 100));
+      tt_strbuf_printf(b, "%s%d%%=", i ? "; " : "", (int)lround(pct[i] * 100));
       tt_format_value(b, m->unit, m->count ? sorted[k] : 0.0);
     }
     free(sorted);
   }
-  tt_sbuf_printf(b, "\n");
+  tt_strbuf_printf(b, "\n");
 }
 
 char *tt_metrics_report(const char *names) {
-  tt_sbuf_t b = {0};
+  tt_strbuf_t b = {0};
   pthread_mutex_lock(&tt_metrics_lock_);
   for (int64_t i = 0; i < tt_num_metrics_; ++i)
     if (tt_metrics_[i]->total && tt_name_in(tt_metrics_[i]->name, names))
@@ -255,28 +221,28 @@ char *tt_metrics_report(const char *names) {
     const tt_counter_t *c = &tt_counters_[i];
     int is_fallback = strncmp(c->name, "aten::", 6) == 0;
     if (c->value && (tt_name_in(c->name, names) || (names && is_fallback)))
-      tt_sbuf_printf(&b, "Counter: %s\n  Value: %lld\n", c->name, (long long)c->value);
+      tt_strbuf_printf(&b, "Counter: %s\n  Value: %lld\n", c->name, (long long)c->value);
   }
   pthread_mutex_unlock(&tt_metrics_lock_);
-  return tt_sbuf_finish(&b);
+  return tt_strbuf_take(&b);
 }
 
 char *tt_counter_names(void) {
-  tt_sbuf_t b = {0};
+  tt_strbuf_t b = {0};
   pthread_mutex_lock(&tt_metrics_lock_);
   for (int64_t i = 0; i < tt_num_counters_; ++i)
-    if (tt_counters_[i].value) tt_sbuf_printf(&b, "%s\n", tt_counters_[i].name);
+    if (tt_counters_[i].value) tt_strbuf_printf(&b, "%s\n", tt_counters_[i].name);
   pthread_mutex_unlock(&tt_metrics_lock_);
-  return tt_sbuf_finish(&b);
+  return tt_strbuf_take(&b);
 }
 
 char *tt_metric_names(void) {
-  tt_sbuf_t b = {0};
+  tt_strbuf_t b = {0};
   pthread_mutex_lock(&tt_metrics_lock_);
   for (int64_t i = 0; i < tt_num_metrics_; ++i)
-    if (tt_metrics_[i]->total) tt_sbuf_printf(&b, "%s\n", tt_metrics_[i]->name);
+    if (tt_metrics_[i]->total) tt_strbuf_printf(&b, "%s\n", tt_metrics_[i]->name);
   pthread_mutex_unlock(&tt_metrics_lock_);
-  return tt_sbuf_finish(&b);
+  return tt_strbuf_take(&b);
 }
 
 int tt_metric_data(const char *name, int64_t *out_total, double *out_acc,

@@ -232,112 +232,64 @@ int tt_trace_get_event(int64_t i, tt_trace_event_t *out) {
 
 /* ---- JSON ---- */
 
-typedef struct tt_sbuf_s {
-  char *data;
-  size_t len, cap;
-  int failed;
-} tt_sbuf_t;
-
-static void tt_sbuf_put(tt_sbuf_t *b, const char *s, size_t n) {
-  if (b->failed) return;
-  if (b->len + n + 1 > b->cap) {
-    size_t ncap = b->cap ? b->cap * 2 : 65536;
-    while (ncap < b->len + n + 1) ncap *= 2;
-    char *nd = realloc(b->data, ncap);
-    if (!nd) {
-      b->failed = 1;
-      return;
-    }
-    b->data = nd;
-    b->cap = ncap;
-  }
-  memcpy(b->data + b->len, s, n);
-  b->len += n;
-  b->data[b->len] = 0;
-}
-
-static void tt_sbuf_printf(tt_sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tt_sbuf_printf(tt_sbuf_t *b, const char *fmt, ...) {
-  char small[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(small, sizeof(small), fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n < sizeof(small)) {
-    tt_sbuf_put(b, small, (size_t)n);
-    return;
-  }
-  char *big = malloc((size_t)n + 1);
-  if (!big) {
-    b->failed = 1;
-    return;
-  }
-  va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  tt_sbuf_put(b, big, (size_t)n);
-  free(big);
-}
-
 /* A JSON string literal of s (quotes included). */
-static void tt_sbuf_json_string(tt_sbuf_t *b, const char *s) {
-  tt_sbuf_put(b, "\"", 1);
+static void tt_json_string(tt_strbuf_t *b, const char *s) {
+  tt_strbuf_put(b, "\"", 1);
   for (const unsigned char *p = (const unsigned char *)s; *p; ++p) {
     switch (*p) {
-      case '"': tt_sbuf_put(b, "\\\"", 2); break;
-      case '\\': tt_sbuf_put(b, "\\\\", 2); break;
-      case '\n': tt_sbuf_put(b, "\\n", 2); break;
-      case '\r': tt_sbuf_put(b, "\\r", 2); break;
-      case '\t': tt_sbuf_put(b, "\\t", 2); break;
+      case '"': tt_strbuf_put(b, "\\\"", 2); break;
+      case '\\': tt_strbuf_put(b, "\\\\", 2); break;
+      case '\n': tt_strbuf_put(b, "\\n", 2); break;
+      case '\r': tt_strbuf_put(b, "\\r", 2); break;
+      case '\t': tt_strbuf_put(b, "\\t", 2); break;
       default:
-        if (*p < 0x20) tt_sbuf_printf(b, "\\u%04x", *p);
-        else tt_sbuf_put(b, (const char *)p, 1);
+        if (*p < 0x20) tt_strbuf_printf(b, "\\u%04x", *p);
+        else tt_strbuf_put(b, (const char *)p, 1);
     }
   }
-  tt_sbuf_put(b, "\"", 1);
+  tt_strbuf_put(b, "\"", 1);
 }
 
 /* Microseconds with nanosecond precision, so nesting survives rounding. */
-static void tt_sbuf_us(tt_sbuf_t *b, int64_t ns) {
-  tt_sbuf_printf(b, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
+static void tt_json_us(tt_strbuf_t *b, int64_t ns) {
+  tt_strbuf_printf(b, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
 }
 
 tt_status_t tt_trace_to_json(char **out_json) {
   *out_json = NULL;
-  tt_sbuf_t b = {0};
+  tt_strbuf_t b = {0};
   int pid = (int)getpid();
   pthread_mutex_lock(&tt_trace_lock_);
-  tt_sbuf_put(&b, "{\"traceEvents\":[\n", 17);
-  tt_sbuf_printf(&b,
+  tt_strbuf_put(&b, "{\"traceEvents\":[\n", 17);
+  tt_strbuf_printf(&b,
                  "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
                  "\"args\":{\"name\":\"torchtpu (pid %d)\"}}",
                  pid, pid);
   for (int32_t t = 0; t < tt_trace_num_threads_; ++t) {
-    tt_sbuf_printf(&b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
+    tt_strbuf_printf(&b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
                    pid, t + 1);
     char fallback[32];
     snprintf(fallback, sizeof(fallback), "thread %d", t + 1);
-    tt_sbuf_json_string(&b, tt_trace_thread_names_[t] ? tt_trace_thread_names_[t] : fallback);
-    tt_sbuf_put(&b, "}}", 2);
+    tt_json_string(&b, tt_trace_thread_names_[t] ? tt_trace_thread_names_[t] : fallback);
+    tt_strbuf_put(&b, "}}", 2);
   }
   for (int64_t i = 0; i < tt_trace_count_; ++i) {
     const tt_trace_rec_t *r = &tt_trace_recs_[i];
-    tt_sbuf_put(&b, ",\n{\"name\":", 10);
-    tt_sbuf_json_string(&b, r->name);
-    tt_sbuf_put(&b, ",\"cat\":", 7);
-    tt_sbuf_json_string(&b, r->cat);
-    tt_sbuf_printf(&b, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", pid, r->tid);
-    tt_sbuf_us(&b, r->start_ns - tt_trace_origin_ns_);
-    tt_sbuf_put(&b, ",\"dur\":", 7);
-    tt_sbuf_us(&b, r->dur_ns);
+    tt_strbuf_put(&b, ",\n{\"name\":", 10);
+    tt_json_string(&b, r->name);
+    tt_strbuf_put(&b, ",\"cat\":", 7);
+    tt_json_string(&b, r->cat);
+    tt_strbuf_printf(&b, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", pid, r->tid);
+    tt_json_us(&b, r->start_ns - tt_trace_origin_ns_);
+    tt_strbuf_put(&b, ",\"dur\":", 7);
+    tt_json_us(&b, r->dur_ns);
     if (r->args) {
-      tt_sbuf_put(&b, ",\"args\":", 8);
-      tt_sbuf_put(&b, r->args, strlen(r->args));
+      tt_strbuf_put(&b, ",\"args\":", 8);
+      tt_strbuf_put(&b, r->args, strlen(r->args));
     }
-    tt_sbuf_put(&b, "}", 1);
+    tt_strbuf_put(&b, "}", 1);
   }
-  tt_sbuf_printf(&b, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"torchtpu\","
+  tt_strbuf_printf(&b, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"torchtpu\","
                  "\"dropped_events\":%lld}}\n", (long long)tt_trace_dropped_);
   pthread_mutex_unlock(&tt_trace_lock_);
   if (b.failed) {
