@@ -135,7 +135,7 @@ int tt_debug_dump_enabled(void);
  * dumps in this process (so a directory listing is chronological) and
  * hash is the graph's 16 hex digits. Stages in use: "build" (IR as cut,
  * lazy core), "after-<pass>" (src/passes), "generated" with ext "c"
- * (src/codegen). A no-op returning NULL when dumps are off; TT_IO_ERROR
+ * (src/backends/cpu/tier1.c). A no-op returning NULL when dumps are off; TT_IO_ERROR
  * naming the path when the write fails. */
 tt_status_t tt_debug_dump(uint64_t graph_hash, const char *stage, const char *ext,
                           const char *text);

@@ -64,7 +64,7 @@ typedef enum tt_op_e {
   TT_OP_FUSED,         /* (inputs...); made by the fusion pass only: see tt_fused_t */
   /* Ops for the lowering table's extra kernels: shape inference in
    * src/ir/infer_*.c (op_table.c names each op's), execution in
-   * src/runtime/exec_extra.c. */
+   * the CPU backend's src/backends/cpu/exec_*.c (exec_table.c). */
   TT_OP_ARGSORT,       /* (x); i: [dim, descending]; I64, x's shape; stable */
   TT_OP_SEARCHSORTED,  /* (sorted, values); i: [right, out dtype]; values' shape */
   TT_OP_SCATTER_REDUCE,/* (base, idx, src); i: [dim, tt_scatter_reduce_t, include_self] */
