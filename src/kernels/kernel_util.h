@@ -1,7 +1,9 @@
-/* Internal helpers shared by the CPU kernels: view validation, dtype
- * conversion on load/store, the broadcasting index iterator, and the f32
- * GEMM entry point that conv2d reuses. Nothing here is part of the public
- * API; tests may include it to reach internal variants. */
+/* Internal interface shared by the CPU kernels: view validation (view.c),
+ * dtype conversion on load/store (dtype_access.c), the broadcasting index
+ * iterator (broadcast.c), the scratch allocator (scratch.c), row max/min
+ * (rowminmax.c), and the f32 GEMM entry point that conv2d reuses (gemm.c).
+ * Nothing here is part of the public API; tests may include it to reach
+ * internal variants. */
 #ifndef TORCHTPU_KERNELS_KERNEL_UTIL_H_
 #define TORCHTPU_KERNELS_KERNEL_UTIL_H_
 
@@ -200,7 +202,7 @@ void tt_philox4x32_10_for_test(const uint32_t ctr[4], const uint32_t key[2],
                                uint32_t out[4]);
 
 /* Max (want_max) or min of a contiguous f32 row; NaN if any element is
- * (kernel_util.c). Explicit AVX-512 / AVX2 loops picked at run time: gcc
+ * (rowminmax.c). Explicit AVX-512 / AVX2 loops picked at run time: gcc
  * vectorises no form of a NaN-propagating select loop (the plain-array
  * version ran scalar in every clone, 3 GB/s). */
 float tt_row_minmax_f32(const float *x, int64_t n, int want_max);
