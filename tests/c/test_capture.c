@@ -225,5 +225,5 @@ int main(void) {
   test_aliased_inputs();
   tt_lazy_sync(-1, 1, NULL);
   CHECK(tt_lazy_live_tensors() == 0);
-  return tt_test_finish_();
+  return test_summary();
 }

@@ -1,6 +1,6 @@
-/* Unit tests for the IR (shape inference, errors, hashing), the lazy core
- * (graph cuts, cache hits, aliasing, value reads) and the runtime (queues,
- * several devices, failed executions). */
+/* Unit tests for the IR (shape inference, errors, hashing) and the lazy
+ * core (graph cuts, cache hits, aliasing, value reads). The runtime's own
+ * tests are in test_runtime.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,51 +124,6 @@ static void test_lazy_sync_and_cache(void) {
   CHECK(tt_counter_value("CachedCompile") - cached0 == 4);
 }
 
-static void test_devices_and_errors(void) {
-  float x[4] = {1, 2, 3, 4};
-  tt_shape_t s = {1, {4}};
-  tt_tensor_t *a = NULL, *b = NULL, *c = NULL;
-  CHECK_OK(tt_tensor_from_host(0, TT_F32, &s, x, &a));
-  CHECK_OK(tt_tensor_from_host(1, TT_F32, &s, x, &b));
-  tt_tensor_t *ops[2] = {a, b};
-  int64_t add = TT_BIN_ADD;
-  tt_status_t st = tt_tensor_op(TT_OP_BINARY, 0, ops, 2, &add, 1, NULL, 0, &c);
-  CHECK(st && strstr(tt_status_message(st), "same device"));
-  tt_status_free(st);
-  /* Copy across devices, then compute on device 1. */
-  tt_tensor_t *a1 = NULL;
-  CHECK_OK(tt_tensor_to_device(a, 1, &a1));
-  tt_tensor_t *ops1[2] = {a1, b};
-  CHECK_OK(tt_tensor_op(TT_OP_BINARY, 0, ops1, 2, &add, 1, NULL, 0, &c));
-  float out[4];
-  CHECK_OK(tt_tensor_to_host(c, out, sizeof(out)));
-  CHECK(out[3] == 8.0f);
-  /* An execution that fails at run time (index out of range) reports its
-   * error on read instead of crashing. */
-  int64_t idx[1] = {7};
-  tt_shape_t s1 = {1, {1}};
-  tt_tensor_t *ix = NULL, *sel = NULL;
-  CHECK_OK(tt_tensor_from_host(0, TT_I64, &s1, idx, &ix));
-  tt_tensor_t *sops[2] = {a, ix};
-  int64_t dim0 = 0;
-  CHECK_OK(tt_tensor_op(TT_OP_INDEX_SELECT, 0, sops, 2, &dim0, 1, NULL, 0, &sel));
-  float one;
-  st = tt_tensor_to_host(sel, &one, sizeof(one));
-  CHECK(st && tt_status_code(st) == TT_OUT_OF_RANGE);
-  tt_status_free(st);
-  /* Bad device index is an error, not a crash. */
-  tt_tensor_t *bad = NULL;
-  st = tt_tensor_from_host(99, TT_F32, &s, x, &bad);
-  CHECK(st && strstr(tt_status_message(st), "xla:99"));
-  tt_status_free(st);
-  tt_tensor_release(sel);
-  tt_tensor_release(ix);
-  tt_tensor_release(c);
-  tt_tensor_release(a1);
-  tt_tensor_release(b);
-  tt_tensor_release(a);
-}
-
 static void test_metrics_report(void) {
   tt_metric_add("TestTime", TT_UNIT_NANOSECONDS, 2384437513.0);
   tt_counter_add("TestCounter", 3);
@@ -262,16 +217,12 @@ static void test_derived_roots(void) {
 
 int main(void) {
   CHECK_OK(tt_runtime_init(2));
-  tt_status_t st = tt_runtime_init(3);
-  CHECK(st && strstr(tt_status_message(st), "already initialized"));
-  tt_status_free(st);
   test_shape_inference();
   test_hash_ignores_values();
   test_lazy_sync_and_cache();
   test_derived_roots();
-  test_devices_and_errors();
   test_metrics_report();
   test_long_chain_release();
   tt_runtime_wait(-1);
-  return tt_test_finish_();
+  return test_summary();
 }

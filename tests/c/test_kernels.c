@@ -5,7 +5,7 @@
 #include <unistd.h>
 #include <stdatomic.h>
 
-#include "kernel_test_util.h"
+#include "test_harness.h"
 
 /* ---- dtype ----------------------------------------------------------------- */
 
@@ -845,7 +845,7 @@ static void test_broadcast_fill_iota(void) {
   tensor_free(&big);
 }
 
-/* ---- row max / min (kernel_util.c) ------------------------------------------
+/* ---- row max / min (rowminmax.c) -------------------------------------------
  * Every variant against a plain loop: lengths around the 64/32/16/8 blocks,
  * NaN in each position class (main loop, 16-wide loop, tail), infinities. */
 static float rowmm_ref(const float *x, int64_t n, int want_max) {

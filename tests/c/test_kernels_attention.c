@@ -3,7 +3,7 @@
  * gradients, over causal and plain problems, L != S, head sizes that are
  * not multiples of the micro-tile, masks broadcast in every way the op
  * allows (with fully masked rows), F32 and BF16, and shape errors. */
-#include "kernel_test_util.h"
+#include "test_harness.h"
 
 typedef struct ref_s {
   int64_t B, H, L, S, E, Ev;

@@ -1,7 +1,7 @@
 /* Tests for data movement (transpose, slice, slice_scatter, concat, pad,
  * flip), indexing (index_select, index_add, gather, scatter) and the
  * counter-based RNG. */
-#include "kernel_test_util.h"
+#include "test_harness.h"
 
 static void unflatten(const tt_shape_t *s, int64_t i, int64_t *idx) {
   for (int d = s->rank - 1; d >= 0; --d) {

@@ -230,5 +230,5 @@ int main(void) {
   test_searchsorted();
   test_scatter_reduce();
   test_cumulative();
-  return tt_test_finish_();
+  return test_summary();
 }

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "kernel_test_util.h"
+#include "test_harness.h"
 
 /* out[k] = scale * sum_j x[j] exp(sign 2 pi i jk / n), complex in, complex out. */
 static void reference_dft(const double *x, int64_t n, int sign, double scale, double *out) {

@@ -2,7 +2,7 @@
  * and the conv2d kernels, against naive double-precision loops. Float
  * results are compared with a tolerance scaled by the sum of |products|,
  * which bounds the rounding of any summation order. */
-#include "kernel_test_util.h"
+#include "test_harness.h"
 
 /* got vs ref with |got - ref| <= tol * mag + rtol(dtype) * |ref|. */
 static int compare_mag(const char *what, const tensor_t *t, const double *ref,

@@ -1,7 +1,7 @@
 /* Tests for reductions, scans, pooling, softmax and the conv2d paths
  * (forward on phase planes, and all three passes with several images per
  * GEMM) against naive double-precision references written here. */
-#include "kernel_test_util.h"
+#include "test_harness.h"
 #include "kernels/conv_internal.h"
 
 /* ---- reduce --------------------------------------------------------------- */

@@ -331,5 +331,5 @@ int main(void) {
   test_codec_floats();
   test_codec_refusals();
   test_node_create();
-  return tt_test_finish_();
+  return test_summary();
 }

@@ -1447,5 +1447,5 @@ int main(void) {
   test_softmax_bias_fold();
   test_tier1_param_unary();
   test_conv_epilogue_plans();
-  return tt_test_finish_();
+  return test_summary();
 }

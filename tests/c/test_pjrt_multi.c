@@ -116,15 +116,15 @@ int main(void) {
   const char *path = getenv("TORCHTPU_PJRT_CPU_PLUGIN");
   if (!path || !*path) {
     printf("skipped: set TORCHTPU_PJRT_CPU_PLUGIN to XLA's CPU PJRT plugin to run\n");
-    return tt_test_finish_();
+    return test_summary();
   }
   tt_pjrt_option_t opt = {"cpu_device_count", TT_PJRT_OPTION_INT64, NULL, NDEV, 0, 0};
   tt_pjrt_client_t *client = NULL;
   CHECK_OK(tt_pjrt_client_create(path, &opt, 1, &client));
-  if (!client) return tt_test_finish_();
+  if (!client) return test_summary();
   CHECK(tt_pjrt_client_device_count(client) == NDEV);
   test_all_reduce(client);
   test_spmd(client);
   tt_pjrt_client_release(client);
-  return tt_test_finish_();
+  return test_summary();
 }

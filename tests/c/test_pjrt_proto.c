@@ -176,5 +176,5 @@ int main(void) {
   test_compile_options();
   test_compile_options_spmd();
   test_loader_errors();
-  return tt_test_finish_();
+  return test_summary();
 }

@@ -281,5 +281,5 @@ int main(void) {
   test_text_and_validate();
   test_hash_and_emission();
   test_collectives();
-  return tt_test_finish_();
+  return test_summary();
 }

@@ -117,5 +117,5 @@ int main(void) {
   test_fused(0);
   test_fused(1);
   test_unimplemented();
-  return tt_test_finish_();
+  return test_summary();
 }

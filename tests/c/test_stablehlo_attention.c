@@ -438,5 +438,5 @@ int main(void) {
     }
   }
   for (int i = 0; i < nc; ++i) case_free(&cases[i]);
-  return tt_test_finish_();
+  return test_summary();
 }

@@ -318,5 +318,5 @@ int main(void) {
   test_engine_spans();
   test_graph_diff_and_clone();
   test_analysis_save_tensors_ir_frames_and_dumps();
-  return tt_test_finish_();
+  return test_summary();
 }
