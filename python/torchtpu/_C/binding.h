@@ -1,7 +1,7 @@
-/* Internal to the torchtpu._C binding: what module.c shares with the other
- * binding files in this folder (one file per subsystem: stablehlo.c,
- * pjrt.c, ...). Each such file defines a NULL-terminated PyMethodDef table
- * that module.c adds to the module. */
+/* Internal to the torchtpu._C binding: what the binding files in this
+ * folder share (one file per subsystem: tensor.c, record.c, debug.c,
+ * stablehlo.c, pjrt.c, ...). Each such file defines a NULL-terminated
+ * PyMethodDef table that module.c adds to the module. */
 #ifndef TORCHTPU_C_BINDING_H
 #define TORCHTPU_C_BINDING_H
 
@@ -20,6 +20,34 @@ int tt_py_as_tensor(PyObject *o, tt_tensor_t **out);
 /* A sequence of torchtpu._C.Tensor as a PyMem_Malloc'ed array (borrowed
  * references); 0 with an exception set on error. */
 int tt_py_tensor_array(PyObject *seq, tt_tensor_t ***out, Py_ssize_t *n);
+/* A shape from a sequence of ints; 0 with an exception set on error. */
+int tt_py_parse_shape(PyObject *seq, tt_shape_t *s);
+/* A shape as a tuple of ints (new reference). */
+PyObject *tt_py_shape_tuple(const tt_shape_t *s);
+/* Adds the torchtpu._C.Tensor / Capture types to the module; -1 on error. */
+int tt_py_add_tensor_type(PyObject *mod);
+int tt_py_add_capture_type(PyObject *mod);
+
+/* Debug hooks around engine calls (debug.c): begin hands the engine the
+ * Python caller's frames when the debug service wants them and returns
+ * whether it did; end takes that result. The call form brackets calls that
+ * may cut a graph, the node form op recording (XLA_IR_DEBUG). */
+int tt_py_debug_call_begin(void);
+void tt_py_debug_call_end(int active);
+int tt_py_debug_node_begin(void);
+void tt_py_debug_node_end(int active);
+
+/* Method tables of the binding files, one per subsystem. */
+extern PyMethodDef tt_py_methods_tensor[];
+extern PyMethodDef tt_py_methods_record[];
+extern PyMethodDef tt_py_methods_runtime[];
+extern PyMethodDef tt_py_methods_graph[];
+extern PyMethodDef tt_py_methods_metrics[];
+extern PyMethodDef tt_py_methods_capture[];
+extern PyMethodDef tt_py_methods_cache[];
+extern PyMethodDef tt_py_methods_blas[];
+extern PyMethodDef tt_py_methods_debug[];
+extern PyMethodDef tt_py_methods_trace[];
 
 /* Extra method tables, each defined by one binding file. */
 extern PyMethodDef tt_py_extra_methods_stablehlo[];
