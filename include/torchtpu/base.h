@@ -162,9 +162,12 @@ void tt_strbuf_release(tt_strbuf_t *b);
 /* ---- hashing (hash.c) ----
  * Stable across runs and builds: graph keys and on-disk cache names use
  * them. */
-#define TT_FNV_OFFSET 1469598103934665603ull
+/* The engine's starting value: FNV-1a's published offset basis
+ * (14695981039346656037) with its last digit missing. Graph keys have
+ * always been computed from it; it is kept so they do not change. */
+#define TT_HASH_SEED 1469598103934665603ull
 #define TT_FNV_PRIME 1099511628211ull
-/* Byte-wise FNV-1a continuing from seed (TT_FNV_OFFSET to start). */
+/* Byte-wise FNV-1a continuing from seed (TT_HASH_SEED to start). */
 uint64_t tt_hash_fnv1a(const void *bytes, size_t n, uint64_t seed);
 /* A final avalanche (MurmurHash3's mix, first two rounds): spreads the
  * high bits of h into the low ones, for table indexing. */

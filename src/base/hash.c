@@ -26,7 +26,7 @@ uint64_t tt_hash_key(const void *bytes, size_t n) {
   /* FNV-1a over 8-byte words where possible (with a shift so high bits
    * reach the low ones), the tail byte by byte, then the finish. */
   const uint8_t *p = bytes;
-  uint64_t h = TT_FNV_OFFSET;
+  uint64_t h = TT_HASH_SEED;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     uint64_t w;
