@@ -29,8 +29,24 @@ _OPTIONAL = _ATTR_FLAGS["optional"]
 _record = _C.op
 
 
+def _fixed_ints(name):
+    """The ints an op stores before its first list field."""
+    n = 0
+    for _fname, kind, count, _flags in _TABLE[OPS[name]][4]:
+        if kind == "list":
+            break
+        if kind != "float":
+            n += count
+    return n
+
+
+# ints before a collective's replica-group ids (the same for every collective).
+COLLECTIVE_HEADER = _fixed_ints("all_reduce")
+
+
 def _ints(v):
-    return tuple(int(x) for x in v)
+    # The engine reads any int-like (__index__) value; a tuple for one list.
+    return tuple(v)
 
 
 # ------------------------------------------------------------ elementwise

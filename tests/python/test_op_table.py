@@ -1,0 +1,106 @@
+"""The Python front end against the engine's op table: every typed builder
+matches its op's schema, the values Python keeps by name equal the
+engine's, and a builder that drifts from the table is reported."""
+import inspect
+
+import pytest
+import torch
+
+from torchtpu import _C, bridge, ir
+from torchtpu.lowering import complex_ops, core, extra_ops, linalg_ops
+
+TABLE = _C.op_table()
+
+
+def test_every_recorded_op_has_a_matching_builder():
+    assert len(TABLE) == len(ir.OPS) > 50
+    assert ir.check_against_engine() == []
+    for name, lo, hi, _flags, fields in TABLE:
+        if name in ("param", "scalar", "fused"):
+            continue
+        assert callable(getattr(ir, name)), name
+        assert lo >= 0 and (hi == -1 or hi >= lo), name
+        for fname, kind, count, _fflags in fields:
+            assert kind in ("int", "ints", "list", "float"), (name, fname)
+            assert count >= 1, (name, fname)
+
+
+def test_check_reports_a_renamed_a_missing_and_an_undefaulted_field():
+    ns = dict(vars(ir))
+
+    def concat(*xs, axis):  # the engine calls the field `dim`
+        raise AssertionError("not called")
+
+    def softmax(x, *, dim, log, packed):  # optional field without a default
+        raise AssertionError("not called")
+
+    ns["concat"] = concat
+    ns["softmax"] = softmax
+    del ns["gather"]
+    problems = ir.check_against_engine(ns)
+    assert len(problems) == 3, problems
+    assert any(p.startswith("concat: builder fields ['axis']") for p in problems)
+    assert "gather: no builder in torchtpu.ir" in problems
+    assert "softmax: optional field packed needs a default" in problems
+
+
+def test_op_codes_are_the_engines():
+    for code, (name, *_rest) in enumerate(TABLE):
+        assert getattr(core, name.upper()) == code == ir.OPS[name]
+
+
+def test_kernel_enumerations_are_the_engines():
+    e = _C.enums()
+    assert core.UN == e["unary"] and core.UNARY_OPS == sorted(e["unary"], key=e["unary"].get)
+    assert core.BIN == e["binary"] and core.BINARY_OPS == sorted(e["binary"],
+                                                                 key=e["binary"].get)
+    assert [core.RED_SUM, core.RED_MEAN, core.RED_PROD, core.RED_MAX, core.RED_MIN,
+            core.RED_ARGMAX, core.RED_ARGMIN, core.RED_ANY, core.RED_ALL] == [
+        e["reduce"][n] for n in ("sum", "mean", "prod", "max", "min", "argmax", "argmin",
+                                 "any", "all")]
+    assert [core.SR_SUM, core.SR_PROD, core.SR_MEAN, core.SR_AMAX, core.SR_AMIN] == [
+        e["scatter_reduce"][n] for n in ("sum", "prod", "mean", "amax", "amin")]
+    assert [core.CUM_MAX, core.CUM_MAX_INDEX, core.CUM_MIN, core.CUM_MIN_INDEX,
+            core.CUM_LOGSUMEXP] == [e["cumulative"][n] for n in ("max", "max_index", "min",
+                                                                 "min_index", "logsumexp")]
+    assert [core.RNG_UNIFORM, core.RNG_NORMAL, core.RNG_BERNOULLI] == [
+        e["rng"][n] for n in ("uniform", "normal", "bernoulli")]
+    assert [linalg_ops.CHOLESKY, linalg_ops.LU, linalg_ops.TRSM, linalg_ops.GEQRF,
+            linalg_ops.ORGQR, linalg_ops.ORMQR, linalg_ops.EIGH, linalg_ops.SVD] == [
+        e["linalg"][n] for n in ("cholesky", "lu", "trsm", "geqrf", "orgqr", "ormqr", "eigh",
+                                 "svd")]
+    assert [complex_ops.FFT_C2C_FORWARD, complex_ops.FFT_C2C_INVERSE, complex_ops.FFT_R2C,
+            complex_ops.FFT_C2R] == [e["fft"][n] for n in ("c2c_forward", "c2c_inverse",
+                                                          "r2c", "c2r")]
+    assert {n: i for i, n in enumerate(extra_ops._SP)} == e["special"]
+
+
+def test_dtype_codes_are_the_engines():
+    e = _C.enums()["dtype"]
+    assert len(bridge.TORCH_TO_TT) == len(e) == 11
+    for torch_dtype, code in bridge.TORCH_TO_TT.items():
+        assert e[str(torch_dtype).removeprefix("torch.")] == code
+    assert bridge.TT_TO_TORCH[e["bfloat16"]] is torch.bfloat16
+
+
+def test_collective_header_is_the_fixed_ints_before_the_groups():
+    fields = TABLE[ir.OPS["all_reduce"]][4]
+    assert [f[0] for f in fields][-1] == "groups"
+    assert core.COLLECTIVE_HEADER == ir.COLLECTIVE_HEADER == 5
+
+
+def test_builders_record_the_schema_order():
+    import torch_xla  # noqa: F401 - starts the runtime
+
+    h = bridge.XlaTensor  # noqa: F841
+    x = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    xd = x.to("xla")
+    s = ir.slice(xd._h, start=[0, 1, 0], limit=[2, 3, 4], step=[1, 1, 2])
+    assert list(s.shape) == [2, 2, 2]
+    out = bridge.XlaTensor(s).cpu()
+    torch.testing.assert_close(out, x[:, 1:3, 0:4:2], rtol=0, atol=0)
+    with pytest.raises(TypeError):
+        ir.slice(xd._h, start=[0, 1, 0], limit=[2, 3, 4])  # step missing
+    sig = inspect.signature(ir.layer_norm)
+    assert [p.name for p in sig.parameters.values()
+            if p.kind == p.KEYWORD_ONLY] == ["axis", "has_weight", "has_bias", "form", "eps"]
