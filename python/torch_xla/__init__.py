@@ -12,7 +12,7 @@ import torchtpu  # noqa: F401  (loads the engine, registers the xla device)
 from torchtpu import _C, bridge, config
 from torchtpu.lowering import misc_ops as _rng
 
-__version__ = "2.9.0+torchtpu"
+from torch_xla.version import __version__  # noqa: E402,F401  (the API level; see version.py)
 
 
 def device(index=None):
