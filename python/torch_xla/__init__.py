@@ -155,3 +155,4 @@ def is_xla_tensor(t):
 from torch_xla import runtime  # noqa: E402,F401
 from torch_xla.core import xla_model  # noqa: E402,F401
 from torch_xla import experimental  # noqa: E402,F401  (eager mode; XLA_USE_EAGER_DEBUG_MODE)
+from torch_xla import amp  # noqa: E402,F401  (AutocastXLA kernels for torch.autocast('xla'))
