@@ -156,3 +156,4 @@ from torch_xla import runtime  # noqa: E402,F401
 from torch_xla.core import xla_model  # noqa: E402,F401
 from torch_xla import experimental  # noqa: E402,F401  (eager mode; XLA_USE_EAGER_DEBUG_MODE)
 from torch_xla import amp  # noqa: E402,F401  (AutocastXLA kernels for torch.autocast('xla'))
+from torch_xla import _XLAC  # noqa: E402,F401  (PyTorch/XLA extension-module names)

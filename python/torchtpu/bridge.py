@@ -26,7 +26,7 @@ import threading
 
 import torch
 
-from torchtpu import _C, config
+from torchtpu import _C, config, op_metrics
 
 # ---------------------------------------------------------------- dtypes
 TT_F32, TT_F64, TT_F16, TT_BF16, TT_I8, TT_U8, TT_I16, TT_I32, TT_I64, TT_BOOL, TT_C64 = range(11)
@@ -137,6 +137,10 @@ def _device_object(index):
     return _DEVICES[index]
 
 
+_now_ns = op_metrics.now_ns
+_record_op = op_metrics.record_op
+
+
 def _load_dispatch(func, args, kwargs):
     from torchtpu.lowering import dispatch
     _dispatch_fn[0] = dispatch
@@ -170,7 +174,12 @@ class XlaTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        return _dispatch_fn[0](func, args, kwargs or {})
+        # Counted and timed as PyTorch/XLA counts its ops (xla::<op>,
+        # LazyTracing): torchtpu/op_metrics.py.
+        t0 = _now_ns()
+        out = _dispatch_fn[0](func, args, kwargs or {})
+        _record_op(func, _now_ns() - t0)
+        return out
 
     def __repr__(self):
         return f"XlaTensor(shape={tuple(self.shape)}, dtype={self.dtype}, device={self.device})"
@@ -210,8 +219,14 @@ def upload(cpu_tensor, index):
     c = c.contiguous()
     if c.is_conj() or c.is_neg():
         c = c.resolve_conj().resolve_neg()
-    return _C.from_host(index, TORCH_TO_TT[c.dtype], tuple(c.shape), c.data_ptr(),
-                        c.numel() * c.element_size())
+    nbytes = c.numel() * c.element_size()
+    t0 = _now_ns()
+    h = _C.from_host(index, TORCH_TO_TT[c.dtype], tuple(c.shape), c.data_ptr(), nbytes)
+    # PyTorch/XLA's names for a host tensor becoming device data.
+    _C.metric_add("TensorToData", 0, float(_now_ns() - t0))
+    _C.metric_add("InboundData", 1, float(nbytes))
+    _C.counter_add("CreateDataHandles", 1)
+    return h
 
 
 # Set by torchtpu.modes: called as on_download(handle) before a value is
@@ -226,6 +241,7 @@ def download(handle):
         on_download(handle)
     out = torch.empty(handle.shape, dtype=TT_TO_TORCH[handle.dtype])
     _C.to_host(handle, out.data_ptr(), out.numel() * out.element_size())
+    _C.metric_add("OutboundData", 1, float(out.numel() * out.element_size()))
     return out
 
 
