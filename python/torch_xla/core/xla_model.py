@@ -585,6 +585,9 @@ def _run_step_closures() -> DeviceContext:
     handler.run_all(async_closures)
   for closure in closures:
     closure()
+  # torch_xla.sync() ends here: the step's metrics go to XLA_METRICS_FILE.
+  import torch_xla.debug.metrics_saver as ms
+  ms.save_metrics()
   return devctx
 
 
