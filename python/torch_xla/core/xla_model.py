@@ -571,6 +571,10 @@ def add_step_closure(closure: Callable[..., Any],
 
 
 def _run_step_closures() -> DeviceContext:
+  # torch_xla.sync() ends here. As in PyTorch/XLA, a sync inside an open
+  # xp.Trace scope raises (before the step's closures run).
+  import torch_xla.debug.profiler as xp
+  xp.check_scope_empty()
   devctx = _get_device_context()
   with _DEVICE_CONTEXTS_LOCK:
     async_closures = getattr(devctx, 'async_step_closures', None) or []

@@ -178,8 +178,9 @@ def _for_each_instance_rewrite(value, select_fn, fn, rwmap):
     result = dict()
     rwmap[id(value)] = result
     for k, v in value.items():
-      result[_for_each_instance_rewrite(k, select_fn, fn, rwmap)] = \
-          _for_each_instance_rewrite(v, select_fn, fn, rwmap)
+      # Key before value (the order fn sees them in, as for_each_instance).
+      k = _for_each_instance_rewrite(k, select_fn, fn, rwmap)
+      result[k] = _for_each_instance_rewrite(v, select_fn, fn, rwmap)
   elif isinstance(value, set):
     result = set()
     rwmap[id(value)] = result
