@@ -42,6 +42,11 @@ def _with_xla(devices):
 
 
 def install():
+    # Independent of TORCHTPU_OPTIM_FOREACH: without it, fused=True fails.
+    if getattr(_adam, "_fused_adam", None) is not None:
+        _adam._device_dtype_check_for_fused = _fused_check_allowing_xla(
+            _adam._device_dtype_check_for_fused)
+        _adam._fused_adam = _multi_tensor_on_xla(_adam._fused_adam)
     if os.environ.get("TORCHTPU_OPTIM_FOREACH", "1") == "0":
         return
     _foreach_utils._get_foreach_kernels_supported_devices = _with_xla(
@@ -51,10 +56,6 @@ def install():
     if os.environ.get("TORCHTPU_FUSED_ADAM", "1") != "0" and \
             getattr(_adam, "_multi_tensor_adam", None) is not None:
         _adam._multi_tensor_adam = _fused_adam_or(_adam._multi_tensor_adam)
-    if getattr(_adam, "_fused_adam", None) is not None:
-        _adam._device_dtype_check_for_fused = _fused_check_allowing_xla(
-            _adam._device_dtype_check_for_fused)
-        _adam._fused_adam = _multi_tensor_on_xla(_adam._fused_adam)
 
 
 # Adam/AdamW(fused=True), transformers' default optimizer since torch 2.8:
