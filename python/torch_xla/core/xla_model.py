@@ -410,7 +410,8 @@ def collective_broadcast(tensors: List[torch.Tensor],
     for tensor in tensors:
       scale = 1 if runtime.global_ordinal() == root_ordinal else 0
       tensor.mul_(torch.tensor(scale, dtype=tensor.dtype).to(tensor.device))
-  all_reduce(REDUCE_SUM, tensors, groups=groups, pin_layout=pin_layout)
+    # In place on parameters too: not something autograd should record.
+    all_reduce(REDUCE_SUM, tensors, groups=groups, pin_layout=pin_layout)
 
 
 def send(value: torch.Tensor, channel_id: int) -> torch.Tensor:
