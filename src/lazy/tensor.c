@@ -408,6 +408,8 @@ static tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, in
   int64_t trace_t0 = tt_trace_now();
   st = tt_graph_build(roots, nr, &g, &inputs);
   if (st) goto done;
+  /* PyTorch/XLA's name for the node count of each synced graph. */
+  tt_metric_add("TensorsGraphSize", TT_UNIT_COUNT, (double)g->num_instrs);
   tt_executable_t *exe = tt_cache_lookup(g);
   /* Debug output and trace spans (each a single flag test when off). */
   uint64_t graph_hash = g->hash;

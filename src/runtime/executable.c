@@ -156,6 +156,7 @@ tt_status_t tt_executable_bind_outputs(tt_executable_t *e, int32_t device,
                                        const tt_input_value_t *inputs,
                                        tt_buffer_t *const *outputs, void **out_data) {
   const tt_graph_t *g = e->graph;
+  int64_t aliased = 0;
   for (int32_t r = 0; r < g->num_outputs; ++r) {
     tt_buffer_t *b = outputs[r];
     int32_t k = e->donor[r];
@@ -166,6 +167,7 @@ tt_status_t tt_executable_bind_outputs(tt_executable_t *e, int32_t device,
       in->donated = 1;
       b->data = in->data;
       tt_counter_add("InputOutputAliasCount", 1);
+      aliased++;
     } else {
       b->data = tt_device_alloc(device, b->nbytes);
       if (!b->data)
@@ -174,6 +176,9 @@ tt_status_t tt_executable_bind_outputs(tt_executable_t *e, int32_t device,
     }
     out_data[r] = b->data;
   }
+  /* PyTorch/XLA's metric of the same name: one sample per graph, the
+   * outputs that took an input's buffer (in-place updates). */
+  tt_metric_add("InputOutputAliasCount", TT_UNIT_COUNT, (double)aliased);
   return NULL;
 }
 

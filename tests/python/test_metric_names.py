@@ -87,3 +87,18 @@ def test_increment_counter(clean_metrics):
     assert met.counter_value("FakeCounter") == 5
     assert torch_xla._XLAC._xla_counter_value("FakeCounter") == 5
     assert "FakeCounter" in torch_xla._XLAC._xla_counter_names()
+
+
+def test_graph_size_and_alias_count_metrics(dev, clean_metrics):
+    w = torch.randn(64).to(dev)
+    torch_xla.sync(wait=True)
+    met.clear_metrics()
+    w.mul_(1.5).add_(1.0)  # an in-place update (one fused kernel) takes w's buffer
+    torch_xla.sync(wait=True)
+    total, _, samples = met.metric_data("TensorsGraphSize")
+    assert total == 1 and samples[-1][1] == 5.0  # param, 2 scalars, mul, add
+    total, acc, _ = met.metric_data("InputOutputAliasCount")
+    assert total == 1 and acc == 1.0
+    (w * 2).cpu()  # a new output: nothing aliased
+    total, acc, _ = met.metric_data("InputOutputAliasCount")
+    assert total == 2 and acc == 1.0
