@@ -54,6 +54,19 @@ def tt_dtype(dtype):
                         f"(supported: {', '.join(str(d) for d in TORCH_TO_TT)})") from None
 
 
+def _refuse_disabled_functionalization():
+    """The layout above is functionalization's: without it views and
+    in-place ops would reach the engine, which has no aliasing storage."""
+    if os.environ.get("XLA_DISABLE_FUNCTIONALIZATION", "0").strip().lower() in (
+            "1", "true", "yes", "on"):
+        raise RuntimeError(
+            "XLA_DISABLE_FUNCTIONALIZATION=1 is not supported by this engine: xla tensors are "
+            "always functionalized (docs/tensor-bridge.md); unset the variable")
+
+
+_refuse_disabled_functionalization()
+
+
 # ---------------------------------------------------------- device guard
 _XLA_SLOT = 9          # c10::DeviceType::XLA
 _PRIVATEUSE1_SLOT = 20  # c10::DeviceType::PrivateUse1

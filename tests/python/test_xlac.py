@@ -171,3 +171,23 @@ def test_syncfree_optimizer_steps(dev):
                                False, False)
     torch.testing.assert_close(p.cpu(), torch.full((3,), 0.8))
     assert step.item() == 1.0 and buf.cpu().tolist() == [2.0] * 3
+
+
+def test_env_switches_refused_or_warned():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, XLA_DISABLE_FUNCTIONALIZATION="1", PJRT_DEVICE="CPU")
+    r = subprocess.run([sys.executable, "-c", "import torch_xla"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode != 0
+    assert "RuntimeError: XLA_DISABLE_FUNCTIONALIZATION=1 is not supported" in r.stderr
+    code = ("import warnings, torch, torch_xla\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    torch_xla._XLAC._get_xla_tensors_hlo([torch.ones(2, device='xla') + 1])\n"
+            "print([str(x.message)[:28] for x in w])\n")
+    env = dict(os.environ, XLA_HLO_DEBUG="1", PJRT_DEVICE="CPU")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert "['XLA_HLO_DEBUG=1: HLO text here']" in r.stdout, r.stderr

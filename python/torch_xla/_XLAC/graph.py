@@ -5,7 +5,9 @@ IR text and DOT are the engine's own (its IR nodes, docs/debugging.md);
 HLO text is rewritten from the StableHLO the engine emits (hlo_text.py).
 Nothing here executes the graph."""
 import itertools
+import os
 import re
+import warnings
 
 import torch
 
@@ -13,6 +15,11 @@ from torchtpu import _C, bridge
 from torch_xla._XLAC.hlo_text import to_hlo_text
 
 _module_ids = itertools.count(1)
+_warned = [False]
+
+
+def _hlo_debug_requested():
+    return os.environ.get("XLA_HLO_DEBUG", "0").strip().lower() in ("1", "true", "yes", "on")
 _DTYPE_NAMES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
                 torch.bfloat16: "bf16", torch.int8: "s8", torch.uint8: "u8", torch.int16: "s16",
                 torch.int32: "s32", torch.int64: "s64", torch.bool: "pred",
@@ -35,7 +42,14 @@ def _get_xla_tensors_dot(tensors):
 
 
 def _get_xla_tensors_hlo(tensors):
-    """The graph computing tensors as XLA HLO text (HloModule IrToHlo.N)."""
+    """The graph computing tensors as XLA HLO text (HloModule IrToHlo.N).
+    XLA_HLO_DEBUG=1 (PyTorch/XLA: Python frames as instruction metadata)
+    warns once: the text is rewritten from StableHLO, which carries no
+    frames; XLA_IR_DEBUG=1 shows them in _get_xla_tensors_text."""
+    if _hlo_debug_requested() and not _warned[0]:
+        _warned[0] = True
+        warnings.warn("XLA_HLO_DEBUG=1: HLO text here has no per-instruction metadata; "
+                      "use XLA_IR_DEBUG=1 and _get_xla_tensors_text for source locations")
     return to_hlo_text(_C.stablehlo_text(_handles(tensors)), next(_module_ids))
 
 
