@@ -186,7 +186,7 @@ def test_env_switches_refused_or_warned():
             "with warnings.catch_warnings(record=True) as w:\n"
             "    warnings.simplefilter('always')\n"
             "    torch_xla._XLAC._get_xla_tensors_hlo([torch.ones(2, device='xla') + 1])\n"
-            "print([str(x.message)[:28] for x in w])\n")
+            "print([str(x.message)[:30] for x in w])\n")
     env = dict(os.environ, XLA_HLO_DEBUG="1", PJRT_DEVICE="CPU")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=120)
