@@ -127,8 +127,19 @@ def test_pjrt_probes_in_this_process():
     assert seen == [(0, "x")]
     with pytest.raises(ValueError, match="Unsupported nprocs"):
         pjrt.spawn(print, nprocs=2)
-    # The runtime is up in this process: a launch that starts workers refuses.
+    # This process has 4 xla devices (conftest): one replica per process
+    # cannot cover them, so a launch refuses rather than use one.
     torch_xla.device()
+    with pytest.raises(NotImplementedError, match="4 xla devices on this host"):
+        pjrt.run_multiprocess(print)
+    with pytest.raises(NotImplementedError, match="one replica per process"):
+        xmp.spawn(print)
+
+
+def test_launch_refuses_after_the_runtime_started(monkeypatch):
+    from torch_xla._internal import pjrt, tpu
+    torch_xla.device()
+    monkeypatch.setattr(tpu, "num_available_devices", lambda: 1)
     with pytest.raises(RuntimeError, match="Runtime is already initialized"):
         pjrt.run_multiprocess(print)
 

@@ -8,7 +8,10 @@ that single replica, with ordinal 0:
 - spawn(fn, nprocs=None) and run_multiprocess run it in one new process
   started with `start_method`, as PyTorch/XLA does on a CPU host, and
   refuse to start once this process has used an xla device (PyTorch/XLA's
-  RuntimeError);
+  RuntimeError). PyTorch/XLA would run a replica on every device of the
+  host; with more than one xla device (CPU_NUM_DEVICES > 1) they raise
+  NotImplementedError rather than train on one device while the caller
+  counts several;
 - any other nprocs is PyTorch/XLA's ValueError.
 spawn_threads (one thread per device in PyTorch/XLA) runs `fn` on the one
 device there is; with several devices it raises NotImplementedError, since
@@ -58,6 +61,12 @@ def run_multiprocess(fn: Callable[..., R], *args, start_method: str = 'spawn',
     import functools
     import torch.multiprocessing
     from torchtpu import config
+    from torch_xla._internal import tpu
+    devices = tpu.num_available_devices()
+    if devices > 1:
+        raise NotImplementedError(
+            f'xmp.spawn: {devices} xla devices on this host, but the runtime runs one replica '
+            'per process and one process per host; set CPU_NUM_DEVICES=1, or use nprocs=1')
     config.check_runtime_not_initialized()
     num_processes = 1
     with concurrent.futures.ProcessPoolExecutor(
