@@ -102,3 +102,16 @@ def test_graph_size_and_alias_count_metrics(dev, clean_metrics):
     (w * 2).cpu()  # a new output: nothing aliased
     total, acc, _ = met.metric_data("InputOutputAliasCount")
     assert total == 2 and acc == 1.0
+
+
+def test_eager_op_metrics(dev, clean_metrics):
+    x = torch.randn(8).to(dev)
+    with torch_xla.experimental.eager_mode_context(True):
+        met.clear_all()
+        x * 2
+        x * 2
+    # two executions, the first of which compiled
+    assert met.metric_data("EagerOpCompileTime")[0] == 1
+    assert met.metric_data("EagerOpExecuteTime")[0] == 2
+    compile_ns = met.metric_data("CompileTime")[1]
+    assert met.metric_data("EagerOpCompileTime")[1] <= compile_ns
