@@ -18,7 +18,7 @@ What becomes of the counts (PyTorch/XLA's names and meanings):
                        recording it into the graph
   aten::_local_scalar_dense   every read of a value to a Python number
                        (.item(), bool(t), if t:), which PyTorch/XLA runs as a
-                       CPU fallback and reports among executed fallback ops
+                       CPU fallback
   DeviceDataCacheMiss  a Python number (or CPU scalar) operand made into
                        device data; this engine keeps no cache of them, so
                        every one counts (PyTorch/XLA counts only the values
@@ -40,10 +40,6 @@ _pending = [0]   # ops recorded since the last flush
 
 now_ns = time.perf_counter_ns
 _LOCAL_SCALAR_DENSE = torch.ops.aten._local_scalar_dense.default
-
-# Names reported as executed fallback ops though no fallback ran
-# (torch_xla.debug.metrics.executed_fallback_ops filters by this).
-FALLBACK_LIKE = ("aten::_local_scalar_dense",)
 
 
 def record_op(func, ns):
