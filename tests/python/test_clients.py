@@ -22,6 +22,17 @@ import client_workloads as workloads
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _restore_environment():
+    # accelerate and torch's inductor set variables as they run
+    # (PYTORCH_NVML_BASED_CUDA_CHECK, TORCHINDUCTOR_CACHE_DIR); the tests
+    # after these in the same process start from the same environment.
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 @pytest.fixture(scope="module")
 def cpu_ref():
     env = {k: v for k, v in os.environ.items() if k not in ("PJRT_DEVICE", "CPU_NUM_DEVICES")}
@@ -43,7 +54,8 @@ def _close(got, want, rtol):
 def test_accelerate_f32_matches_cpu(cpu_ref):
     got = workloads.accelerate_run("no")
     ref = cpu_ref["accelerate"]["no"]
-    assert ref["device"] == "cpu"
+    # USE_TORCH_XLA=0 (the reference child) turns xla off for accelerate.
+    assert ref["device"] == "cpu" and ref["distributed_type"] == "DistributedType.NO"
     assert got["device"] == "xla:0" and got["distributed_type"] == "DistributedType.XLA"
     assert got["batch_devices"] == ["xla"]   # the prepared loader feeds the device
     assert got["gathered_shape"] == [4] and got["inner_dtype"] == "torch.float32"
@@ -70,6 +82,7 @@ def test_accelerate_bf16_matches_cpu(cpu_ref):
 def test_trainer_matches_cpu(cpu_ref, kind, bf16):
     got = workloads.trainer_run(kind, bf16)
     ref = cpu_ref["trainer"][f"{kind}-{bf16}"]
+    assert ref["device"] == "cpu" and ref["param_device"] == "cpu"
     assert got["device"] == "xla:0" and got["param_device"] == "xla"
     # The default optimizer (AdamW fused=True) runs on xla.
     assert got["optim"] == ref["optim"] == "adamw_torch_fused"
