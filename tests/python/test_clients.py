@@ -211,3 +211,19 @@ def test_other_fused_optimizers_still_refuse_xla():
     opt = torch.optim.SGD([w], lr=0.1, momentum=0.9, fused=True)
     with pytest.raises(RuntimeError, match="`fused=True` requires all the params"):
         opt.step()
+
+
+def test_mp_device_loader_answers_the_wrapped_loaders_attributes(dev):
+    import torch_xla.distributed.parallel_loader as pl
+    data = torch.utils.data.TensorDataset(torch.arange(6.0))
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    wrapped = pl.MpDeviceLoader(loader, dev)
+    # accelerate's save_state reads .dataset through its MpDeviceLoader subclass.
+    assert wrapped.dataset is data and wrapped.batch_size == 4 and len(wrapped) == 2
+    with pytest.raises(AttributeError):
+        wrapped._not_there
+    with pytest.raises(AttributeError):
+        wrapped.not_an_attribute_of_either
+    batches = [b[0] for b in wrapped]
+    assert [b.device.type for b in batches] == ["xla", "xla"]
+    assert torch.equal(torch.cat([b.cpu() for b in batches]), torch.arange(6.0))
