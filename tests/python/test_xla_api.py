@@ -597,3 +597,16 @@ def test_fsdp_helpers_and_data_parallel(dev):
             dp.DataParallel(torch.nn.Linear(2, 1), device_ids=["xla:0"])(loop_fn, loader)
     finally:
         xm.set_replication("xla:0", [])
+
+
+def test_repeat_with_fixed_output_size(clean_metrics, dev):
+    from torch_xla.experimental.custom_kernel import repeat_with_fixed_output_size
+    x = torch.arange(5.0)
+    reps = torch.tensor([0, 2, 1, 0, 3])
+    out = repeat_with_fixed_output_size(x.to(dev), reps.to(dev), 4)
+    assert torch.equal(out.cpu(), torch.tensor([1.0, 1.0, 2.0, 4.0]))  # cut
+    out = repeat_with_fixed_output_size(x.to(dev), reps.to(dev), 8)
+    assert torch.equal(out.cpu(), torch.tensor([1.0, 1.0, 2.0, 4.0, 4.0, 4.0, 4.0, 4.0]))
+    assert not [n for n in clean_metrics.counter_names() if n.startswith("aten::")]
+    with pytest.raises(AssertionError):
+        repeat_with_fixed_output_size(torch.ones(2, 2, device=dev), reps.to(dev), 3)
