@@ -44,10 +44,10 @@ def accelerate_run(mixed_precision="no"):
         losses.append(loss.detach())
     acc.wait_for_everyone()
     gathered = acc.gather(torch.stack(losses))
+    # What a linear computes in inside accelerate's autocast (the prepared
+    # model's own output is cast back to float32 by accelerate).
     with acc.autocast():
-        inner_dtype = str(model(x).dtype) if mixed_precision == "no" else \
-            str(torch.nn.functional.linear(x, model.module[0].weight
-                                           if hasattr(model, "module") else model[0].weight).dtype)
+        inner_dtype = str(torch.nn.functional.linear(x, acc.unwrap_model(model)[0].weight).dtype)
     # save_state/load_state round trip. safe_serialization=False: safetensors
     # cannot load into xla parameters (docs/clients.md), as on PyTorch/XLA.
     d = tempfile.mkdtemp()
