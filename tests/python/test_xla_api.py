@@ -610,3 +610,19 @@ def test_repeat_with_fixed_output_size(clean_metrics, dev):
     assert not [n for n in clean_metrics.counter_names() if n.startswith("aten::")]
     with pytest.raises(AssertionError):
         repeat_with_fixed_output_size(torch.ones(2, 2, device=dev), reps.to(dev), 3)
+
+
+def test_bucketized_collectives_world_of_one(dev):
+    a = [torch.ones(2, device=dev), torch.arange(3.0, device=dev)]
+    out = xm.all_gather_bucketized(a, bucket_cap_mb=0)
+    assert isinstance(out, list) and [t.cpu().tolist() for t in out] == [[1.0, 1.0],
+                                                                         [0.0, 1.0, 2.0]]
+    single = xm.reduce_scatter_bucketized(xm.REDUCE_SUM, a[:1], 2.0, 0, 1)
+    assert isinstance(single, list) and torch.equal(single[0].cpu(), torch.full((2,), 2.0))
+    with pytest.raises(TypeError, match="list of Tensors"):
+        xm.all_gather_bucketized(a[0])
+    with pytest.raises(ValueError, match="length"):
+        xm.all_gather_bucketized(a, output=a[:1])
+    grads = [torch.ones(2, device=dev)]
+    xm.all_reduce_bucketized_gradients(grads, 0.5, None, True, bucket_cap_mb=0)
+    assert torch.equal(grads[0].cpu(), torch.full((2,), 0.5))

@@ -331,28 +331,36 @@ class CoalescingBuckets(object):
     self._output_list = output_list
     self._cap = bucket_cap_mb * 1024 * 1024
 
-  def __call__(self) -> Union[torch.Tensor, List[torch.Tensor]]:
-    if len(self._input_list) == 1:
-      out = None if self._output_list is None else self._output_list[0]
-      return self._func(self._input_list[0], out)
+  def __call__(self) -> List[torch.Tensor]:
+    """One result per input tensor, in order (a list, even for one)."""
     results = []
     bucket, outs, total = [], [], 0
+
+    def flush():
+      nonlocal bucket, outs, total
+      if len(bucket) == 1:  # one tensor: the plain (non-coalesced) call
+        results.append(self._func(bucket[0], outs[0] if outs else None))
+      elif bucket:
+        results.extend(self._func(bucket, outs or None))
+      bucket, outs, total = [], [], 0
+
     for i, t in enumerate(self._input_list):
       nbytes = t.numel() * t.element_size()
-      if bucket and total + nbytes > self._cap:
-        results.extend(self._flush(bucket, outs))
-        bucket, outs, total = [], [], 0
+      if nbytes > self._cap and total < 0.5 * self._cap and total + nbytes <= 2 * self._cap:
+        # A big tensor joins a small bucket rather than leaving it alone.
+        flush_after = True
+      else:
+        flush_after = False
+        if total + nbytes > self._cap:
+          flush()
       bucket.append(t)
       if self._output_list is not None:
         outs.append(self._output_list[i])
       total += nbytes
-    if bucket:
-      results.extend(self._flush(bucket, outs))
+      if flush_after:
+        flush()
+    flush()
     return results
-
-  def _flush(self, bucket, outs):
-    r = self._func(bucket, outs or None)
-    return r if isinstance(r, list) else [r]
 
 
 def _per_tensor(fn, inputs, outputs):
