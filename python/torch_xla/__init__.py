@@ -157,7 +157,7 @@ def is_xla_tensor(t):
 
 
 from torch_xla import runtime  # noqa: E402,F401
-from torch_xla.torch_xla import set_custom_compile_options  # noqa: E402,F401
+from torch_xla.torch_xla import launch, set_custom_compile_options  # noqa: E402,F401
 from torch_xla.core import xla_model  # noqa: E402,F401
 from torch_xla import experimental  # noqa: E402,F401  (eager mode; XLA_USE_EAGER_DEBUG_MODE)
 from torch_xla import amp  # noqa: E402,F401  (AutocastXLA kernels for torch.autocast('xla'))

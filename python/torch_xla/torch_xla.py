@@ -42,3 +42,22 @@ def set_custom_compile_options(options: Dict[str, Any]) -> None:
 def custom_compile_options() -> Dict[str, str]:
   """The overrides currently set (values as the strings XLA would get)."""
   return dict(_options)
+
+
+def launch(fn, args=(), start_method: str = 'spawn', debug_single_process: bool = False):
+  """Runs fn(ordinal, *args) on every replica: under torchrun
+  (torch.distributed elastic) in this process with LOCAL_RANK as the
+  ordinal, otherwise through xmp.spawn (one replica per process here).
+  Raises NotImplementedError in SPMD mode, as PyTorch/XLA does."""
+  import os
+  import torch.distributed as dist
+  import torch_xla.runtime as xr
+  import torch_xla.core.xla_env_vars as xenv
+  if xr.is_spmd():
+    raise NotImplementedError('launch function does not support SPMD at this time')
+  if dist.is_torchelastic_launched():
+    fn(int(os.environ[xenv.LOCAL_RANK]), *args)
+    return
+  import torch_xla.distributed.xla_multiprocessing as xmp
+  xmp.spawn(fn, args=args, nprocs=1 if debug_single_process else None,
+            start_method=start_method)

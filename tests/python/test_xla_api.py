@@ -626,3 +626,14 @@ def test_bucketized_collectives_world_of_one(dev):
     grads = [torch.ones(2, device=dev)]
     xm.all_reduce_bucketized_gradients(grads, 0.5, None, True, bucket_cap_mb=0)
     assert torch.equal(grads[0].cpu(), torch.full((2,), 0.5))
+
+
+def test_launch_under_torchrun_and_spmd(monkeypatch):
+    seen = []
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")  # what torchrun sets
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    torch_xla.launch(lambda i, a: seen.append((i, a)), args=("x",))
+    assert seen == [(0, "x")]
+    monkeypatch.setattr(xr, "is_spmd", lambda: True)
+    with pytest.raises(NotImplementedError, match="SPMD"):
+        torch_xla.launch(lambda i: None)
