@@ -158,3 +158,25 @@ def test_xla_use_bf16_is_refused():
     assert r.returncode != 0
     assert "XLA_USE_BF16 will be deprecated after the 2.6 release" in r.stdout
     assert "RuntimeError: XLA_USE_BF16=1 is not supported" in r.stderr
+
+
+def test_grad_scaler_with_plain_optimizer_reads_found_inf(dev):
+    model = _mlp().to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = GradScaler(init_scale=64.0)
+    x = torch.randn(8, 8).to(dev)
+    y = torch.randint(0, 4, (8,)).to(dev)
+    changed = []
+    for i in range(2):
+        opt.zero_grad()
+        with autocast(dev, dtype=torch.float16):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        if i == 0:
+            model[2].bias.grad.fill_(float("nan"))
+        before = model[2].bias.detach().cpu()
+        scaler.step(opt)
+        scaler.update()
+        changed.append(not torch.equal(before, model[2].bias.detach().cpu()))
+    assert changed == [False, True]
+    assert scaler.get_scale() == 32.0
