@@ -3,13 +3,16 @@
 Plain C (no PyTorch headers): the engine talks to PyTorch only through the
 Python front end. Hot kernels choose their ISA at run time, so the build
 does not use -march=native and the wheel runs on any x86-64 machine.
+
+The distribution's metadata (name torch_xla, version, dependencies, the
+dynamo entry point) is in pyproject.toml; this file adds only the
+extension. `python setup.py build_ext --inplace` (scripts/bootstrap.sh)
+and `pip install .` both build it.
 """
 import glob
-import os
 
-from setuptools import Extension, find_packages, setup
+from setuptools import Extension, setup
 
-here = os.path.dirname(os.path.abspath(__file__))
 sources = sorted(glob.glob("src/**/*.c", recursive=True)) + sorted(glob.glob("python/torchtpu/_C/*.c"))
 headers = sorted(glob.glob("include/**/*.h", recursive=True) + glob.glob("src/**/*.h", recursive=True) +
                  glob.glob("python/torchtpu/_C/*.h"))
@@ -25,11 +28,4 @@ ext = Extension(
     extra_link_args=["-pthread", "-lm"],
 )
 
-setup(
-    name="torchtpu",
-    version="0.1.0",
-    description="PyTorch/XLA's API on a C11 lazy-tensor engine",
-    package_dir={"": "python"},
-    packages=find_packages("python"),
-    ext_modules=[ext],
-)
+setup(ext_modules=[ext])

@@ -12,7 +12,7 @@ import torchtpu  # noqa: F401  (loads the engine, registers the xla device)
 from torchtpu import _C, bridge, config
 from torchtpu.lowering import misc_ops as _rng
 
-__version__ = "2.9.0+torchtpu"
+from torch_xla.version import __version__  # noqa: E402,F401  (the API level; see version.py)
 
 
 def device(index=None):
@@ -76,7 +76,8 @@ def _sync_named(name):
     xm._run_step_closures()
 
 
-def compile(fn=None, full_graph=False, name=None, max_different_graphs=None):
+def compile(fn=None, full_graph=False, name=None, max_different_graphs=None,
+            custom_compile_options=None):
     """Traces fn (or the body of `with torch_xla.compile():`) lazily as one
     graph and runs it, as PyTorch/XLA does.
 
@@ -92,8 +93,11 @@ def compile(fn=None, full_graph=False, name=None, max_different_graphs=None):
     the region ends (.item(), print, .cpu()) raises RuntimeError naming the
     line. max_different_graphs=N: fn may trace at most N distinct graphs
     (op sequences, shapes included) over its calls; one more raises
-    RuntimeError naming the first op that differed.
+    RuntimeError naming the first op that differed. custom_compile_options:
+    XLA compiler flag overrides, as set_custom_compile_options (torch_xla.py).
     """
+    if custom_compile_options is not None:
+        set_custom_compile_options(custom_compile_options)
     if max_different_graphs is not None and (
             not isinstance(max_different_graphs, int) or max_different_graphs < 1):
         raise ValueError(f"max_different_graphs must be a positive int or None, "
@@ -153,5 +157,8 @@ def is_xla_tensor(t):
 
 
 from torch_xla import runtime  # noqa: E402,F401
+from torch_xla.torch_xla import launch, set_custom_compile_options  # noqa: E402,F401
 from torch_xla.core import xla_model  # noqa: E402,F401
 from torch_xla import experimental  # noqa: E402,F401  (eager mode; XLA_USE_EAGER_DEBUG_MODE)
+from torch_xla import amp  # noqa: E402,F401  (AutocastXLA kernels for torch.autocast('xla'))
+from torch_xla import _XLAC  # noqa: E402,F401  (PyTorch/XLA extension-module names)

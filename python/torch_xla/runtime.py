@@ -1,59 +1,147 @@
-"""torch_xla.runtime: facts about the PJRT-style runtime."""
+"""torch_xla.runtime (xr): facts about the PJRT-style runtime, with
+PyTorch/XLA 2.9's names, signatures and return types.
+
+This engine runs one process with CPU_NUM_DEVICES devices of one kind
+('CPU'): world_size() is 1 and every ordinal is 0 (multi-process launches
+are another issue; _internal/pjrt.py runs one replica per process).
+"""
+import os
+from typing import Dict, List, Optional
+
 from torchtpu import _C, config
 
+import torch_xla.core.xla_env_vars as xenv
 
-def device_type():
-    """'CPU' for this backend."""
+
+def set_device_type(pjrt_device: str) -> None:
+    """Sets PJRT_DEVICE. Must be called before any xla device is used;
+    changing the type afterwards raises RuntimeError."""
+    if config.runtime_initialized() and os.environ.get(xenv.PJRT_DEVICE) != pjrt_device:
+        raise RuntimeError("Can't change device type after XLA runtime is initialized")
+    os.environ[xenv.PJRT_DEVICE] = pjrt_device
+    if not config.runtime_initialized():
+        config._device_type = None  # validated again, from the new value, at start
+
+
+def device_type() -> Optional[str]:
+    """The runtime's device type ('CPU' here)."""
     return config.device_type()
 
 
-def using_pjrt():
+def is_bf16_supported() -> bool:
+    """Whether torch.bfloat16 tensors can be made on the xla device."""
+    import torch
+    try:
+        torch.tensor([1.], dtype=torch.bfloat16, device='xla')
+        return True
+    except Exception:
+        return False
+
+
+def using_pjrt() -> bool:
     return True
 
 
-def world_size():
+def world_size() -> int:
     """Number of participating processes (1 without a multi-process launch)."""
     return 1
 
 
-def global_ordinal():
+def global_ordinal() -> int:
+    """This process's ordinal among all processes (0 here)."""
     return 0
 
 
-def local_ordinal():
+def local_ordinal() -> int:
+    """This process's ordinal on its host (0 here)."""
     return 0
 
 
-def process_index():
+def process_index() -> int:
     return 0
 
 
-def process_count():
+def process_count() -> int:
     return 1
 
 
-def global_runtime_device_count():
+def host_index() -> int:
+    """Index of this host in a multi-host job (0: one host)."""
+    return 0
+
+
+def local_process_count() -> int:
+    """Processes on this host (PJRT_LOCAL_PROCESS_COUNT, default 1)."""
+    raw = os.environ.get(xenv.PJRT_LOCAL_PROCESS_COUNT)
+    return 1 if raw is None else int(raw)
+
+
+def global_device_count() -> int:
+    """Devices of the whole job."""
     return config.ensure_runtime()
 
 
-def addressable_runtime_device_count():
+def local_device_count() -> int:
+    """Devices on this host: processes on the host times devices per
+    process."""
+    return local_process_count() * addressable_device_count()
+
+
+def addressable_device_count() -> int:
+    """Devices this process drives."""
     return config.ensure_runtime()
 
 
-def addressable_device_count():
+def global_runtime_device_count() -> int:
+    """Runtime devices of the whole job (the same as global_device_count
+    outside SPMD's single virtual device)."""
     return config.ensure_runtime()
 
 
-def local_device_count():
+def addressable_runtime_device_count() -> int:
+    """Runtime devices this process drives."""
     return config.ensure_runtime()
 
 
-def global_device_count():
-    return config.ensure_runtime()
+def _device_attributes(index: int) -> Dict[str, object]:
+    return {
+        'name': f'{device_type()}:{index}',
+        'id': index,
+        'process_index': process_index(),
+        'device_kind': 'cpu',
+        'core_on_chip': 0,
+        'coords': [index, 0, 0],
+    }
 
 
-def local_process_count():
-    return 1
+def runtime_device_attributes(device: str) -> Dict[str, object]:
+    """Attributes of a runtime device named like 'CPU:0' (see
+    global_runtime_device_attributes)."""
+    kind, _, index = str(device).partition(':')
+    n = config.ensure_runtime()
+    if kind.upper() != device_type() or not index.isdigit() or int(index) >= n:
+        raise RuntimeError(
+            f"Invalid device {device!r}: runtime devices are "
+            f"{device_type()}:0..{device_type()}:{n - 1}")
+    return _device_attributes(int(index))
+
+
+def global_runtime_device_attributes() -> List[Dict[str, object]]:
+    """One dict per runtime device: name, id, process_index, device_kind,
+    core_on_chip and coords (the values a PJRT CPU client reports)."""
+    return [_device_attributes(i) for i in range(config.ensure_runtime())]
+
+
+def get_master_ip() -> str:
+    """The master worker's IP; only TPU and Neuron runtimes can discover
+    it, so this raises RuntimeError here as it does on CPU upstream."""
+    raise RuntimeError(f'IP discovery not supported for device: {device_type()}')
+
+
+def save(data, file_or_path, master_only: bool = True, global_master: bool = False):
+    """xm.save: saves data with its xla tensors moved to the CPU."""
+    from torch_xla.core import xla_model as xm
+    xm.save(data, file_or_path, master_only=master_only, global_master=global_master)
 
 
 _spmd = False

@@ -177,14 +177,89 @@ class StableHLOGraphModule:
     def load(cls, directory_path):
         return cls(_load_bundle(directory_path))
 
+    def evaluate(self, method_name, args):
+        """Runs function method_name on args (a tuple of the user inputs;
+        tensors on any device) and returns its outputs as xla tensors,
+        structured as the exported program returned them. A module made by
+        exported_program_to_stablehlo in this process runs its program on
+        the engine; one loaded from disk runs its StableHLO through XLA's
+        CPU PJRT plugin (the engine executes its own IR, not StableHLO)."""
+        if self._program is not None and method_name == self._default:
+            if not hasattr(self, "_module"):
+                self._module = self._program.module().to(torch_xla.device())
+            return self._module(*args)
+        f = self._by_name[method_name]
+        outs = _run_through_pjrt(f, _call_parameters(args, f.meta, self._bundle))
+        dev = torch_xla.device()
+        outs = [o.to(dev) for o in outs]
+        if f.meta.output_pytree_spec is not None:
+            return pytree.tree_unflatten(outs, pytree.treespec_loads(f.meta.output_pytree_spec))
+        return outs
+
     def __call__(self, *args, **kwargs):
-        if self._program is None:
-            raise NotImplementedError(
-                "a StableHLOGraphModule loaded from disk cannot run here: this runtime executes "
-                "its own graph IR, not StableHLO")
-        if not hasattr(self, "_module"):
-            self._module = self._program.module().to(torch_xla.device())
-        return self._module(*args, **kwargs)
+        if kwargs:
+            if self._program is None:
+                raise TypeError("a StableHLOGraphModule loaded from disk takes positional "
+                                "inputs only")
+            if not hasattr(self, "_module"):
+                self._module = self._program.module().to(torch_xla.device())
+            return self._module(*args, **kwargs)
+        return self.evaluate(self._default, args)
+
+
+def _as_torch_input(value, sig):
+    """A CPU tensor for one @main argument (numpy arrays from disk keep
+    bfloat16 as uint16 bit patterns)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    a = np.asarray(value)
+    if sig is not None and sig.dtype == "bfloat16" and a.dtype == np.uint16:
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def _call_parameters(args, meta, bundle):
+    """@main's arguments in order: parameters from the state dict, user
+    inputs (flattened as the program's input pytree), extra constants."""
+    if meta.input_pytree_spec is not None:
+        args, _ = pytree.tree_flatten(args)
+    sigs = list(meta.input_signature) + [None] * len(meta.input_locations)
+    params = []
+    for i, loc in enumerate(meta.input_locations):
+        if loc.type_ == VariableType.PARAMETER:
+            value = bundle.state_dict[loc.name]
+        elif loc.type_ == VariableType.INPUT_ARG:
+            if loc.position >= len(args):
+                raise TypeError(f"{meta.name} takes at least {loc.position + 1} inputs, "
+                                f"got {len(args)}")
+            value = args[loc.position]
+        else:
+            value = bundle.additional_constants[loc.position]
+        params.append(_as_torch_input(value, sigs[i]))
+    return params
+
+
+_pjrt_state = {}
+
+
+def _run_through_pjrt(func, params):
+    from torchtpu import pjrt
+    client = _pjrt_state.get("client")
+    if client is None:
+        path = pjrt.find_cpu_plugin()
+        if path is None:
+            raise RuntimeError("running a StableHLO module loaded from disk needs XLA's CPU "
+                               "PJRT plugin (pip install xla-cpu-pjrt)")
+        client = _pjrt_state["client"] = pjrt.Client(path)
+    program = func.text if func.text is not None else func.bytecode
+    if program is None:
+        raise RuntimeError(f"{func.meta.name}: the bundle has neither StableHLO text nor "
+                           "bytecode")
+    key = (id(func), len(program))
+    exe = _pjrt_state.get(key)
+    if exe is None:
+        exe = _pjrt_state[key] = client.compile(program)
+    return exe.run_torch(params)
 
 
 class _XlaInterpreter(torch.fx.Interpreter):

@@ -26,7 +26,7 @@ import threading
 
 import torch
 
-from torchtpu import _C, config
+from torchtpu import _C, config, op_metrics
 
 # ---------------------------------------------------------------- dtypes
 TT_F32, TT_F64, TT_F16, TT_BF16, TT_I8, TT_U8, TT_I16, TT_I32, TT_I64, TT_BOOL, TT_C64 = range(11)
@@ -52,6 +52,19 @@ def tt_dtype(dtype):
     except KeyError:
         raise TypeError(f"dtype {dtype} is not supported on xla devices "
                         f"(supported: {', '.join(str(d) for d in TORCH_TO_TT)})") from None
+
+
+def _refuse_disabled_functionalization():
+    """The layout above is functionalization's: without it views and
+    in-place ops would reach the engine, which has no aliasing storage."""
+    if os.environ.get("XLA_DISABLE_FUNCTIONALIZATION", "0").strip().lower() in (
+            "1", "true", "yes", "on"):
+        raise RuntimeError(
+            "XLA_DISABLE_FUNCTIONALIZATION=1 is not supported by this engine: xla tensors are "
+            "always functionalized (docs/tensor-bridge.md); unset the variable")
+
+
+_refuse_disabled_functionalization()
 
 
 # ---------------------------------------------------------- device guard
@@ -137,6 +150,10 @@ def _device_object(index):
     return _DEVICES[index]
 
 
+_now_ns = op_metrics.now_ns
+_record_op = op_metrics.record_op
+
+
 def _load_dispatch(func, args, kwargs):
     from torchtpu.lowering import dispatch
     _dispatch_fn[0] = dispatch
@@ -170,7 +187,12 @@ class XlaTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        return _dispatch_fn[0](func, args, kwargs or {})
+        # Counted and timed as PyTorch/XLA counts its ops (xla::<op>,
+        # LazyTracing): torchtpu/op_metrics.py.
+        t0 = _now_ns()
+        out = _dispatch_fn[0](func, args, kwargs or {})
+        _record_op(func, _now_ns() - t0)
+        return out
 
     def __repr__(self):
         return f"XlaTensor(shape={tuple(self.shape)}, dtype={self.dtype}, device={self.device})"
@@ -210,8 +232,14 @@ def upload(cpu_tensor, index):
     c = c.contiguous()
     if c.is_conj() or c.is_neg():
         c = c.resolve_conj().resolve_neg()
-    return _C.from_host(index, TORCH_TO_TT[c.dtype], tuple(c.shape), c.data_ptr(),
-                        c.numel() * c.element_size())
+    nbytes = c.numel() * c.element_size()
+    t0 = _now_ns()
+    h = _C.from_host(index, TORCH_TO_TT[c.dtype], tuple(c.shape), c.data_ptr(), nbytes)
+    # PyTorch/XLA's names for a host tensor becoming device data.
+    _C.metric_add("TensorToData", 0, float(_now_ns() - t0))
+    _C.metric_add("InboundData", 1, float(nbytes))
+    _C.counter_add("CreateDataHandles", 1)
+    return h
 
 
 # Set by torchtpu.modes: called as on_download(handle) before a value is
@@ -226,6 +254,7 @@ def download(handle):
         on_download(handle)
     out = torch.empty(handle.shape, dtype=TT_TO_TORCH[handle.dtype])
     _C.to_host(handle, out.data_ptr(), out.numel() * out.element_size())
+    _C.metric_add("OutboundData", 1, float(out.numel() * out.element_size()))
     return out
 
 

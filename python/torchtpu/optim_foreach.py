@@ -41,6 +41,11 @@ def _with_xla(devices):
 
 
 def install():
+    # Independent of TORCHTPU_OPTIM_FOREACH: without it, fused=True fails.
+    if getattr(_adam, "_fused_adam", None) is not None:
+        _adam._device_dtype_check_for_fused = _fused_check_allowing_xla(
+            _adam._device_dtype_check_for_fused)
+        _adam._fused_adam = _multi_tensor_on_xla(_adam._fused_adam)
     if not settings.OPTIM_FOREACH:
         return
     _foreach_utils._get_foreach_kernels_supported_devices = _with_xla(
@@ -50,6 +55,28 @@ def install():
     if settings.FUSED_ADAM and \
             getattr(_adam, "_multi_tensor_adam", None) is not None:
         _adam._multi_tensor_adam = _fused_adam_or(_adam._multi_tensor_adam)
+
+
+# Adam/AdamW(fused=True), transformers' default optimizer since torch 2.8:
+# PyTorch has no fused kernel for xla and refuses xla parameters (as on
+# PyTorch/XLA), so installing torch_xla broke a Trainer that picks the xla
+# device. On xla the step takes the multi-tensor path instead: the same
+# update math (grad_scale/found_inf, which only fused kernels take, are
+# refused there with PyTorch's error). Other fused optimizers still refuse.
+def _fused_check_allowing_xla(check):
+    def _device_dtype_check_for_fused(p, cuda_unsupported=False):
+        if p.device.type == "xla" and torch.is_floating_point(p):
+            return
+        check(p, cuda_unsupported)
+    return _device_dtype_check_for_fused
+
+
+def _multi_tensor_on_xla(fused_adam):
+    def _fused_adam(params, *args, **kw):
+        if params and all(p.device.type == "xla" for p in params):
+            return _adam._multi_tensor_adam(params, *args, **kw)
+        return fused_adam(params, *args, **kw)
+    return _fused_adam
 
 
 def _inner_f32(t):

@@ -65,6 +65,8 @@ tt_status_t tt_lazy_compile_locked(tt_node_t **roots, int32_t nr, int32_t device
   int64_t trace_t0 = tt_trace_now();
   tt_status_t st = tt_graph_build(roots, nr, &g, &inputs);
   if (st) return st;
+  /* PyTorch/XLA's name for the node count of each synced graph. */
+  tt_metric_add("TensorsGraphSize", TT_UNIT_COUNT, (double)g->num_instrs);
   tt_executable_t *exe = tt_cache_lookup_locked(g);
   /* Debug output and trace spans (each a single flag test when off). */
   uint64_t graph_hash = g->hash;

@@ -96,7 +96,7 @@ def test_changing_scalars_do_not_recompile(clean_metrics, dev):
     assert compiles[-1] == compiles[2], compiles
     x = torch.randn(5).to(dev)
     torch_xla.sync()
-    base = met.counter_value("UncachedCompile")
+    base = met.counter_value("UncachedCompile") or 0  # None once cleared
     for k in range(5):
         (x * (k + 0.5) + k).cpu()
     assert met.counter_value("UncachedCompile") - base == 1
@@ -107,7 +107,7 @@ def test_changing_scalars_do_not_recompile(clean_metrics, dev):
 def test_new_shape_compiles_new_graph(clean_metrics, dev):
     # Shapes no other test uses: the graph cache is shared by the process.
     a = (torch.randn(1303).to(dev) * 2).cpu()
-    n1 = met.counter_value("UncachedCompile")
+    n1 = met.counter_value("UncachedCompile") or 0  # None once cleared
     b = (torch.randn(1304).to(dev) * 2).cpu()
     assert met.counter_value("UncachedCompile") == n1 + 1
     assert a.shape == (1303,) and b.shape == (1304,)

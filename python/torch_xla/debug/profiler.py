@@ -51,6 +51,43 @@ def _args_json(kwargs):
     return json.dumps({k: v for k, v in kwargs.items() if not k.startswith("_")}, default=str)
 
 
+# ------------------------------------------------------------ scopes
+# Trace regions are also named scopes, as in PyTorch/XLA: each entry is
+# numbered per name ('conv1.1', 'conv1.2', ...), and torch_xla.sync()
+# inside an open Trace raises RuntimeError, because a graph cut there would
+# split the scope (StepTrace closes its scope before its own sync).
+_scope_counts = {}
+_scope_lock = threading.Lock()
+
+
+def _scopes():
+    stack = getattr(_thread_state, "scopes", None)
+    if stack is None:
+        stack = _thread_state.scopes = []
+    return stack
+
+
+def _push_scope(name):
+    with _scope_lock:
+        n = _scope_counts.get(name, 0) + 1
+        _scope_counts[name] = n
+    _scopes().append(f"{name}.{n}")
+
+
+def _pop_scope():
+    stack = _scopes()
+    if stack:
+        stack.pop()
+
+
+def check_scope_empty():
+    """Raises RuntimeError when this thread is inside a Trace (called at
+    the end of torch_xla.sync())."""
+    stack = _scopes()
+    if stack:
+        raise RuntimeError(f"Expecting scope to be empty but it is {'/'.join(stack)}")
+
+
 # ------------------------------------------------------------ annotations
 class Trace(object):
     """Context manager that produces a trace event for profiling.
@@ -74,9 +111,14 @@ class Trace(object):
         if _C.trace_active():
             _name_thread()
         _C.trace_begin(self.name, self._category, _args_json(self.kwargs))
+        _push_scope(self.name)
+        self._scoped = True
         return self
 
     def __exit__(self, type, value, traceback):
+        if getattr(self, "_scoped", False):
+            _pop_scope()
+            self._scoped = False
         _C.trace_end()
         return False
 
@@ -104,6 +146,9 @@ class StepTrace(Trace):
         return super().__enter__()
 
     def __exit__(self, type, value, traceback):
+        if getattr(self, "_scoped", False):
+            _pop_scope()  # the step's own sync must not see its scope
+            self._scoped = False
         try:
             torch_xla.sync()
         finally:

@@ -159,5 +159,13 @@ class MpDeviceLoader:
     def __len__(self):
         return len(self._loader)
 
+    def __getattr__(self, name):
+        # Everything else is the wrapped DataLoader's (dataset, batch_size,
+        # sampler): accelerate's save_state/load_state read loader.dataset
+        # through its MpDeviceLoader subclass.
+        if name.startswith('_'):
+            raise AttributeError(name)
+        return getattr(self._loader, name)
+
 
 _ = torch_xla

@@ -3,6 +3,7 @@ ir.h and kernels.h), handle helpers, type promotion and the registry."""
 import torch
 
 from torchtpu import _C, bridge
+from torchtpu.op_metrics import count as _count
 from torchtpu.bridge import TORCH_TO_TT, TT_TO_TORCH, XlaTensor
 
 aten = torch.ops.aten
@@ -139,6 +140,7 @@ def handle(x, dev, dt):
         return convert(x._h, dt)
     if isinstance(x, torch.Tensor):
         x = cpu_operand(x)
+    _count("DeviceDataCacheMiss")  # a number made device data (op_metrics.py)
     return scalar(dev, dt, x)
 
 

@@ -1,0 +1,19 @@
+"""torch_xla.experimental.pjrt: where PyTorch/XLA before 2.1 kept the PJRT
+runtime API (now torch_xla.runtime and torch_xla._internal.pjrt); lightning
+still imports broadcast_master_param and using_pjrt from here."""
+from torch_xla._internal.pjrt import run_multiprocess, spawn, spawn_threads  # noqa: F401
+from torch_xla.runtime import (  # noqa: F401
+    addressable_device_count, device_type, global_device_count, global_ordinal,
+    local_device_count, local_ordinal, local_process_count, process_count, process_index,
+    using_pjrt, world_size)
+
+
+def broadcast_master_param(model) -> None:
+    """Makes every replica's parameters replica 0's. The runtime runs one
+    replica per process (world_size() == 1), so the parameters already are
+    replica 0's; a world of several replicas is refused rather than left
+    unsynchronised."""
+    n = world_size()
+    if n != 1:
+        raise NotImplementedError(f'broadcast_master_param: world size {n}; '
+                                  'this runtime runs one replica per process')

@@ -1,0 +1,117 @@
+"""Counters and metrics under PyTorch/XLA's names, counted as it counts
+them (per-op xla::<op>, LazyTracing, transfers, .item())."""
+import torch
+
+import torch_xla
+import torch_xla.debug.metrics as met
+
+
+def test_per_op_counters_and_clear(dev, clean_metrics):
+    t = torch.tensor(100, device=dev)
+    t += 2
+    t = t * 3
+    assert met.counter_value("xla::add") == 1
+    assert met.counter_value("xla::mul") == 1
+    assert "Counter: xla::add\n  Value: 1\n" in met.metrics_report()
+    met.clear_counters()
+    assert met.counter_value("xla::add") is None
+    assert "xla::add" not in met.counter_names()
+    t += 2
+    assert met.counter_value("xla::add") == 1
+
+
+def test_decomposed_and_fallback_ops_are_not_xla_ops(dev, clean_metrics):
+    x = torch.randn(5, device=dev)
+    torch.nn.functional.selu(x)  # decomposes into elu
+    torch.bincount(torch.tensor([1, 2], device=dev))  # CPU fallback
+    assert met.counter_value("xla::elu") == 1
+    assert met.counter_value("xla::selu") is None
+    assert met.counter_value("aten::bincount") == 1
+    assert met.counter_value("xla::bincount") is None
+    assert met.executed_fallback_ops() == ["aten::bincount"]
+
+
+def test_lazy_tracing_one_sample_per_op(dev, clean_metrics):
+    t = torch.tensor(156, device=dev)
+    before = (met.metric_data("LazyTracing") or (0,))[0]
+    for _ in range(5):
+        t = t + 1
+    total, acc, samples = met.metric_data("LazyTracing")
+    assert total - before == 5
+    assert acc > 0 and all(v > 0 for _, v in samples)
+
+
+def test_transfers(dev, clean_metrics):
+    t = torch.arange(6, dtype=torch.float32).to(dev)
+    names = met.metric_names()
+    assert "TensorToData" in names and "TransferToDeviceTime" in names
+    assert met.metric_data("InboundData")[1] == 24.0
+    assert met.counter_value("CreateDataHandles") == 1
+    t.cpu()
+    assert met.metric_data("OutboundData")[1] == 24.0
+    met.clear_metrics()
+    assert "TensorToData" not in met.metric_names()
+    assert met.metric_data("TensorToData") is None
+
+
+def test_item_counts_local_scalar_dense(dev, clean_metrics):
+    t = torch.tensor(3, device=dev) * 2
+    if t:
+        t.item()
+    assert met.counter_value("aten::_local_scalar_dense") == 2
+    assert "aten::_local_scalar_dense" in met.short_metrics_report(
+        counter_names=["CreateCompileHandles"], metric_names=["InboundData"])
+    # counted, but not an op that ran on the CPU fallback here
+    assert met.executed_fallback_ops() == []
+    assert torch_xla._XLAC._get_executed_fallback_ops() == []
+
+
+def test_scalar_operands_and_compile_handles(dev, clean_metrics):
+    t = torch.tensor([1.0, 2.0], device=dev)
+    u = t * 2.5 + 7
+    assert met.counter_value("DeviceDataCacheMiss") == 2
+    torch_xla.sync()
+    u.cpu()
+    compiles = met.counter_value("UncachedCompile")
+    assert compiles >= 1
+    assert met.counter_value("CreateCompileHandles") == compiles
+    met.clear_counters()
+    assert met.counter_value("CreateCompileHandles") is None
+    (torch.tensor([3.0], device=dev) * 1.5 - 2).cpu()  # a new graph: one more compile
+    assert met.counter_value("CreateCompileHandles") == met.counter_value("UncachedCompile")
+
+
+def test_increment_counter(clean_metrics):
+    torch_xla._XLAC._xla_increment_counter("FakeCounter", 2)
+    torch_xla._XLAC._xla_increment_counter("FakeCounter", 3)
+    assert met.counter_value("FakeCounter") == 5
+    assert torch_xla._XLAC._xla_counter_value("FakeCounter") == 5
+    assert "FakeCounter" in torch_xla._XLAC._xla_counter_names()
+
+
+def test_graph_size_and_alias_count_metrics(dev, clean_metrics):
+    w = torch.randn(64).to(dev)
+    torch_xla.sync(wait=True)
+    met.clear_metrics()
+    w.mul_(1.5).add_(1.0)  # an in-place update (one fused kernel) takes w's buffer
+    torch_xla.sync(wait=True)
+    total, _, samples = met.metric_data("TensorsGraphSize")
+    assert total == 1 and samples[-1][1] == 5.0  # param, 2 scalars, mul, add
+    total, acc, _ = met.metric_data("InputOutputAliasCount")
+    assert total == 1 and acc == 1.0
+    (w * 2).cpu()  # a new output: nothing aliased
+    total, acc, _ = met.metric_data("InputOutputAliasCount")
+    assert total == 2 and acc == 1.0
+
+
+def test_eager_op_metrics(dev, clean_metrics):
+    x = torch.randn(8).to(dev)
+    with torch_xla.experimental.eager_mode_context(True):
+        met.clear_all()
+        x * 2
+        x * 2
+    # two executions, the first of which compiled
+    assert met.metric_data("EagerOpCompileTime")[0] == 1
+    assert met.metric_data("EagerOpExecuteTime")[0] == 2
+    compile_ns = met.metric_data("CompileTime")[1]
+    assert met.metric_data("EagerOpCompileTime")[1] <= compile_ns
