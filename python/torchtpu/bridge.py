@@ -29,7 +29,11 @@ import torch
 from torchtpu import _C, config, op_metrics
 
 # ---------------------------------------------------------------- dtypes
-TT_F32, TT_F64, TT_F16, TT_BF16, TT_I8, TT_U8, TT_I16, TT_I32, TT_I64, TT_BOOL, TT_C64 = range(11)
+# The engine's dtype codes (tt_dtype_t), by PyTorch's names.
+_TT_DTYPE = _C.enums()["dtype"]
+TT_F32, TT_F64, TT_F16, TT_BF16, TT_I8, TT_U8, TT_I16, TT_I32, TT_I64, TT_BOOL, TT_C64 = (
+    _TT_DTYPE[n] for n in ("float32", "float64", "float16", "bfloat16", "int8", "uint8",
+                           "int16", "int32", "int64", "bool", "complex64"))
 
 TORCH_TO_TT = {
     torch.float32: TT_F32, torch.float64: TT_F64, torch.float16: TT_F16,
@@ -288,13 +292,15 @@ def replace_value(dst, handle):
     if not isinstance(inner, XlaTensor):
         raise RuntimeError(f"expected an xla tensor as the destination, got one on {dst.device}")
     if handle.dtype != inner._h.dtype:
-        handle = _C.op(5, [handle], (inner._h.dtype,))  # TT_OP_CONVERT
+        from torchtpu import ir
+        handle = ir.convert(handle, dtype=inner._h.dtype)
     if tuple(handle.shape) != tuple(inner.shape):
         if _numel(handle.shape) != _numel(inner.shape):
             # PyTorch would resize out=; a tensor's shape is fixed here.
             raise RuntimeError(f"out tensor of shape {tuple(inner.shape)} cannot hold a result "
                                f"of shape {tuple(handle.shape)}")
-        handle = _C.op(7, [handle], tuple(inner.shape))  # TT_OP_RESHAPE
+        from torchtpu import ir
+        handle = ir.reshape(handle, dims=tuple(inner.shape))
     inner._h = handle
     return dst
 
@@ -314,7 +320,8 @@ def _empty_handle(size, dtype, device):
         from torchtpu.lowering.complex_ops import factory_value
         return factory_value(dtype, 0, index, [int(s) for s in size])
     zero = _C.scalar(index, dt, 0)
-    return _C.op(6, [zero], tuple(int(s) for s in size))  # TT_OP_BROADCAST
+    from torchtpu import ir
+    return ir.broadcast(zero, dims=tuple(int(s) for s in size))
 
 
 def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None,
@@ -337,7 +344,8 @@ def _copy_from_xla_key(src, dst, non_blocking=False):
     else:
         h = upload(src, index)
     if tuple(h.shape) != tuple(dst.shape):
-        h = _C.op(6, [h], tuple(dst.shape))  # TT_OP_BROADCAST
+        from torchtpu import ir
+        h = ir.broadcast(h, dims=tuple(dst.shape))
     return replace_value(dst, h)
 
 

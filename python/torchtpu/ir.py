@@ -325,7 +325,7 @@ def check_against_engine(namespace=None):
         optional = False
         for p, (fname, kind, _count, fflags) in zip(kw, want, strict=True):
             optional = optional or bool(fflags & _OPTIONAL)
-            if optional and p.default is p.empty:
+            if optional and kind != "float" and p.default is p.empty:
                 problems.append(f"{name}: optional field {fname} needs a default")
     return problems
 

@@ -67,7 +67,9 @@ def test_item_counts_local_scalar_dense(dev, clean_metrics):
 
 
 def test_scalar_operands_and_compile_handles(dev, clean_metrics):
-    t = torch.tensor([1.0, 2.0], device=dev)
+    # Shapes no other test uses: the compile cache is per process and scalar
+    # values are not part of a graph's key.
+    t = torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]] * 3, device=dev)
     u = t * 2.5 + 7
     assert met.counter_value("DeviceDataCacheMiss") == 2
     torch_xla.sync()
@@ -77,7 +79,7 @@ def test_scalar_operands_and_compile_handles(dev, clean_metrics):
     assert met.counter_value("CreateCompileHandles") == compiles
     met.clear_counters()
     assert met.counter_value("CreateCompileHandles") is None
-    (torch.tensor([3.0], device=dev) * 1.5 - 2).cpu()  # a new graph: one more compile
+    (torch.tensor([[3.0] * 3] * 5, device=dev) * 1.5 - 2).cpu()  # a new graph: one more compile
     assert met.counter_value("CreateCompileHandles") == met.counter_value("UncachedCompile")
 
 
@@ -105,7 +107,7 @@ def test_graph_size_and_alias_count_metrics(dev, clean_metrics):
 
 
 def test_eager_op_metrics(dev, clean_metrics):
-    x = torch.randn(8).to(dev)
+    x = torch.randn(11, 3).to(dev)  # a shape no other test compiles x * 2 for
     with torch_xla.experimental.eager_mode_context(True):
         met.clear_all()
         x * 2

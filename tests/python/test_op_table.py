@@ -92,15 +92,14 @@ def test_collective_header_is_the_fixed_ints_before_the_groups():
 def test_builders_record_the_schema_order():
     import torch_xla  # noqa: F401 - starts the runtime
 
-    h = bridge.XlaTensor  # noqa: F841
     x = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
-    xd = x.to("xla")
-    s = ir.slice(xd._h, start=[0, 1, 0], limit=[2, 3, 4], step=[1, 1, 2])
+    h = bridge.handle_of(x.to("xla"))
+    s = ir.slice(h, start=[0, 1, 0], limit=[2, 3, 4], step=[1, 1, 2])
     assert list(s.shape) == [2, 2, 2]
-    out = bridge.XlaTensor(s).cpu()
+    out = core.wrap(s).cpu()
     torch.testing.assert_close(out, x[:, 1:3, 0:4:2], rtol=0, atol=0)
     with pytest.raises(TypeError):
-        ir.slice(xd._h, start=[0, 1, 0], limit=[2, 3, 4])  # step missing
+        ir.slice(h, start=[0, 1, 0], limit=[2, 3, 4])  # step missing
     sig = inspect.signature(ir.layer_norm)
     assert [p.name for p in sig.parameters.values()
             if p.kind == p.KEYWORD_ONLY] == ["axis", "has_weight", "has_bias", "form", "eps"]

@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from torchtpu import settings
+from torchtpu import settings, ir
 from torchtpu.lowering.core import (ATTENTION, ATTENTION_BWD, SLICE, aten, lowers, op,
                                     reshape, wrap)
 
@@ -74,13 +74,12 @@ def flash_attention_backward(grad_out, query, key, value, out, logsumexp, dropou
     operands = [grad_out._h, query._h, key._h, value._h]
     if attn_mask is not None:
         operands.append(_mask4(attn_mask._h))
-    packed = op(ATTENTION_BWD, operands, (int(bool(is_causal)),),
-                (_scale(scale, query.shape[-1]),))
+    packed = ir.attention_bwd(*operands, causal=int(bool(is_causal)), scale=_scale(scale, query.shape[-1]))
     grads, start = [], 0
     for t in (query, key, value):
         n = t.numel()
         # Contiguous slices of the packed result read its bytes in place.
-        piece = op(SLICE, [packed], (start, start + n, 1))
+        piece = ir.slice(packed, start=(start,), limit=(start + n,), step=(1,))
         grads.append(wrap(reshape(piece, list(t.shape))))
         start += n
     return tuple(grads)

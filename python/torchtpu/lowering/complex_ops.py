@@ -19,7 +19,7 @@ import warnings
 
 import torch
 
-from torchtpu import bridge
+from torchtpu import bridge, ir
 from torchtpu.bridge import XlaTensor
 from torchtpu.lowering import shape_ops
 from torchtpu.lowering.fallback import decompose_or_fallback
@@ -31,7 +31,8 @@ from torchtpu.lowering.core import (
 COMPLEX_LOWERINGS = {}
 
 # tt_fft_kind_t (kernels.h)
-FFT_C2C_FORWARD, FFT_C2C_INVERSE, FFT_R2C, FFT_C2R = range(4)
+FFT_C2C_FORWARD, FFT_C2C_INVERSE, FFT_R2C, FFT_C2R = (
+    ir.ENUMS["fft"][n] for n in ("c2c_forward", "c2c_inverse", "r2c", "c2r"))
 
 
 def lowers_complex(*ops):
@@ -115,7 +116,7 @@ def from_pairs(p):
 
 def real_to_complex(h):
     """A real handle (any dtype) as complex64 with zero imaginary parts."""
-    h = h if h.dtype == TT_F32 else op(CONVERT, [h], (TT_F32,))
+    h = h if h.dtype == TT_F32 else ir.convert(h, dtype=TT_F32)
     col = reshape(h, tuple(h.shape) + (1,))
     r = len(col.shape)
     return from_pairs(op(PAD, [col], (0,) * r + (0,) * (r - 1) + (1,), (0.0,)))
@@ -130,7 +131,7 @@ def as_complex_h(x, dev):
     v = complex(x)
     re = scalar(dev, TT_F32, v.real)
     im = scalar(dev, TT_F32, v.imag)
-    return from_pairs(op(CONCAT, [reshape(re, (1,)), reshape(im, (1,))], (0,)))
+    return from_pairs(ir.concat(reshape(re, (1,)), reshape(im, (1,)), dim=0))
 
 
 def _parts(p):
@@ -141,21 +142,21 @@ def _parts(p):
     st = [1] * r
     hi_re = hi[:-1] + [1]
     lo_im = lo[:-1] + [1]
-    re = op(SLICE, [p], tuple(lo) + tuple(hi_re) + tuple(st))
-    im = op(SLICE, [p], tuple(lo_im) + tuple(hi) + tuple(st))
+    re = ir.slice(p, start=tuple(lo), limit=tuple(hi_re), step=tuple(st))
+    im = ir.slice(p, start=tuple(lo_im), limit=tuple(hi), step=tuple(st))
     return re, im
 
 
 def _join(re, im):
-    return from_pairs(op(CONCAT, [re, im], (len(re.shape) - 1,)))
+    return from_pairs(ir.concat(re, im, dim=len(re.shape) - 1))
 
 
 def _b(name, a, b):
-    return op(BINARY, [a, b], (BIN[name],))
+    return ir.binary(a, b, op=BIN[name])
 
 
 def _u(name, a):
-    return op(UNARY, [a], (UN[name],), (0.0, 0.0))
+    return ir.unary(a, op=UN[name], alpha=0.0, beta=0.0)
 
 
 def _k(dev, v):
@@ -285,8 +286,8 @@ def _convert_to(h, dt, dev):
         h = _squeeze_last(re)
     t = bridge.tt_dtype(dt)
     if dt == torch.bool:
-        return h if h.dtype == TT_BOOL else op(CONVERT, [h], (t,))
-    return h if h.dtype == t else op(CONVERT, [h], (t,))
+        return h if h.dtype == TT_BOOL else ir.convert(h, dtype=t)
+    return h if h.dtype == t else ir.convert(h, dtype=t)
 
 
 def _to_copy_complex(x, dtype=None, **kwargs):
@@ -319,7 +320,7 @@ def cat(tensors, dim=0):
     dev = _dev(ts)
     hs = [as_complex_h(t, dev) for t in ts]
     d = norm_dims(dim, ts[0].dim())[0]
-    return wrap(hs[0] if len(hs) == 1 else op(CONCAT, hs, (d,)))
+    return wrap(hs[0] if len(hs) == 1 else ir.concat(*hs, dim=d))
 
 
 @lowers_complex(aten.slice_scatter.default)
@@ -421,7 +422,7 @@ def mul(a, b):
     for c, r in ((a, b), (b, a)):
         if isinstance(c, XlaTensor) and c.dtype.is_complex and not _result_is_complex(r):
             if isinstance(r, XlaTensor):
-                rh = r._h if r._h.dtype == TT_F32 else op(CONVERT, [r._h], (TT_F32,))
+                rh = r._h if r._h.dtype == TT_F32 else ir.convert(r._h, dtype=TT_F32)
                 rh = reshape(rh, tuple(rh.shape) + (1,))
             else:
                 rh = _k(dev, float(cpu_operand(r) if isinstance(r, torch.Tensor) else r))
@@ -434,7 +435,7 @@ def div(a, b):
     dev = _dev(a, b)
     if isinstance(a, XlaTensor) and a.dtype.is_complex and not _result_is_complex(b):
         if isinstance(b, XlaTensor):
-            bh = b._h if b._h.dtype == TT_F32 else op(CONVERT, [b._h], (TT_F32,))
+            bh = b._h if b._h.dtype == TT_F32 else ir.convert(b._h, dtype=TT_F32)
             bh = reshape(bh, tuple(bh.shape) + (1,))
         else:
             bh = _k(dev, float(cpu_operand(b) if isinstance(b, torch.Tensor) else b))
@@ -480,7 +481,7 @@ def sgn(x):
     p = pairs(x._h)
     re, im = _parts(p)
     mag = _b("hypot", re, im)
-    den = op(WHERE, [_b("eq", mag, _k(dev, 0.0)), _k(dev, 1.0), mag])
+    den = ir.where(_b("eq", mag, _k(dev, 0.0)), _k(dev, 1.0), mag)
     return wrap(from_pairs(_b("div", p, den)))
 
 
@@ -504,7 +505,7 @@ def _compare(both):
         e = _b("eq", pa, pb)
         r = len(e.shape)
         # Both parts equal: an all-reduction over the pair.
-        eq = op(REDUCE, [e], (RED_ALL, 1 << (r - 1), 0, TT_BOOL))
+        eq = ir.reduce(e, op=RED_ALL, dims_mask=1 << (r - 1), keepdim=0, dtype=TT_BOOL)
         return wrap(eq if both else _u("logical_not", eq))
     return fn
 
@@ -521,9 +522,9 @@ def where(cond, a, b):
         else scalar(dev, TT_BOOL, bool(cpu_operand(cond) if isinstance(cond, torch.Tensor)
                                        else cond))
     if c.dtype != TT_BOOL:
-        c = op(CONVERT, [c], (TT_BOOL,))
+        c = ir.convert(c, dtype=TT_BOOL)
     c = reshape(c, tuple(c.shape) + (1,))
-    return wrap(from_pairs(op(WHERE, [c, pa, pb])))
+    return wrap(from_pairs(ir.where(c, pa, pb)))
 
 
 @lowers_complex(aten.isnan.default)
@@ -531,7 +532,7 @@ def isnan(x):
     p = pairs(x._h)
     n = _u("isnan", p)
     r = len(n.shape)
-    return wrap(op(REDUCE, [n], (RED_ANY, 1 << (r - 1), 0, TT_BOOL)))
+    return wrap(ir.reduce(n, op=RED_ANY, dims_mask=1 << (r - 1), keepdim=0, dtype=TT_BOOL))
 
 
 def _reduce(code):
@@ -545,7 +546,7 @@ def _reduce(code):
         dims = norm_dims(dim if dim not in ((), []) else None, r)
         if r == 0 or not dims:
             return wrap(x._h)
-        out = op(REDUCE, [p], (code, mask_of(dims), int(bool(keepdim)), TT_F32))
+        out = ir.reduce(p, op=code, dims_mask=mask_of(dims), keepdim=int(bool(keepdim)), dtype=TT_F32)
         return wrap(from_pairs(out))
     return fn
 
@@ -571,12 +572,12 @@ def _along(h, dim, kind, n, scale):
     """One transform of handle h along dim (moved last and back)."""
     r = len(h.shape)
     if dim == r - 1:
-        return op(FFT, [h], (kind, n), (scale,))
+        return ir.fft(h, kind=kind, n=n, scale=scale)
     perm = list(range(r))
     perm[dim], perm[r - 1] = perm[r - 1], perm[dim]
-    t = op(TRANSPOSE, [h], tuple(perm))
-    y = op(FFT, [t], (kind, n), (scale,))
-    return op(TRANSPOSE, [y], tuple(perm))
+    t = ir.transpose(h, perm=tuple(perm))
+    y = ir.fft(t, kind=kind, n=n, scale=scale)
+    return ir.transpose(y, perm=tuple(perm))
 
 
 def _fft_dims(x, dim):

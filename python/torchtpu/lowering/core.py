@@ -1,50 +1,38 @@
-"""Shared pieces of the lowering table: opcodes (mirroring include/torchtpu/
-ir.h and kernels.h), handle helpers, type promotion and the registry."""
+"""Shared pieces of the lowering table: op codes and kernel enumerations
+(taken from the engine: torchtpu.ir), handle helpers, type promotion and
+the registry."""
 import torch
 
-from torchtpu import _C, bridge
+from torchtpu import _C, bridge, ir
 from torchtpu.op_metrics import count as _count
 from torchtpu.bridge import TORCH_TO_TT, TT_TO_TORCH, XlaTensor
 
 aten = torch.ops.aten
 
-# tt_op_t, in ir.h order.
-(PARAM, SCALAR, UNARY, BINARY, WHERE, CONVERT, BROADCAST, RESHAPE, IOTA, REDUCE, SCAN, DOT,
- CONV2D, CONV2D_BWD_INPUT, CONV2D_BWD_WEIGHT, MAX_POOL2D, MAX_POOL2D_INDICES, MAX_POOL2D_BWD,
- AVG_POOL2D, AVG_POOL2D_BWD, ADAPTIVE_AVG_POOL2D, ADAPTIVE_AVG_POOL2D_BWD, TRANSPOSE, SLICE,
- SLICE_SCATTER, CONCAT, PAD, FLIP, INDEX_SELECT, INDEX_ADD, GATHER, SCATTER, SOFTMAX,
- SOFTMAX_BWD, RNG, FUSED, ARGSORT, SEARCHSORTED, SCATTER_REDUCE, CUMULATIVE, LINALG, BITCAST,
- SPECIAL, FFT, ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, COLLECTIVE_PERMUTE,
- SPMD_FULL_TO_SHARD, SPMD_SHARD_TO_FULL, ATTENTION, ATTENTION_BWD, LAYER_NORM,
- LAYER_NORM_BWD) = range(55)
-# iattrs before a collective's replica-group ids (TT_COLLECTIVE_HEADER).
-COLLECTIVE_HEADER = 5
+# Op codes by upper-case name (SLICE, CONVERT, ...), from the engine's op table.
+globals().update({_name.upper(): _code for _name, _code in ir.OPS.items()})
+# ints before a collective's replica-group ids (TT_COLLECTIVE_HEADER).
+COLLECTIVE_HEADER = ir.COLLECTIVE_HEADER
 
-# tt_scatter_reduce_t and tt_cumulative_t (kernels.h).
-SR_SUM, SR_PROD, SR_MEAN, SR_AMAX, SR_AMIN = range(5)
-CUM_MAX, CUM_MAX_INDEX, CUM_MIN, CUM_MIN_INDEX, CUM_LOGSUMEXP = range(5)
+_E = ir.ENUMS
+SR_SUM, SR_PROD, SR_MEAN, SR_AMAX, SR_AMIN = (
+    _E["scatter_reduce"][n] for n in ("sum", "prod", "mean", "amax", "amin"))
+CUM_MAX, CUM_MAX_INDEX, CUM_MIN, CUM_MIN_INDEX, CUM_LOGSUMEXP = (
+    _E["cumulative"][n] for n in ("max", "max_index", "min", "min_index", "logsumexp"))
 
-UNARY_OPS = [
-    "neg", "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
-    "sigmoid", "relu", "gelu_erf", "gelu_tanh", "silu", "erf", "floor", "ceil", "round", "trunc",
-    "sign", "reciprocal", "logical_not", "isnan", "bitwise_not", "asin", "acos", "atan", "sinh",
-    "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfinv", "square", "leaky_relu",
-    "elu", "hardtanh", "softplus", "hardsigmoid", "hardswish", "mish", "lgamma", "digamma",
-]
-UN = {name: i for i, name in enumerate(UNARY_OPS)}
+UN = dict(_E["unary"])
+UNARY_OPS = sorted(UN, key=UN.get)
+BIN = dict(_E["binary"])
+BINARY_OPS = sorted(BIN, key=BIN.get)
 
-BINARY_OPS = [
-    "add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge",
-    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "atan2", "remainder", "fmod", "floor_div", "shift_left", "shift_right", "hypot",
-    "maximum", "minimum",
-]
-BIN = {name: i for i, name in enumerate(BINARY_OPS)}
+RED_SUM, RED_MEAN, RED_PROD, RED_MAX, RED_MIN, RED_ARGMAX, RED_ARGMIN, RED_ANY, RED_ALL = (
+    _E["reduce"][n] for n in ("sum", "mean", "prod", "max", "min", "argmax", "argmin", "any",
+                              "all"))
+RNG_UNIFORM, RNG_NORMAL, RNG_BERNOULLI = (
+    _E["rng"][n] for n in ("uniform", "normal", "bernoulli"))
 
-RED_SUM, RED_MEAN, RED_PROD, RED_MAX, RED_MIN, RED_ARGMAX, RED_ARGMIN, RED_ANY, RED_ALL = range(9)
-RNG_UNIFORM, RNG_NORMAL, RNG_BERNOULLI = range(3)
-
-TT_F32, TT_F64, TT_F16, TT_BF16, TT_I8, TT_U8, TT_I16, TT_I32, TT_I64, TT_BOOL, TT_C64 = range(11)
+from torchtpu.bridge import (TT_BF16, TT_BOOL, TT_C64, TT_F16, TT_F32, TT_F64,  # noqa: E402
+                             TT_I8, TT_I16, TT_I32, TT_I64, TT_U8)
 FLOAT_TT = (TT_F32, TT_F64, TT_F16, TT_BF16)
 
 LOWERINGS = {}
@@ -102,22 +90,22 @@ def scalar(dev, dt, value):
 
 
 def convert(h, dt):
-    return h if h.dtype == dt else _C.op(CONVERT, [h], (dt,))
+    return h if h.dtype == dt else ir.convert(h, dtype=dt)
 
 
 def reshape(h, shape):
     shape = tuple(int(s) for s in shape)
-    return h if tuple(h.shape) == shape else _C.op(RESHAPE, [h], shape)
+    return h if tuple(h.shape) == shape else ir.reshape(h, dims=shape)
 
 
 def broadcast(h, shape):
     shape = tuple(int(s) for s in shape)
-    return h if tuple(h.shape) == shape else _C.op(BROADCAST, [h], shape)
+    return h if tuple(h.shape) == shape else ir.broadcast(h, dims=shape)
 
 
 def iota(dev, n):
     """0, 1, ..., n-1 as an I64 vector on device dev."""
-    return _C.op(IOTA, [], (TT_I64, n), (0.0, 1.0), dev)
+    return ir.iota(dtype=TT_I64, n=n, start=0.0, step=1.0, device=dev)
 
 
 def cpu_operand(t):

@@ -10,7 +10,7 @@ static size and needs no sync.
 """
 import torch
 
-from torchtpu import _C, bridge
+from torchtpu import _C, bridge, ir
 from torchtpu.lowering.core import (
     ARGSORT, BIN, BINARY, BROADCAST, CONCAT, CONVERT, GATHER, INDEX_ADD, INDEX_SELECT, REDUCE,
     RED_ANY, RED_SUM, SCAN, SCATTER, SLICE, TRANSPOSE, TT_BOOL, TT_I64, WHERE, aten, broadcast,
@@ -34,19 +34,19 @@ def _numel(shape):
 
 
 def _cumsum_i64(h):
-    return op(SCAN, [h], (0, 0, TT_I64))
+    return ir.scan(h, op=0, dim=0, dtype=TT_I64)
 
 
 def _compact(flag, src, count, dev):
     """src[i] for the i where flag (1-D BOOL) is set, in order, as a
     [count] vector (count = number of set flags, known)."""
     n = flag.shape[0]
-    fi = op(CONVERT, [flag], (TT_I64,))
-    pos = op(BINARY, [_cumsum_i64(fi), scalar(dev, TT_I64, 1)], (BIN["sub"],))
-    pos = op(WHERE, [flag, pos, scalar(dev, TT_I64, count)])  # dump slot: count
+    fi = ir.convert(flag, dtype=TT_I64)
+    pos = ir.binary(_cumsum_i64(fi), scalar(dev, TT_I64, 1), op=BIN["sub"])
+    pos = ir.where(flag, pos, scalar(dev, TT_I64, count))  # dump slot: count
     base = broadcast(scalar(dev, src.dtype, 0), [count + 1])
-    out = op(SCATTER, [base, pos, src], (0, 0))
-    return op(SLICE, [out], (0, count, 1)) if n else base
+    out = ir.scatter(base, pos, src, dim=0, reduce=0)
+    return ir.slice(out, start=(0,), limit=(count,), step=(1,)) if n else base
 
 
 def _flat_to_coords(flat, shape, dev):
@@ -56,12 +56,12 @@ def _flat_to_coords(flat, shape, dev):
     stride = _numel(shape)
     for size in shape:
         stride //= max(size, 1)
-        q = op(BINARY, [flat, scalar(dev, TT_I64, max(stride, 1))], (BIN["floor_div"],))
-        q = op(BINARY, [q, scalar(dev, TT_I64, max(size, 1))], (BIN["remainder"],))
+        q = ir.binary(flat, scalar(dev, TT_I64, max(stride, 1)), op=BIN["floor_div"])
+        q = ir.binary(q, scalar(dev, TT_I64, max(size, 1)), op=BIN["remainder"])
         cols.append(reshape(q, [c, 1]))
     if len(cols) == 1:
         return cols[0]
-    return op(CONCAT, cols, (1,))
+    return ir.concat(*cols, dim=1)
 
 
 def nonzero_h(mask):
@@ -72,7 +72,7 @@ def nonzero_h(mask):
     flat = reshape(mask, [n])
     if n == 0:
         return broadcast(scalar(dev, TT_I64, 0), [0, len(shape)])
-    cnt = op(REDUCE, [op(CONVERT, [flat], (TT_I64,))], (RED_SUM, 1, 0, TT_I64))
+    cnt = ir.reduce(ir.convert(flat, dtype=TT_I64), op=RED_SUM, dims_mask=1, keepdim=0, dtype=TT_I64)
     c = read_count(cnt)
     if c == 0:
         return broadcast(scalar(dev, TT_I64, 0), [0, len(shape)])
@@ -86,7 +86,7 @@ def _as_bool(x):
     h = x._h
     if h.dtype == TT_BOOL:
         return h
-    return op(BINARY, [h, scalar(h.device, h.dtype, 0)], (BIN["ne"],))
+    return ir.binary(h, scalar(h.device, h.dtype, 0), op=BIN["ne"])
 
 
 @lowers(aten.nonzero.default)
@@ -107,18 +107,17 @@ def nonzero_static(x, *, size, fill_value=-1):
     if n == 0 or size == 0:
         return wrap(fill)
     flat = reshape(_as_bool(x), [n])
-    fi = op(CONVERT, [flat], (TT_I64,))
-    pos = op(BINARY, [_cumsum_i64(fi), scalar(dev, TT_I64, 1)], (BIN["sub"],))
-    keep = op(BINARY, [flat, op(BINARY, [pos, scalar(dev, TT_I64, size)], (BIN["lt"],))],
-              (BIN["logical_and"],))
-    pos = op(WHERE, [keep, pos, scalar(dev, TT_I64, size)])
+    fi = ir.convert(flat, dtype=TT_I64)
+    pos = ir.binary(_cumsum_i64(fi), scalar(dev, TT_I64, 1), op=BIN["sub"])
+    keep = ir.binary(flat, ir.binary(pos, scalar(dev, TT_I64, size), op=BIN["lt"]), op=BIN["logical_and"])
+    pos = ir.where(keep, pos, scalar(dev, TT_I64, size))
     base = broadcast(scalar(dev, TT_I64, -1), [size + 1])
-    idx = op(SLICE, [op(SCATTER, [base, pos, iota(dev, n)], (0, 0))], (0, size, 1))
-    valid = reshape(op(BINARY, [idx, scalar(dev, TT_I64, 0)], (BIN["ge"],)), [size, 1])
-    safe = op(BINARY, [idx, scalar(dev, TT_I64, 0)], (BIN["max"],))
+    idx = ir.slice(ir.scatter(base, pos, iota(dev, n), dim=0, reduce=0), start=(0,), limit=(size,), step=(1,))
+    valid = reshape(ir.binary(idx, scalar(dev, TT_I64, 0), op=BIN["ge"]), [size, 1])
+    safe = ir.binary(idx, scalar(dev, TT_I64, 0), op=BIN["max"])
     coords = _flat_to_coords(safe, shape, dev) if r else broadcast(scalar(dev, TT_I64, 0),
                                                                      [size, 0])
-    return wrap(op(WHERE, [valid, coords, fill]))
+    return wrap(ir.where(valid, coords, fill))
 
 
 @lowers(aten.masked_select.default)
@@ -132,7 +131,7 @@ def masked_select(x, mask):
     mh = reshape(broadcast(handle(mask, dev, TT_BOOL), shape), [n])
     if n == 0:
         return wrap(reshape(xh, [0]))
-    cnt = op(REDUCE, [op(CONVERT, [mh], (TT_I64,))], (RED_SUM, 1, 0, TT_I64))
+    cnt = ir.reduce(ir.convert(mh, dtype=TT_I64), op=RED_SUM, dims_mask=1, keepdim=0, dtype=TT_I64)
     c = read_count(cnt)
     if c == 0:
         return wrap(broadcast(scalar(dev, dt, 0), [0]))
@@ -161,11 +160,11 @@ def _differs_prev(s, dev):
     r = len(s.shape)
     cur = op(SLICE, [s], tuple([1] + [0] * (r - 1) + [n] + rest + [1] * r))
     prev = op(SLICE, [s], tuple([0] * r + [n - 1] + rest + [1] * r))
-    ne = op(BINARY, [cur, prev], (BIN["ne"],))
+    ne = ir.binary(cur, prev, op=BIN["ne"])
     if rest:
-        ne = op(REDUCE, [ne], (RED_ANY, ((1 << r) - 1) & ~1, 0, TT_BOOL))
+        ne = ir.reduce(ne, op=RED_ANY, dims_mask=((1 << r) - 1) & ~1, keepdim=0, dtype=TT_BOOL)
     first = broadcast(scalar(dev, TT_BOOL, 1), [1])
-    return op(CONCAT, [first, ne], (0,))
+    return ir.concat(first, ne, dim=0)
 
 
 def _unique_core(s, dev, order=None):
@@ -173,18 +172,16 @@ def _unique_core(s, dev, order=None):
     group id per row of s, counts) with one counted sync."""
     n = s.shape[0]
     flag = _differs_prev(s, dev)
-    gid = op(BINARY, [_cumsum_i64(op(CONVERT, [flag], (TT_I64,))), scalar(dev, TT_I64, 1)],
-             (BIN["sub"],))
-    cnt = op(REDUCE, [op(CONVERT, [flag], (TT_I64,))], (RED_SUM, 1, 0, TT_I64))
+    gid = ir.binary(_cumsum_i64(ir.convert(flag, dtype=TT_I64)), scalar(dev, TT_I64, 1), op=BIN["sub"])
+    cnt = ir.reduce(ir.convert(flag, dtype=TT_I64), op=RED_SUM, dims_mask=1, keepdim=0, dtype=TT_I64)
     c = read_count(cnt)
     rest = list(s.shape[1:])
     # Rows where a group starts, compacted: the unique rows.
     starts = _compact(flag, iota(dev, n), c, dev)
-    uniq = op(INDEX_SELECT, [s, starts], (0,))
-    counts = op(INDEX_ADD, [broadcast(scalar(dev, TT_I64, 0), [c]), gid,
-                            broadcast(scalar(dev, TT_I64, 1), [n])], (0,))
+    uniq = ir.index_select(s, starts, dim=0)
+    counts = ir.index_add(broadcast(scalar(dev, TT_I64, 0), [c]), gid, broadcast(scalar(dev, TT_I64, 1), [n]), dim=0)
     if order is not None:
-        inv = op(SCATTER, [broadcast(scalar(dev, TT_I64, 0), [n]), order, gid], (0, 0))
+        inv = ir.scatter(broadcast(scalar(dev, TT_I64, 0), [n]), order, gid, dim=0, reduce=0)
     else:
         inv = gid
     _ = rest
@@ -203,8 +200,8 @@ def unique2(x, sorted=True, return_inverse=False, return_counts=False):
     if n == 0:
         inv = reshape(_empty_i64(dev), list(x.shape)) if return_inverse else _empty_i64(dev)
         return wrap(flat), wrap(inv), wrap(_empty_i64(dev))
-    order = op(ARGSORT, [flat], (0, 0))
-    s = op(GATHER, [flat, order], (0,))
+    order = ir.argsort(flat, dim=0, descending=0)
+    s = ir.gather(flat, order, dim=0)
     uniq, inv, counts = _unique_core(s, dev, order)
     inv = reshape(inv, list(x.shape)) if return_inverse else _empty_i64(dev)
     counts = counts if return_counts else _empty_i64(dev)
@@ -221,7 +218,7 @@ def _rows_along(x, d):
     """x with dim d first, flattened to [n, k] (and the permuted shape)."""
     r = x.dim()
     perm = [d] + [i for i in range(r) if i != d]
-    h = x._h if perm == list(range(r)) else op(TRANSPOSE, [x._h], perm)
+    h = x._h if perm == list(range(r)) else ir.transpose(x._h, perm=perm)
     shape = [x.shape[i] for i in perm]
     k = _numel(shape[1:])
     return reshape(h, [shape[0], k]), shape, perm
@@ -233,7 +230,7 @@ def _unrows(h, shape, perm, c):
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
-    return h if inv == list(range(len(perm))) else op(TRANSPOSE, [h], inv)
+    return h if inv == list(range(len(perm))) else ir.transpose(h, perm=inv)
 
 
 def _lexsort_rows(rows, dev):
@@ -241,10 +238,10 @@ def _lexsort_rows(rows, dev):
     n, k = rows.shape
     order = iota(dev, n)
     for j in reversed(range(k)):
-        col = reshape(op(SLICE, [rows], (0, j, n, j + 1, 1, 1)), [n])
-        key = op(GATHER, [col, order], (0,))
-        perm = op(ARGSORT, [key], (0, 0))
-        order = op(GATHER, [order, perm], (0,))
+        col = reshape(ir.slice(rows, start=(0, j), limit=(n, j + 1), step=(1, 1)), [n])
+        key = ir.gather(col, order, dim=0)
+        perm = ir.argsort(key, dim=0, descending=0)
+        order = ir.gather(order, perm, dim=0)
     return order
 
 
@@ -256,12 +253,12 @@ def unique_dim(x, dim, sorted=True, return_inverse=False, return_counts=False):
     n, k = rows.shape
     if n == 0 or k == 0:
         if n and not k:  # every row is empty, hence equal
-            uniq = _unrows(op(SLICE, [rows], (0, 0, 1, 0, 1, 1)), shape, perm, 1)
+            uniq = _unrows(ir.slice(rows, start=(0, 0), limit=(1, 0), step=(1, 1)), shape, perm, 1)
             return (wrap(uniq), wrap(broadcast(scalar(dev, TT_I64, 0), [n])),
                     wrap(broadcast(scalar(dev, TT_I64, n), [1])))
         return wrap(x._h), wrap(_empty_i64(dev)), wrap(_empty_i64(dev))
     order = _lexsort_rows(rows, dev)
-    s = op(INDEX_SELECT, [rows, order], (0,))
+    s = ir.index_select(rows, order, dim=0)
     uniq, inv, counts = _unique_core(s, dev, order)
     return wrap(_unrows(uniq, shape, perm, uniq.shape[0])), wrap(inv), wrap(counts)
 

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from torchtpu import settings
+from torchtpu import settings, ir
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, UN, UNARY, WHERE, XlaTensor, aten, device_of, float_type_of, handle,
     lowers, op, result_type, scalar, tt, wrap, TT_BOOL)
@@ -12,14 +12,14 @@ from torchtpu.lowering.core import (
 def _binary(name, a, b, compute_dtype=None, out_dtype=None):
     dev = device_of(a, b)
     ct = compute_dtype or result_type(a, b)
-    h = op(BINARY, [handle(a, dev, tt(ct)), handle(b, dev, tt(ct))], (BIN[name],))
+    h = ir.binary(handle(a, dev, tt(ct)), handle(b, dev, tt(ct)), op=BIN[name])
     if out_dtype is not None and h.dtype != tt(out_dtype):
-        h = op(CONVERT, [h], (tt(out_dtype),))
+        h = ir.convert(h, dtype=tt(out_dtype))
     return wrap(h)
 
 
 def _unary_h(name, h, alpha=0.0, beta=0.0):
-    return op(UNARY, [h], (UN[name],), (float(alpha), float(beta)))
+    return ir.unary(h, op=UN[name], alpha=float(alpha), beta=float(beta))
 
 
 def _unary(name, x, alpha=0.0, beta=0.0, float_op=True):
@@ -79,7 +79,7 @@ def div_mode(a, b, rounding_mode=None):
         if rt.is_floating_point:
             return wrap(_unary_h("trunc", div(a, b)._h))
         q = div(a, b)
-        return wrap(op(CONVERT, [_unary_h("trunc", q._h)], (tt(rt),)))
+        return wrap(ir.convert(_unary_h("trunc", q._h), dtype=tt(rt)))
     raise RuntimeError(
         f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
         f"'{rounding_mode}'")
@@ -146,7 +146,7 @@ for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
 def _logical(name):
     def fn(a, b):
         dev = device_of(a, b)
-        return wrap(op(BINARY, [handle(a, dev, TT_BOOL), handle(b, dev, TT_BOOL)], (BIN[name],)))
+        return wrap(ir.binary(handle(a, dev, TT_BOOL), handle(b, dev, TT_BOOL), op=BIN[name]))
     return fn
 
 
@@ -172,8 +172,7 @@ for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
 def where(cond, a, b):
     dev = device_of(cond, a, b)
     rt = result_type(a, b)
-    return wrap(op(WHERE, [handle(cond, dev, TT_BOOL), handle(a, dev, tt(rt)),
-                           handle(b, dev, tt(rt))]))
+    return wrap(ir.where(handle(cond, dev, TT_BOOL), handle(a, dev, tt(rt)), handle(b, dev, tt(rt))))
 
 
 @lowers(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
@@ -185,7 +184,7 @@ def masked_fill(x, mask, value):
     if mask.dtype != torch.bool:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{mask.dtype}")
-    h = op(WHERE, [handle(mask, dev, TT_BOOL), handle(value, dev, x._h.dtype), x._h])
+    h = ir.where(handle(mask, dev, TT_BOOL), handle(value, dev, x._h.dtype), x._h)
     return wrap(h)
 
 
@@ -199,9 +198,9 @@ def clamp(x, min=None, max=None):
     h = handle(x, dev, tt(rt))
     # maximum/minimum propagate NaN (from x or a bound), as clamp does.
     if min is not None:
-        h = op(BINARY, [h, handle(min, dev, tt(rt))], (BIN["maximum"],))
+        h = ir.binary(h, handle(min, dev, tt(rt)), op=BIN["maximum"])
     if max is not None:
-        h = op(BINARY, [h, handle(max, dev, tt(rt))], (BIN["minimum"],))
+        h = ir.binary(h, handle(max, dev, tt(rt)), op=BIN["minimum"])
     return wrap(h)
 
 
@@ -260,7 +259,7 @@ def logical_not(x):
 @lowers(aten.isnan.default)
 def isnan(x):
     if not x.dtype.is_floating_point:
-        return wrap(op(BINARY, [x._h, x._h], (BIN["ne"],)))
+        return wrap(ir.binary(x._h, x._h, op=BIN["ne"]))
     return wrap(_unary_h("isnan", x._h))
 
 
@@ -311,11 +310,10 @@ def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
     dev = x._h.device
     dt = tt(float_type_of(x.dtype))
     h = handle(x, dev, dt)
-    neg = op(BINARY, [op(UNARY, [op(BINARY, [h, scalar(dev, dt, input_scale)], (BIN["mul"],))],
-                         (UN["expm1"],), (0.0, 0.0)), scalar(dev, dt, alpha)], (BIN["mul"],))
-    pos = op(BINARY, [h, scalar(dev, dt, 0)], (BIN["gt"],))
-    y = op(WHERE, [pos, h, neg])
-    return wrap(op(BINARY, [y, scalar(dev, dt, scale)], (BIN["mul"],)))
+    neg = ir.binary(ir.unary(ir.binary(h, scalar(dev, dt, input_scale), op=BIN["mul"]), op=UN["expm1"], alpha=0.0, beta=0.0), scalar(dev, dt, alpha), op=BIN["mul"])
+    pos = ir.binary(h, scalar(dev, dt, 0), op=BIN["gt"])
+    y = ir.where(pos, h, neg)
+    return wrap(ir.binary(y, scalar(dev, dt, scale), op=BIN["mul"]))
 
 
 @lowers(aten.hardtanh.default)
@@ -343,25 +341,22 @@ def hardswish(x):
 @lowers(aten.threshold_backward.default)
 def threshold_backward(grad, x, threshold):
     dev = grad._h.device
-    mask = op(BINARY, [handle(x, dev, x._h.dtype), scalar(dev, x._h.dtype, threshold)],
-              (BIN["le"],))
-    return wrap(op(WHERE, [mask, scalar(dev, grad._h.dtype, 0), grad._h]))
+    mask = ir.binary(handle(x, dev, x._h.dtype), scalar(dev, x._h.dtype, threshold), op=BIN["le"])
+    return wrap(ir.where(mask, scalar(dev, grad._h.dtype, 0), grad._h))
 
 
 @lowers(aten.sigmoid_backward.default)
 def sigmoid_backward(grad, y):
     dev = grad._h.device
-    one_minus = op(BINARY, [scalar(dev, y._h.dtype, 1.0), y._h], (BIN["sub"],))
-    return wrap(op(BINARY, [grad._h, op(BINARY, [y._h, one_minus], (BIN["mul"],))],
-                   (BIN["mul"],)))
+    one_minus = ir.binary(scalar(dev, y._h.dtype, 1.0), y._h, op=BIN["sub"])
+    return wrap(ir.binary(grad._h, ir.binary(y._h, one_minus, op=BIN["mul"]), op=BIN["mul"]))
 
 
 @lowers(aten.tanh_backward.default)
 def tanh_backward(grad, y):
     dev = grad._h.device
-    y2 = op(BINARY, [y._h, y._h], (BIN["mul"],))
-    return wrap(op(BINARY, [grad._h, op(BINARY, [scalar(dev, y._h.dtype, 1.0), y2],
-                                        (BIN["sub"],))], (BIN["mul"],)))
+    y2 = ir.binary(y._h, y._h, op=BIN["mul"])
+    return wrap(ir.binary(grad._h, ir.binary(scalar(dev, y._h.dtype, 1.0), y2, op=BIN["sub"]), op=BIN["mul"]))
 
 
 _ = math
@@ -371,8 +366,7 @@ _ = math
 def erfc(x):
     dev = x._h.device
     dt = tt(float_type_of(x.dtype))
-    return wrap(op(BINARY, [scalar(dev, dt, 1.0), _unary_h("erf", handle(x, dev, dt))],
-                   (BIN["sub"],)))
+    return wrap(ir.binary(scalar(dev, dt, 1.0), _unary_h("erf", handle(x, dev, dt)), op=BIN["sub"]))
 
 
 # ------------------------------------------------ optimizer-style fused ops
@@ -389,27 +383,26 @@ def _decomposed(func, *args, **kwargs):
 
 
 def _finish(h, dtype):
-    return wrap(h if h.dtype == tt(dtype) else op(CONVERT, [h], (tt(dtype),)))
+    return wrap(h if h.dtype == tt(dtype) else ir.convert(h, dtype=tt(dtype)))
 
 
 def addc_h(name, s, a, b, value, make_scalar):
     """s + value * (a <name> b) on handles of one dtype, as addcmul ("mul")
     and addcdiv ("div") record it; make_scalar(v) gives v's scalar handle.
     Shared with the Adam update recorded on handles (torchtpu/optim_foreach.py)."""
-    prod = op(BINARY, [a, b], (BIN[name],))
+    prod = ir.binary(a, b, op=BIN[name])
     if value != 1:
-        prod = op(BINARY, [make_scalar(value), prod], (BIN["mul"],))
-    return op(BINARY, [s, prod], (BIN["add"],))
+        prod = ir.binary(make_scalar(value), prod, op=BIN["mul"])
+    return ir.binary(s, prod, op=BIN["add"])
 
 
 def lerp_scalar_h(s, e, w, make_scalar):
     """lerp(s, e, w) for a Python weight w on handles, as lerp.Scalar records it."""
-    diff = op(BINARY, [e, s], (BIN["sub"],))
+    diff = ir.binary(e, s, op=BIN["sub"])
     if abs(w) < 0.5:  # s + w * (e - s)
-        return op(BINARY, [s, op(BINARY, [make_scalar(w), diff], (BIN["mul"],))], (BIN["add"],))
+        return ir.binary(s, ir.binary(make_scalar(w), diff, op=BIN["mul"]), op=BIN["add"])
     # e - (e - s) * (1 - w)
-    return op(BINARY, [e, op(BINARY, [diff, make_scalar(1.0 - w)], (BIN["mul"],))],
-              (BIN["sub"],))
+    return ir.binary(e, ir.binary(diff, make_scalar(1.0 - w), op=BIN["mul"]), op=BIN["sub"])
 
 
 def _addc_impl(func, name):
@@ -441,13 +434,13 @@ def _lerp(func):
         if not isinstance(weight, torch.Tensor):
             return _finish(lerp_scalar_h(s, e, float(weight), lambda v: scalar(dev, ct, v)),
                            self.dtype)
-        diff = op(BINARY, [e, s], (BIN["sub"],))
+        diff = ir.binary(e, s, op=BIN["sub"])
         w = handle(weight, dev, ct)
-        lo = op(BINARY, [s, op(BINARY, [w, diff], (BIN["mul"],))], (BIN["add"],))
-        one_minus = op(BINARY, [scalar(dev, ct, 1.0), w], (BIN["sub"],))
-        hi = op(BINARY, [e, op(BINARY, [diff, one_minus], (BIN["mul"],))], (BIN["sub"],))
-        small = op(BINARY, [_unary_h("abs", w), scalar(dev, ct, 0.5)], (BIN["lt"],))
-        return _finish(op(WHERE, [small, lo, hi]), self.dtype)
+        lo = ir.binary(s, ir.binary(w, diff, op=BIN["mul"]), op=BIN["add"])
+        one_minus = ir.binary(scalar(dev, ct, 1.0), w, op=BIN["sub"])
+        hi = ir.binary(e, ir.binary(diff, one_minus, op=BIN["mul"]), op=BIN["sub"])
+        small = ir.binary(_unary_h("abs", w), scalar(dev, ct, 0.5), op=BIN["lt"])
+        return _finish(ir.where(small, lo, hi), self.dtype)
     return fn
 
 
@@ -469,10 +462,10 @@ def gelu_backward(grad, x, approximate="none"):
     g, h = handle(grad, dev, ct), handle(x, dev, ct)
 
     def mul(a, b):
-        return op(BINARY, [a, b], (BIN["mul"],))
+        return ir.binary(a, b, op=BIN["mul"])
 
     def add(a, b):
-        return op(BINARY, [a, b], (BIN["add"],))
+        return ir.binary(a, b, op=BIN["add"])
 
     def c(v):
         return scalar(dev, ct, v)
@@ -482,7 +475,7 @@ def gelu_backward(grad, x, approximate="none"):
         u = mul(c(k), add(h, mul(c(0.044715), mul(x2, h))))
         t = _unary_h("tanh", u)
         left = mul(c(0.5), add(c(1.0), t))
-        one_minus_t2 = op(BINARY, [c(1.0), mul(t, t)], (BIN["sub"],))
+        one_minus_t2 = ir.binary(c(1.0), mul(t, t), op=BIN["sub"])
         du = mul(c(k), add(c(1.0), mul(c(3 * 0.044715), x2)))
         d = add(left, mul(mul(c(0.5), h), mul(one_minus_t2, du)))
     else:
@@ -493,8 +486,8 @@ def gelu_backward(grad, x, approximate="none"):
             # forward's 0.5 * (1 + erf) where x is very negative. Where x
             # is too small for the quotient (0, subnormals) Phi is 0.5 to
             # float precision.
-            tiny = op(BINARY, [_unary_h("abs", h), c(1e-20)], (BIN["lt"],))
-            cdf = op(WHERE, [tiny, c(0.5), op(BINARY, [y, h], (BIN["div"],))])
+            tiny = ir.binary(_unary_h("abs", h), c(1e-20), op=BIN["lt"])
+            cdf = ir.where(tiny, c(0.5), ir.binary(y, h, op=BIN["div"]))
         else:
             cdf = mul(c(0.5), add(c(1.0), _unary_h("erf", mul(h, c(1.0 / math.sqrt(2.0))))))
         pdf = mul(_unary_h("exp", mul(x2, c(-0.5))), c(1.0 / math.sqrt(2.0 * math.pi)))
@@ -508,7 +501,7 @@ def angle(x):
     dt = tt(float_type_of(x.dtype))
     dev = x._h.device
     h = handle(x, dev, dt)
-    neg = op(BINARY, [h, scalar(dev, dt, 0)], (BIN["lt"],))
-    out = op(WHERE, [neg, scalar(dev, dt, math.pi), scalar(dev, dt, 0)])
-    nan = op(UNARY, [h], (UN["isnan"],), (0.0, 0.0))
-    return wrap(op(WHERE, [nan, h, out]))
+    neg = ir.binary(h, scalar(dev, dt, 0), op=BIN["lt"])
+    out = ir.where(neg, scalar(dev, dt, math.pi), scalar(dev, dt, 0))
+    nan = ir.unary(h, op=UN["isnan"], alpha=0.0, beta=0.0)
+    return wrap(ir.where(nan, h, out))

@@ -4,7 +4,7 @@ signbit, fmax, fmin, nextafter), and pairwise distances (cdist, pdist and
 their backward passes)."""
 import torch
 
-from torchtpu import bridge
+from torchtpu import bridge, ir
 from torchtpu.lowering.core import (
     BIN, BINARY, BITCAST, CONVERT, DOT, INDEX_SELECT, REDUCE, RED_ALL, RED_MAX, RED_SUM,
     TRANSPOSE, TT_BOOL, TT_F32, TT_I16, TT_I32, TT_I64, UN, UNARY, WHERE, aten, broadcast,
@@ -14,11 +14,11 @@ prims = torch.ops.prims
 
 
 def _u(name, h):
-    return op(UNARY, [h], (UN[name],), (0.0, 0.0))
+    return ir.unary(h, op=UN[name], alpha=0.0, beta=0.0)
 
 
 def _b(name, a, b):
-    return op(BINARY, [a, b], (BIN[name],))
+    return ir.binary(a, b, op=BIN[name])
 
 
 # ------------------------------------------------------------ predicates
@@ -36,7 +36,7 @@ def equal(a, b):
         n *= s
     if n == 0:
         return True
-    allv = op(REDUCE, [reshape(eq, [n])], (RED_ALL, 1, 0, TT_BOOL))
+    allv = ir.reduce(reshape(eq, [n]), op=RED_ALL, dims_mask=1, keepdim=0, dtype=TT_BOOL)
     return bool(bridge.download(allv).item())
 
 
@@ -49,7 +49,7 @@ def isclose_h(a, b, rtol, atol, equal_nan):
     eq = _b("eq", ah, bh)
     if not rt.is_floating_point:
         work = TT_F32 if rt != torch.float64 else 1
-        ah, bh = op(CONVERT, [ah], (work,)), op(CONVERT, [bh], (work,))
+        ah, bh = ir.convert(ah, dtype=work), ir.convert(bh, dtype=work)
     dt = ah.dtype
     diff = _u("abs", _b("sub", ah, bh))
     tol = _b("add", scalar(dev, dt, atol), _b("mul", scalar(dev, dt, rtol), _u("abs", bh)))
@@ -72,7 +72,7 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
         n *= s
     if n == 0:
         return True
-    allv = op(REDUCE, [reshape(h, [n])], (RED_ALL, 1, 0, TT_BOOL))
+    allv = ir.reduce(reshape(h, [n]), op=RED_ALL, dims_mask=1, keepdim=0, dtype=TT_BOOL)
     return bool(bridge.download(allv).item())
 
 
@@ -95,7 +95,7 @@ def signbit_h(h):
     read as a signed integer of the same width are negative."""
     if h.dtype not in _INT_OF:
         return _b("lt", h, scalar(h.device, h.dtype, 0))
-    bits = op(BITCAST, [h], (_INT_OF[h.dtype], *h.shape))
+    bits = ir.bitcast(h, dtype=_INT_OF[h.dtype], dims=h.shape)
     return _b("lt", bits, scalar(h.device, bits.dtype, 0))
 
 
@@ -113,8 +113,8 @@ def _fminmax(name):
         if not rt.is_floating_point:
             return wrap(_b(name, ah, bh))
         m = _b(name, ah, bh)
-        m = op(WHERE, [_u("isnan", ah), bh, m])
-        return wrap(op(WHERE, [_u("isnan", bh), ah, m]))
+        m = ir.where(_u("isnan", ah), bh, m)
+        return wrap(ir.where(_u("isnan", bh), ah, m))
     return fn
 
 
@@ -131,22 +131,22 @@ def nextafter(a, b):
     shape = list(_b("add", ah, bh).shape)
     ah, bh = broadcast(ah, shape), broadcast(bh, shape)
     it = _INT_OF[ah.dtype]
-    bits = op(BITCAST, [ah], (it, *shape))
+    bits = ir.bitcast(ah, dtype=it, dims=shape)
     one = scalar(dev, it, 1)
     # Moving away from zero adds 1 to the magnitude bits; towards zero subtracts.
     up = _b("gt", bh, ah)
     neg = signbit_h(ah)
-    away = op(WHERE, [neg, _u("logical_not", up), up])
-    stepped = op(WHERE, [away, _b("add", bits, one), _b("sub", bits, one)])
-    res = op(BITCAST, [stepped], (ah.dtype, *shape))
+    away = ir.where(neg, _u("logical_not", up), up)
+    stepped = ir.where(away, _b("add", bits, one), _b("sub", bits, one))
+    res = ir.bitcast(stepped, dtype=ah.dtype, dims=shape)
     # From +-0 the step is the smallest subnormal with b's sign.
     tiny_bits = broadcast(one, shape)
-    tiny = op(BITCAST, [tiny_bits], (ah.dtype, *shape))
+    tiny = ir.bitcast(tiny_bits, dtype=ah.dtype, dims=shape)
     zero = _b("eq", ah, scalar(dev, ah.dtype, 0))
-    res = op(WHERE, [zero, op(WHERE, [up, tiny, _u("neg", tiny)]), res])
-    res = op(WHERE, [_b("eq", ah, bh), bh, res])
+    res = ir.where(zero, ir.where(up, tiny, _u("neg", tiny)), res)
+    res = ir.where(_b("eq", ah, bh), bh, res)
     nan = _b("logical_or", _u("isnan", ah), _u("isnan", bh))
-    return wrap(op(WHERE, [nan, _b("add", ah, bh), res]))
+    return wrap(ir.where(nan, _b("add", ah, bh), res))
 
 
 # ---------------------------------------------------------- distances
@@ -156,15 +156,15 @@ def _pow_sum(d, p, dim):
     a = _u("abs", d)
     mask = 1 << dim
     if p == 0:
-        nz = op(CONVERT, [_b("ne", a, scalar(dev, dt, 0))], (dt,))
-        return op(REDUCE, [nz], (RED_SUM, mask, 0, dt))
+        nz = ir.convert(_b("ne", a, scalar(dev, dt, 0)), dtype=dt)
+        return ir.reduce(nz, op=RED_SUM, dims_mask=mask, keepdim=0, dtype=dt)
     if p == float("inf"):
-        return op(REDUCE, [a], (RED_MAX, mask, 0, dt))
+        return ir.reduce(a, op=RED_MAX, dims_mask=mask, keepdim=0, dtype=dt)
     if p == 1:
-        return op(REDUCE, [a], (RED_SUM, mask, 0, dt))
+        return ir.reduce(a, op=RED_SUM, dims_mask=mask, keepdim=0, dtype=dt)
     if p == 2:
-        return _u("sqrt", op(REDUCE, [_b("mul", a, a)], (RED_SUM, mask, 0, dt)))
-    s = op(REDUCE, [_b("pow", a, scalar(dev, dt, p))], (RED_SUM, mask, 0, dt))
+        return _u("sqrt", ir.reduce(_b("mul", a, a), op=RED_SUM, dims_mask=mask, keepdim=0, dtype=dt))
+    s = ir.reduce(_b("pow", a, scalar(dev, dt, p)), op=RED_SUM, dims_mask=mask, keepdim=0, dtype=dt)
     return _b("pow", s, scalar(dev, dt, 1.0 / p))
 
 
@@ -188,9 +188,9 @@ def _cdist_mm(x1, x2):
     B = 1
     for s in batch:
         B *= s
-    n1 = op(REDUCE, [_b("mul", x1, x1)], (RED_SUM, 1 << (r - 1), 1, dt))  # [..., P, 1]
-    n2 = op(REDUCE, [_b("mul", x2, x2)], (RED_SUM, 1 << (r - 1), 1, dt))  # [..., R, 1]
-    prod = op(DOT, [reshape(x1, [B, P, M]), reshape(x2, [B, R, M])], (0, 1))
+    n1 = ir.reduce(_b("mul", x1, x1), op=RED_SUM, dims_mask=1 << (r - 1), keepdim=1, dtype=dt)  # [..., P, 1]
+    n2 = ir.reduce(_b("mul", x2, x2), op=RED_SUM, dims_mask=1 << (r - 1), keepdim=1, dtype=dt)  # [..., R, 1]
+    prod = ir.dot(reshape(x1, [B, P, M]), reshape(x2, [B, R, M]), trans_a=0, trans_b=1)
     prod = reshape(prod, batch + [P, R])
     n2t = reshape(n2, batch + [1, R])
     d2 = _b("add", _b("sub", n1, _b("mul", prod, scalar(dev, dt, 2.0))), n2t)
@@ -219,7 +219,7 @@ def _sum_to(h, shape):
         if d < lead or (shape[d - lead] == 1 and h.shape[d] != 1):
             mask |= 1 << d
     if mask:
-        h = op(REDUCE, [h], (RED_SUM, mask, 1, h.dtype))
+        h = ir.reduce(h, op=RED_SUM, dims_mask=mask, keepdim=1, dtype=h.dtype)
     return reshape(h, shape)
 
 
@@ -249,7 +249,7 @@ def _dist_grad_terms(d, dist, p, grad):
     if p == float("inf"):
         a = _u("abs", d)
         hit = _b("eq", a, dist)
-        return op(WHERE, [hit, _b("mul", sign, grad), zero])
+        return ir.where(hit, _b("mul", sign, grad), zero)
     if p == 2:
         t = _b("div", d, dist)
     elif p < 2:
@@ -260,7 +260,7 @@ def _dist_grad_terms(d, dist, p, grad):
         a = _u("abs", d)
         t = _b("div", _b("mul", d, _b("pow", a, scalar(dev, dt, p - 2))),
                _b("pow", dist, scalar(dev, dt, p - 1)))
-    t = op(WHERE, [_b("eq", dist, zero), zero, t])
+    t = ir.where(_b("eq", dist, zero), zero, t)
     return _b("mul", t, grad)
 
 
@@ -271,7 +271,7 @@ def cdist_backward(grad, x1, x2, p, cdist):
     dist = reshape(cdist._h, list(cdist.shape) + [1])
     g = reshape(grad._h, list(grad.shape) + [1])
     terms = _dist_grad_terms(d, dist, p, g)
-    gx = op(REDUCE, [terms], (RED_SUM, 1 << (r - 1), 0, terms.dtype))
+    gx = ir.reduce(terms, op=RED_SUM, dims_mask=1 << (r - 1), keepdim=0, dtype=terms.dtype)
     return wrap(_sum_to(gx, list(x1.shape)))
 
 
@@ -288,7 +288,7 @@ def pdist_forward(x, p=2.0):
         return wrap(broadcast(scalar(dev, x._h.dtype, 0), [0]))
     ii = bridge.upload(torch.tensor([a for a, _ in pairs]), dev)
     jj = bridge.upload(torch.tensor([b for _, b in pairs]), dev)
-    d = _b("sub", op(INDEX_SELECT, [x._h, ii], (0,)), op(INDEX_SELECT, [x._h, jj], (0,)))
+    d = _b("sub", ir.index_select(x._h, ii, dim=0), ir.index_select(x._h, jj, dim=0))
     return wrap(_pow_sum(d, p, 1))
 
 
@@ -302,12 +302,12 @@ def pdist_backward(grad, x, p, pdist):
         return wrap(broadcast(scalar(dev, dt, 0), list(x.shape)))
     ii = bridge.upload(torch.tensor([a for a, _ in pairs]), dev)
     jj = bridge.upload(torch.tensor([b for _, b in pairs]), dev)
-    d = _b("sub", op(INDEX_SELECT, [x._h, ii], (0,)), op(INDEX_SELECT, [x._h, jj], (0,)))
+    d = _b("sub", ir.index_select(x._h, ii, dim=0), ir.index_select(x._h, jj, dim=0))
     k = len(pairs)
     terms = _dist_grad_terms(d, reshape(pdist._h, [k, 1]), p, reshape(grad._h, [k, 1]))
     zeros = broadcast(scalar(dev, dt, 0), list(x.shape))
-    g = op(INDEX_ADD, [zeros, ii, terms], (0,))
-    return wrap(op(INDEX_ADD, [g, jj, _u("neg", terms)], (0,)))
+    g = ir.index_add(zeros, ii, terms, dim=0)
+    return wrap(ir.index_add(g, jj, _u("neg", terms), dim=0))
 
 
 _ = (TRANSPOSE, TT_F32, iota)
@@ -323,21 +323,21 @@ def _segment_plan(data, lengths, offsets, axis):
     r = data.dim()
     ax = axis % r
     if offsets is not None:
-        off = op(CONVERT, [offsets._h], (TT_I64,))
+        off = ir.convert(offsets._h, dtype=TT_I64)
         k = off.shape[-1]
         lead = list(off.shape[:-1])
         nl = 1
         for s in lead:
             nl *= s
         o2 = reshape(off, [nl, k])
-        lens = _b("sub", op(SLICE, [o2], (0, 1, nl, k, 1, 1)), op(SLICE, [o2], (0, 0, nl, k - 1, 1, 1)))
+        lens = _b("sub", ir.slice(o2, start=(0, 1), limit=(nl, k), step=(1, 1)), ir.slice(o2, start=(0, 0), limit=(nl, k - 1), step=(1, 1)))
         lens = reshape(lens, lead + [k - 1])
-        starts = reshape(op(SLICE, [o2], (0, 0, nl, k - 1, 1, 1)), lead + [k - 1])
+        starts = reshape(ir.slice(o2, start=(0, 0), limit=(nl, k - 1), step=(1, 1)), lead + [k - 1])
     else:
-        lens = op(CONVERT, [lengths._h], (TT_I64,))
+        lens = ir.convert(lengths._h, dtype=TT_I64)
         lead = list(lens.shape[:-1])
         S = lens.shape[-1]
-        cum = op(SCAN, [lens], (0, len(lead), TT_I64))
+        cum = ir.scan(lens, op=0, dim=len(lead), dtype=TT_I64)
         starts = _b("sub", cum, lens)
     S = lens.shape[-1]
     D = data.shape[ax]
@@ -347,7 +347,7 @@ def _segment_plan(data, lengths, offsets, axis):
     pos = iota(dev, D)
     if lead:
         pos = broadcast(reshape(pos, [1] * len(lead) + [D]), lead + [D])
-    seg = _b("sub", op(SEARCHSORTED, [starts, pos], (1, TT_I64)), scalar(dev, TT_I64, 1))
+    seg = _b("sub", ir.searchsorted(starts, pos, right=1, dtype=TT_I64), scalar(dev, TT_I64, 1))
     # Positions past their segment's end (past the total length) belong to
     # no segment: they go to a dump segment S that callers drop.
     from torchtpu.lowering.core import GATHER as _G
@@ -355,7 +355,7 @@ def _segment_plan(data, lengths, offsets, axis):
     ends = _b("add", starts, lens)
     inside = _b("logical_and", _b("ge", seg, scalar(dev, TT_I64, 0)),
                 _b("lt", pos, op(_G, [ends, segc], (len(lead),))))
-    seg = op(WHERE, [inside, segc, scalar(dev, TT_I64, S)])
+    seg = ir.where(inside, segc, scalar(dev, TT_I64, S))
     # Broadcast seg ([lead..., D]) over data's trailing dims.
     shape = list(data.shape)
     seg = reshape(seg, lead + [D] + [1] * (r - ax - 1))
@@ -368,7 +368,7 @@ def _slice_dim(h, ax, n):
     r = len(h.shape)
     lim = list(h.shape)
     lim[ax] = n
-    return op(SLICE, [h], [0] * r + lim + [1] * r)
+    return ir.slice(h, start=[0] * r, limit=lim, step=[1] * r)
 
 
 def _pad_dim(h, ax, n, value):
@@ -376,7 +376,7 @@ def _pad_dim(h, ax, n, value):
     r = len(h.shape)
     hi = [0] * r
     hi[ax] = n
-    return op(PAD, [h], [0] * r + hi, (float(value),))
+    return ir.pad(h, lo=[0] * r, hi=hi, value=float(value))
 
 
 _SEG_INIT = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}
@@ -397,18 +397,18 @@ def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, ax
     if shape[ax]:
         dshape = shape[:ax] + [S + 1] + shape[ax + 1:]
         base = broadcast(scalar(dev, dt, init), dshape)
-        out = op(SCATTER_REDUCE, [base, seg, data._h], (ax, code[reduce], 1))
+        out = ir.scatter_reduce(base, seg, data._h, dim=ax, reduce=code[reduce], include_self=1)
         out = _slice_dim(out, ax, S)
     else:
         out = broadcast(scalar(dev, dt, init), oshape)
     if reduce == "mean":
         lshape = list(lens.shape) + [1] * (len(oshape) - len(lens.shape))
         ln = reshape(lens, lshape)
-        lf = op(CONVERT, [ln], (dt,))
+        lf = ir.convert(ln, dtype=dt)
         nonempty = _b("gt", ln, scalar(dev, TT_I64, 0))
-        mean = op(WHERE, [_u("isnan", out), out, _b("div", out, lf)])
+        mean = ir.where(_u("isnan", out), out, _b("div", out, lf))
         empty_val = scalar(dev, dt, float("nan") if initial is None else init)
-        out = op(WHERE, [nonempty, mean, empty_val])
+        out = ir.where(nonempty, mean, empty_val)
     return wrap(out)
 
 
@@ -423,51 +423,43 @@ def segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets
         return wrap(broadcast(scalar(dev, dt, 0), shape))
     # Gathers read a padded row S (the dump segment): zero gradient there.
     gpad = _pad_dim(grad._h, ax, 1, 0.0)
-    g = op(GATHER, [gpad, seg], (ax,))          # grad of each element's segment
+    g = ir.gather(gpad, seg, dim=ax)          # grad of each element's segment
     if reduce == "sum":
         return wrap(g)
     if reduce == "mean":
         lshape = list(lens.shape) + [1] * (len(shape) - len(lens.shape))
-        lf = op(CONVERT, [reshape(lens, lshape)], (dt,))
+        lf = ir.convert(reshape(lens, lshape), dtype=dt)
         lf = broadcast(lf, list(output.shape))
         lf = _pad_dim(lf, ax, 1, 1.0)
-        return wrap(_b("div", g, op(GATHER, [lf, seg], (ax,))))
-    out_e = op(GATHER, [_pad_dim(output._h, ax, 1, float("nan")), seg], (ax,))
+        return wrap(_b("div", g, ir.gather(lf, seg, dim=ax)))
+    out_e = ir.gather(_pad_dim(output._h, ax, 1, float("nan")), seg, dim=ax)
     if reduce in ("max", "min"):
         hit = _b("logical_or", _b("eq", data._h, out_e),
                  _b("logical_and", _u("isnan", data._h), _u("isnan", out_e)))
-        hf = op(CONVERT, [hit], (dt,))
+        hf = ir.convert(hit, dtype=dt)
         oshape = list(output.shape)
         oshape[ax] += 1
-        cnt = op(SCATTER_REDUCE, [broadcast(scalar(dev, dt, 0), oshape), seg, hf], (ax, SR_SUM, 1))
-        c_e = op(GATHER, [cnt, seg], (ax,))
-        return wrap(op(WHERE, [hit, _b("div", g, c_e), scalar(dev, dt, 0)]))
+        cnt = ir.scatter_reduce(broadcast(scalar(dev, dt, 0), oshape), seg, hf, dim=ax, reduce=SR_SUM, include_self=1)
+        c_e = ir.gather(cnt, seg, dim=ax)
+        return wrap(ir.where(hit, _b("div", g, c_e), scalar(dev, dt, 0)))
     # prod: d out / d x_i = product of the other elements of the segment.
     zero = _b("eq", data._h, scalar(dev, dt, 0))
     oshape = list(output.shape)
     oshape[ax] += 1
-    nz = op(SCATTER_REDUCE, [broadcast(scalar(dev, dt, 0), oshape), seg,
-                             op(CONVERT, [zero], (dt,))], (ax, SR_SUM, 1))
-    safe = op(WHERE, [zero, scalar(dev, dt, 1), data._h])
-    prod_nz = op(SCATTER_REDUCE, [broadcast(scalar(dev, dt, 1 if initial is None else
-                                                    float(initial)), oshape), seg, safe],
-                 (ax, SR_PROD, 1))
-    nz_e = op(GATHER, [nz, seg], (ax,))
-    pnz_e = op(GATHER, [prod_nz, seg], (ax,))
-    others = op(WHERE, [zero, op(WHERE, [_b("eq", nz_e, scalar(dev, dt, 1)), pnz_e,
-                                         scalar(dev, dt, 0)]),
-                        op(WHERE, [_b("gt", nz_e, scalar(dev, dt, 0)), scalar(dev, dt, 0),
-                                   _b("div", pnz_e, safe)])])
+    nz = ir.scatter_reduce(broadcast(scalar(dev, dt, 0), oshape), seg, ir.convert(zero, dtype=dt), dim=ax, reduce=SR_SUM, include_self=1)
+    safe = ir.where(zero, scalar(dev, dt, 1), data._h)
+    prod_nz = ir.scatter_reduce(broadcast(scalar(dev, dt, 1 if initial is None else
+                                                    float(initial)), oshape), seg, safe, dim=ax, reduce=SR_PROD, include_self=1)
+    nz_e = ir.gather(nz, seg, dim=ax)
+    pnz_e = ir.gather(prod_nz, seg, dim=ax)
+    others = ir.where(zero, ir.where(_b("eq", nz_e, scalar(dev, dt, 1)), pnz_e, scalar(dev, dt, 0)), ir.where(_b("gt", nz_e, scalar(dev, dt, 0)), scalar(dev, dt, 0), _b("div", pnz_e, safe)))
     _ = INDEX_ADD
     return wrap(_b("mul", g, others))
 
 
 # ------------------------------------------------------ special functions
-_SP = ["zeta", "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
-       "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
-       "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
-       "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
-       "laguerre_polynomial_l", "legendre_polynomial_p"]
+# The engine's special functions (tt_special_op_t) by aten name, in code order.
+_SP = sorted(ir.ENUMS["special"], key=ir.ENUMS["special"].get)
 
 
 def special_h(code, a, b):
@@ -478,7 +470,7 @@ def special_h(code, a, b):
     rt = float_type_of(result_type(a, b))
     ah, bh = handle(a, dev, tt(rt)), handle(b, dev, tt(rt))
     shape = list(_b("add", ah, bh).shape)
-    return op(SPECIAL, [broadcast(ah, shape), broadcast(bh, shape)], (code,))
+    return ir.special(broadcast(ah, shape), broadcast(bh, shape), op=code)
 
 
 def _special(code):

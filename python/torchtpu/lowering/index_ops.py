@@ -9,7 +9,7 @@ is the one data-dependent step (a counted sync, see dynamic_ops.py); a mask
 assignment with a single value needs no sync (it is a WHERE)."""
 import torch
 
-from torchtpu import bridge
+from torchtpu import bridge, ir
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, INDEX_ADD, INDEX_SELECT, SCAN, SCATTER, SCATTER_REDUCE, SLICE,
     SLICE_SCATTER, SR_AMAX, SR_AMIN, SR_MEAN, SR_PROD, SR_SUM, TRANSPOSE, TT_BOOL, TT_I64, WHERE,
@@ -28,7 +28,7 @@ def _permute_h(h, perm):
     perm = list(perm)
     if perm == list(range(len(perm))):
         return h
-    return op(TRANSPOSE, [h], perm)
+    return ir.transpose(h, perm=perm)
 
 
 def _bshape(shapes):
@@ -78,11 +78,11 @@ def _expand_masks(x, indices):
                         f"the shape of the indexed tensor {list(x.shape)} at index {d + j}")
             mh = index_handle(ix, dev)
             if mh.dtype != TT_BOOL:
-                mh = op(CONVERT, [mh], (TT_BOOL,))
+                mh = ir.convert(mh, dtype=TT_BOOL)
             nz = nonzero_h(mh)  # [count, k]
             cnt = nz.shape[0]
             for j in range(k):
-                col = op(SLICE, [nz], (0, j, cnt, j + 1, 1, 1))
+                col = ir.slice(nz, start=(0, j), limit=(cnt, j + 1), step=(1, 1))
                 out.append(reshape(col, [cnt]))
             d += k
             continue
@@ -90,7 +90,7 @@ def _expand_masks(x, indices):
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         h = index_handle(ix, dev)
         if h.dtype != TT_I64:
-            h = op(CONVERT, [h], (TT_I64,))
+            h = ir.convert(h, dtype=TT_I64)
         out.append(h)
         d += 1
     if len(out) > x.dim():
@@ -123,11 +123,11 @@ def _plan(x, indices):
     for d, size in reversed(list(zip(dims, isizes))):
         h = broadcast(idx[d], bshape) if list(idx[d].shape) != bshape else idx[d]
         # Wrap negative indices once (x[-1] is the last element).
-        neg = op(BINARY, [h, scalar(dev, TT_I64, 0)], (BIN["lt"],))
-        h = op(WHERE, [neg, op(BINARY, [h, scalar(dev, TT_I64, size)], (BIN["add"],)), h])
+        neg = ir.binary(h, scalar(dev, TT_I64, 0), op=BIN["lt"])
+        h = ir.where(neg, ir.binary(h, scalar(dev, TT_I64, size), op=BIN["add"]), h)
         if stride != 1:
-            h = op(BINARY, [h, scalar(dev, TT_I64, stride)], (BIN["mul"],))
-        flat = h if flat is None else op(BINARY, [flat, h], (BIN["add"],))
+            h = ir.binary(h, scalar(dev, TT_I64, stride), op=BIN["mul"])
+        flat = h if flat is None else ir.binary(flat, h, op=BIN["add"])
         stride *= size
     flat = reshape(flat, [nb])
     return xp, flat, bshape, rest, perm, adjacent_at
@@ -154,7 +154,7 @@ def index_tensor(x, indices):
     xp, flat, bshape, rest, perm, at = _plan(x, indices)
     if xp.shape[0] == 0 and flat.shape[0] > 0:
         raise IndexError("index is out of bounds for dimension with size 0")
-    out = op(INDEX_SELECT, [xp, flat], (0,))
+    out = ir.index_select(xp, flat, dim=0)
     out = reshape(out, bshape + rest)
     return wrap(_permute_h(out, _result_perm(len(bshape), len(rest), at)))
 
@@ -202,7 +202,7 @@ def index_put(x, indices, values, accumulate=False, unsafe=False):
     if all(i is None for i in indices):
         v = broadcast(handle(values, dev, dt), x.shape)
         if accumulate:
-            v = op(BINARY, [x._h, v], (BIN["add"],))
+            v = ir.binary(x._h, v, op=BIN["add"])
         return wrap(v)
     m = _mask_only(x, indices, values)
     if m is not None:
@@ -210,8 +210,8 @@ def index_put(x, indices, values, accumulate=False, unsafe=False):
         mh = reshape(mh, list(m.shape) + [1] * (x.dim() - m.dim()))
         v = reshape(handle(values, dev, dt), [])
         if accumulate:
-            v = op(BINARY, [x._h, v], (BIN["add"],))
-        return wrap(op(WHERE, [mh, v, x._h]))
+            v = ir.binary(x._h, v, op=BIN["add"])
+        return wrap(ir.where(mh, v, x._h))
     if x.dim() == 0:
         xv = wrap(reshape(x._h, [1]))
         out = index_put(xv, [_zero_dim_index(indices[0], dev)], values, accumulate)
@@ -219,13 +219,13 @@ def index_put(x, indices, values, accumulate=False, unsafe=False):
     xp, flat, bshape, rest, perm, at = _plan(x, indices)
     rows = _values_as_rows(values, dev, dt, bshape, rest, at)
     if accumulate:
-        out = op(INDEX_ADD, [xp, flat, rows], (0,))
+        out = ir.index_add(xp, flat, rows, dim=0)
     else:
         # The flat index is non-negative now; SCATTER wants idx of src's shape.
         n = flat.shape[0]
         fi = reshape(flat, [n] + [1] * len(rest))
         fi = broadcast(fi, [n] + rest) if rest else fi
-        out = op(SCATTER, [xp, fi, rows], (0, 0))
+        out = ir.scatter(xp, fi, rows, dim=0, reduce=0)
     out = reshape(out, [x.shape[d] for d in perm])
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
@@ -236,8 +236,8 @@ def index_put(x, indices, values, accumulate=False, unsafe=False):
 # ------------------------------------------------------- masked scatter
 def _masked_positions(mh, dev):
     """For a flat BOOL mask: (mask as I64, position among the set elements)."""
-    mi = op(CONVERT, [mh], (TT_I64,))
-    pos = op(BINARY, [op(SCAN, [mi], (0, 0, TT_I64)), scalar(dev, TT_I64, 1)], (BIN["sub"],))
+    mi = ir.convert(mh, dtype=TT_I64)
+    pos = ir.binary(ir.scan(mi, op=0, dim=0, dtype=TT_I64), scalar(dev, TT_I64, 1), op=BIN["sub"])
     return mi, pos
 
 
@@ -254,11 +254,10 @@ def masked_scatter(x, mask, source):
         return wrap(xh)
     mh = reshape(broadcast(index_handle(mask, dev), shape), [n])
     _, pos = _masked_positions(mh, dev)
-    pos = op(BINARY, [op(BINARY, [pos, scalar(dev, TT_I64, 0)], (BIN["max"],)),
-                      scalar(dev, TT_I64, source.numel() - 1)], (BIN["min"],))
+    pos = ir.binary(ir.binary(pos, scalar(dev, TT_I64, 0), op=BIN["max"]), scalar(dev, TT_I64, source.numel() - 1), op=BIN["min"])
     src = reshape(handle(source, dev, dt), [source.numel()])
-    picked = op(INDEX_SELECT, [src, pos], (0,))
-    out = op(WHERE, [mh, picked, reshape(xh, [n])])
+    picked = ir.index_select(src, pos, dim=0)
+    out = ir.where(mh, picked, reshape(xh, [n]))
     return wrap(reshape(out, shape))
 
 
@@ -273,11 +272,11 @@ def masked_scatter_backward(grad, mask, sizes):
     mh = reshape(broadcast(index_handle(mask, dev), shape), [n])
     _, pos = _masked_positions(mh, dev)
     dump = scalar(dev, TT_I64, ns)
-    pos = op(WHERE, [mh, pos, dump])
-    pos = op(BINARY, [pos, dump], (BIN["min"],))
+    pos = ir.where(mh, pos, dump)
+    pos = ir.binary(pos, dump, op=BIN["min"])
     base = broadcast(scalar(dev, dt, 0), [ns + 1])
-    out = op(SCATTER, [base, pos, reshape(grad._h, [n])], (0, 0))
-    out = op(SLICE, [out], (0, ns, 1))
+    out = ir.scatter(base, pos, reshape(grad._h, [n]), dim=0, reduce=0)
+    out = ir.slice(out, start=(0,), limit=(ns,), step=(1,))
     return wrap(reshape(out, list(sizes)))
 
 
@@ -302,7 +301,7 @@ def scatter_reduce(x, dim, index, src, reduce, include_self=True):
         raise RuntimeError("scatter_reduce(): Expected dtype int64 for index")
     ih = _vec(index_handle(index, dev))
     sh = _vec(handle(src, dev, dt))
-    out = op(SCATTER_REDUCE, [_vec(x._h), ih, sh], (d, _SR[reduce], int(bool(include_self))))
+    out = ir.scatter_reduce(_vec(x._h), ih, sh, dim=d, reduce=_SR[reduce], include_self=int(bool(include_self)))
     return wrap(reshape(out, list(x.shape)))
 
 
@@ -331,15 +330,15 @@ def index_reduce(x, dim, index, source, reduce, *, include_self=True):
     r = len(sh.shape)
     ih = reshape(index_handle(index, dev), [index.numel()])
     if ih.dtype != TT_I64:
-        ih = op(CONVERT, [ih], (TT_I64,))
+        ih = ir.convert(ih, dtype=TT_I64)
     # Negative indices wrap, as index_reduce_ allows.
-    neg = op(BINARY, [ih, scalar(dev, TT_I64, 0)], (BIN["lt"],))
+    neg = ir.binary(ih, scalar(dev, TT_I64, 0), op=BIN["lt"])
     size = x.shape[d] if x.dim() else 1
-    ih = op(WHERE, [neg, op(BINARY, [ih, scalar(dev, TT_I64, size)], (BIN["add"],)), ih])
+    ih = ir.where(neg, ir.binary(ih, scalar(dev, TT_I64, size), op=BIN["add"]), ih)
     ishape = [1] * r
     ishape[d] = index.numel()
     ih = broadcast(reshape(ih, ishape), list(sh.shape))
-    out = op(SCATTER_REDUCE, [_vec(x._h), ih, sh], (d, _SR[reduce], int(bool(include_self))))
+    out = ir.scatter_reduce(_vec(x._h), ih, sh, dim=d, reduce=_SR[reduce], include_self=int(bool(include_self)))
     return wrap(reshape(out, list(x.shape)))
 
 
@@ -374,9 +373,8 @@ def _strided_index(dev, size, stride, offset):
             continue
         shape = [1] * r
         shape[d] = size[d]
-        term = op(BINARY, [reshape(iota(dev, size[d]), shape), scalar(dev, TT_I64, stride[d])],
-                  (BIN["mul"],))
-        acc = op(BINARY, [acc, term], (BIN["add"],))
+        term = ir.binary(reshape(iota(dev, size[d]), shape), scalar(dev, TT_I64, stride[d]), op=BIN["mul"])
+        acc = ir.binary(acc, term, op=BIN["add"])
     return reshape(acc, [_numel(size)])
 
 
@@ -395,7 +393,7 @@ def as_strided(x, size, stride, storage_offset=None):
             f"{x.element_size()} requiring a storage size of {need * x.element_size()} are out "
             f"of bounds for storage of size {n * x.element_size()}")
     flat = reshape(x._h, [n])
-    out = op(INDEX_SELECT, [flat, _strided_index(dev, size, stride, off)], (0,))
+    out = ir.index_select(flat, _strided_index(dev, size, stride, off), dim=0)
     return wrap(reshape(out, size))
 
 
@@ -409,7 +407,7 @@ def as_strided_scatter(x, src, size, stride, storage_offset=None):
         return wrap(x._h)
     idx = _strided_index(dev, size, stride, int(storage_offset or 0))
     flat = reshape(x._h, [n])
-    out = op(SCATTER, [flat, idx, reshape(handle(src, dev, dt), [m])], (0, 0))
+    out = ir.scatter(flat, idx, reshape(handle(src, dev, dt), [m]), dim=0, reduce=0)
     return wrap(reshape(out, list(x.shape)))
 
 
@@ -479,10 +477,8 @@ def unfold(x, dimension, size, step):
     if step <= 0:
         raise RuntimeError(f"step is {step} but must be > 0")
     nw = (n - size) // step + 1
-    win = op(BINARY, [reshape(op(BINARY, [iota(dev, nw), scalar(dev, TT_I64, step)],
-                                 (BIN["mul"],)), [nw, 1]),
-                      reshape(iota(dev, size), [1, size])], (BIN["add"],))
-    out = op(INDEX_SELECT, [x._h, reshape(win, [nw * size])], (d,))
+    win = ir.binary(reshape(ir.binary(iota(dev, nw), scalar(dev, TT_I64, step), op=BIN["mul"]), [nw, 1]), reshape(iota(dev, size), [1, size]), op=BIN["add"])
+    out = ir.index_select(x._h, reshape(win, [nw * size]), dim=d)
     shape = list(x.shape)
     shape[d:d + 1] = [nw, size]
     out = reshape(out, shape)
@@ -507,11 +503,9 @@ def unfold_backward(grad, input_sizes, dim, size, step):
     shape = list(g.shape)
     shape[d:d + 2] = [nw * size]
     g = reshape(g, shape)
-    win = op(BINARY, [reshape(op(BINARY, [iota(dev, nw), scalar(dev, TT_I64, step)],
-                                 (BIN["mul"],)), [nw, 1]),
-                      reshape(iota(dev, size), [1, size])], (BIN["add"],))
+    win = ir.binary(reshape(ir.binary(iota(dev, nw), scalar(dev, TT_I64, step), op=BIN["mul"]), [nw, 1]), reshape(iota(dev, size), [1, size]), op=BIN["add"])
     zeros = broadcast(scalar(dev, dt, 0), input_sizes)
-    return wrap(op(INDEX_ADD, [zeros, reshape(win, [nw * size]), g], (d,)))
+    return wrap(ir.index_add(zeros, reshape(win, [nw * size]), g, dim=d))
 
 
 _ = (tt, convert)

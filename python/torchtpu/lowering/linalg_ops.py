@@ -11,12 +11,16 @@ non-positive-definite input do not check (that would need a sync).
 """
 import torch
 
+from torchtpu import ir
+
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, DOT, GATHER, LINALG, REDUCE, RED_MAX, RED_PROD, RED_SUM, SLICE,
     TRANSPOSE, TT_BOOL, TT_F32, TT_I32, TT_I64, UN, UNARY, WHERE, aten, broadcast, convert,
     handle, iota, lowers, op, reshape, scalar, tt, wrap)
 
-CHOLESKY, LU, TRSM, GEQRF, ORGQR, ORMQR, EIGH, SVD = range(8)
+CHOLESKY, LU, TRSM, GEQRF, ORGQR, ORMQR, EIGH, SVD = (
+    ir.ENUMS["linalg"][n] for n in ("cholesky", "lu", "trsm", "geqrf", "orgqr", "ormqr", "eigh",
+                                    "svd"))
 
 
 def _numel(shape):
@@ -49,14 +53,14 @@ def _linalg(kind, operands, flags=(0, 0, 0)):
 def _part(packed, off, count, shape):
     """Columns [off, off + count) of a packed [B, P] result, reshaped."""
     B, P = packed.shape
-    h = op(SLICE, [packed], (0, off, B, off + count, 1, 1)) if (off, count) != (0, P) else packed
+    h = ir.slice(packed, start=(0, off), limit=(B, off + count), step=(1, 1)) if (off, count) != (0, P) else packed
     return reshape(h, shape)
 
 
 def _mT(h):
     r = len(h.shape)
     perm = list(range(r - 2)) + [r - 1, r - 2]
-    return op(TRANSPOSE, [h], perm)
+    return ir.transpose(h, perm=perm)
 
 
 def _matmul(a, b):
@@ -64,14 +68,14 @@ def _matmul(a, b):
     batch = list(a.shape[:-2])
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     B = _numel(batch)
-    y = op(DOT, [reshape(a, [B, m, k]), reshape(b, [B, k, n])], (0, 0))
+    y = ir.dot(reshape(a, [B, m, k]), reshape(b, [B, k, n]), trans_a=0, trans_b=0)
     return reshape(y, batch + [m, n])
 
 
 def _eye(dev, dt, n, batch):
     rows = reshape(iota(dev, n), [n, 1])
     cols = reshape(iota(dev, n), [1, n])
-    e = op(CONVERT, [op(BINARY, [rows, cols], (BIN["eq"],))], (dt,))
+    e = ir.convert(ir.binary(rows, cols, op=BIN["eq"]), dtype=dt)
     return broadcast(e, batch + [n, n])
 
 
@@ -79,8 +83,8 @@ def _tri_mask(dev, m, n, lower, diag_ok):
     r = reshape(iota(dev, m), [m, 1])
     c = reshape(iota(dev, n), [1, n])
     if lower:
-        return op(BINARY, [r, c], (BIN["ge" if diag_ok else "gt"],))
-    return op(BINARY, [r, c], (BIN["le" if diag_ok else "lt"],))
+        return ir.binary(r, c, op=BIN["ge" if diag_ok else "gt"])
+    return ir.binary(r, c, op=BIN["le" if diag_ok else "lt"])
 
 
 def _check_square(x, name):
@@ -100,7 +104,7 @@ def _cholesky_h(x, upper):
     info = _part(packed, n * n, 1, batch)
     if upper:
         L = _mT(L)
-    return L, op(CONVERT, [info], (TT_I32,))
+    return L, ir.convert(info, dtype=TT_I32)
 
 
 @lowers(aten.linalg_cholesky_ex.default)
@@ -171,17 +175,17 @@ def linalg_lu_factor_ex(x, *, pivot=True, check_errors=False):
     if not pivot:
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
     LU_, piv, _, info = _lu_h(x)
-    return wrap(LU_), wrap(op(CONVERT, [piv], (TT_I32,))), wrap(op(CONVERT, [info], (TT_I32,)))
+    return wrap(LU_), wrap(ir.convert(piv, dtype=TT_I32)), wrap(ir.convert(info, dtype=TT_I32))
 
 
 def _perm_matrix(perm_f, m, dt):
     """P with P[perm[i], i] = 1 (so A = P L U when A[perm] = L U)."""
     dev = perm_f.device
-    p = op(CONVERT, [perm_f], (TT_I64,))
+    p = ir.convert(perm_f, dtype=TT_I64)
     batch = list(perm_f.shape[:-1])
     rows = reshape(iota(dev, m), [m, 1])
-    eq = op(BINARY, [rows, reshape(p, batch + [1, m])], (BIN["eq"],))
-    return op(CONVERT, [eq], (dt,))
+    eq = ir.binary(rows, reshape(p, batch + [1, m]), op=BIN["eq"])
+    return ir.convert(eq, dtype=dt)
 
 
 def _unpack_lu(LU_, m, n, dt):
@@ -189,12 +193,12 @@ def _unpack_lu(LU_, m, n, dt):
     k = min(m, n)
     batch = list(LU_.shape[:-2])
     zero = scalar(dev, dt, 0)
-    Lfull = op(WHERE, [_tri_mask(dev, m, n, True, False), LU_, zero])
+    Lfull = ir.where(_tri_mask(dev, m, n, True, False), LU_, zero)
     L = _slice_last2(Lfull, m, k)
     eye = _eye(dev, dt, min(m, k), [])
     eye = reshape(eye, [m, k]) if m == k else _eye_rect(dev, dt, m, k)
-    L = op(BINARY, [L, broadcast(eye, batch + [m, k])], (BIN["add"],))
-    Ufull = op(WHERE, [_tri_mask(dev, m, n, False, True), LU_, zero])
+    L = ir.binary(L, broadcast(eye, batch + [m, k]), op=BIN["add"])
+    Ufull = ir.where(_tri_mask(dev, m, n, False, True), LU_, zero)
     U = _slice_last2(Ufull, k, n)
     return L, U
 
@@ -202,7 +206,7 @@ def _unpack_lu(LU_, m, n, dt):
 def _eye_rect(dev, dt, m, k):
     rows = reshape(iota(dev, m), [m, 1])
     cols = reshape(iota(dev, k), [1, k])
-    return op(CONVERT, [op(BINARY, [rows, cols], (BIN["eq"],))], (dt,))
+    return ir.convert(ir.binary(rows, cols, op=BIN["eq"]), dtype=dt)
 
 
 def _slice_last2(h, rows, cols):
@@ -211,7 +215,7 @@ def _slice_last2(h, rows, cols):
         return h
     starts = [0] * r
     limits = list(h.shape[:-2]) + [rows, cols]
-    return op(SLICE, [h], starts + limits + [1] * r)
+    return ir.slice(h, start=starts, limit=limits, step=[1] * r)
 
 
 @lowers(aten.linalg_lu.default)
@@ -229,18 +233,18 @@ def _pivots_to_perm(piv, m):
     dev = piv.device
     batch = list(piv.shape[:-1])
     k = piv.shape[-1]
-    p = op(BINARY, [op(CONVERT, [piv], (TT_I64,)), scalar(dev, TT_I64, 1)], (BIN["sub"],))
+    p = ir.binary(ir.convert(piv, dtype=TT_I64), scalar(dev, TT_I64, 1), op=BIN["sub"])
     B = _numel(batch)
     p = reshape(p, [B, k])
     perm = broadcast(reshape(iota(dev, m), [1, m]), [B, m])
     pos = reshape(iota(dev, m), [1, m])
     for j in range(k):
-        pj = op(SLICE, [p], (0, j, B, j + 1, 1, 1))               # [B, 1]
-        a = op(SLICE, [perm], (0, j, B, j + 1, 1, 1))              # perm[j]
-        b = op(GATHER, [perm, pj], (1,))                           # perm[pj]
-        is_j = op(BINARY, [pos, scalar(dev, TT_I64, j)], (BIN["eq"],))
-        is_p = op(BINARY, [pos, pj], (BIN["eq"],))
-        perm = op(WHERE, [is_j, b, op(WHERE, [is_p, a, perm])])
+        pj = ir.slice(p, start=(0, j), limit=(B, j + 1), step=(1, 1))               # [B, 1]
+        a = ir.slice(perm, start=(0, j), limit=(B, j + 1), step=(1, 1))              # perm[j]
+        b = ir.gather(perm, pj, dim=1)                           # perm[pj]
+        is_j = ir.binary(pos, scalar(dev, TT_I64, j), op=BIN["eq"])
+        is_p = ir.binary(pos, pj, op=BIN["eq"])
+        perm = ir.where(is_j, b, ir.where(is_p, a, perm))
     return reshape(perm, batch + [m])
 
 
@@ -252,7 +256,7 @@ def lu_unpack(LU_, pivots, unpack_data=True, unpack_pivots=True):
     batch = list(LU_.shape[:-2])
     if unpack_pivots:
         perm = _pivots_to_perm(pivots._h, m)
-        P = _perm_matrix(op(CONVERT, [perm], (dt,)), m, dt)
+        P = _perm_matrix(ir.convert(perm, dtype=dt), m, dt)
     else:
         P = broadcast(scalar(dev, dt, 0), [0])
     if unpack_data:
@@ -271,12 +275,12 @@ def _lu_solve_h(LU_, perm, b, left=True, adjoint=False):
         return _mT(_lu_solve_h(LU_, perm, _mT(b), True, not adjoint))
     n = LU_.shape[-1]
     batch = list(b.shape[:-2])
-    p = op(CONVERT, [perm], (TT_I64,))
+    p = ir.convert(perm, dtype=TT_I64)
     r = b.shape[-1]
     if not adjoint:
         # L U X = B[perm]
         idx = broadcast(reshape(p, batch + [n, 1]), batch + [n, r])
-        pb = op(GATHER, [b, idx], (len(batch),))
+        pb = ir.gather(b, idx, dim=len(batch))
         y = _trsm_h(LU_, pb, False, unit=True)
         return _trsm_h(LU_, y, True)
     # A^T X = B: U^T L^T (P^T X) = B -> Z = P^T X, X[perm] = Z.
@@ -285,7 +289,7 @@ def _lu_solve_h(LU_, perm, b, left=True, adjoint=False):
     idx = broadcast(reshape(p, batch + [n, 1]), batch + [n, r])
     from torchtpu.lowering.core import SCATTER
     zeros = broadcast(scalar(dev, b.dtype, 0), batch + [n, r])
-    return op(SCATTER, [zeros, idx, z], (len(batch), 0))
+    return ir.scatter(zeros, idx, z, dim=len(batch), reduce=0)
 
 
 @lowers(aten.linalg_lu_solve.default)
@@ -330,8 +334,8 @@ def linalg_solve_ex(A, B, *, left=True, check_errors=False):
     x = _lu_solve_h(lh, perm, bh, left, False)
     if vector:
         x = reshape(x, list(x.shape[:-1]))
-    return (wrap(x), wrap(LU_), wrap(op(CONVERT, [piv], (TT_I32,))),
-            wrap(op(CONVERT, [info], (TT_I32,))))
+    return (wrap(x), wrap(LU_), wrap(ir.convert(piv, dtype=TT_I32)),
+            wrap(ir.convert(info, dtype=TT_I32)))
 
 
 @lowers(aten.linalg_inv_ex.default)
@@ -340,7 +344,7 @@ def linalg_inv_ex(A, *, check_errors=False):
     n = A.shape[-1]
     LU_, _, perm, info = _lu_h(A)
     eye = _eye(A._h.device, A._h.dtype, n, list(A.shape[:-2]))
-    return wrap(_lu_solve_h(LU_, perm, eye)), wrap(op(CONVERT, [info], (TT_I32,)))
+    return wrap(_lu_solve_h(LU_, perm, eye)), wrap(ir.convert(info, dtype=TT_I32))
 
 
 def _det_parts(A):
@@ -350,16 +354,13 @@ def _det_parts(A):
     dev, dt = A._h.device, A._h.dtype
     n = A.shape[-1]
     batch = list(A.shape[:-2])
-    eye = op(CONVERT, [_eye(dev, dt, n, [])], (TT_BOOL,))
-    diag = op(REDUCE, [op(WHERE, [eye, LU_, scalar(dev, dt, 0)])], (RED_SUM, 1 << (len(batch) + 1),
-                                                                    0, dt))
-    swaps = op(BINARY, [op(CONVERT, [piv], (TT_I64,)),
-                        reshape(op(BINARY, [iota(dev, n), scalar(dev, TT_I64, 1)], (BIN["add"],)),
-                                [n])], (BIN["ne"],))
-    nswap = op(REDUCE, [op(CONVERT, [swaps], (TT_I64,))], (RED_SUM, 1 << len(batch), 0, TT_I64))
-    odd = op(BINARY, [op(BINARY, [nswap, scalar(dev, TT_I64, 2)], (BIN["remainder"],)),
-                      scalar(dev, TT_I64, 1)], (BIN["eq"],))
-    sign = op(WHERE, [odd, scalar(dev, dt, -1.0), scalar(dev, dt, 1.0)])
+    eye = ir.convert(_eye(dev, dt, n, []), dtype=TT_BOOL)
+    diag = ir.reduce(ir.where(eye, LU_, scalar(dev, dt, 0)), op=RED_SUM, dims_mask=1 << (len(batch) + 1), keepdim=0, dtype=dt)
+    swaps = ir.binary(ir.convert(piv, dtype=TT_I64), reshape(ir.binary(iota(dev, n), scalar(dev, TT_I64, 1), op=BIN["add"]),
+                                [n]), op=BIN["ne"])
+    nswap = ir.reduce(ir.convert(swaps, dtype=TT_I64), op=RED_SUM, dims_mask=1 << len(batch), keepdim=0, dtype=TT_I64)
+    odd = ir.binary(ir.binary(nswap, scalar(dev, TT_I64, 2), op=BIN["remainder"]), scalar(dev, TT_I64, 1), op=BIN["eq"])
+    sign = ir.where(odd, scalar(dev, dt, -1.0), scalar(dev, dt, 1.0))
     return LU_, piv, diag, sign
 
 
@@ -368,9 +369,8 @@ def linalg_det(A):
     _check_square(A, "linalg.det")
     LU_, piv, diag, sign = _det_parts(A)
     nb = len(A.shape) - 2
-    det = op(BINARY, [op(REDUCE, [diag], (RED_PROD, 1 << nb, 0, diag.dtype)), sign],
-             (BIN["mul"],))
-    return wrap(det), wrap(LU_), wrap(op(CONVERT, [piv], (TT_I32,)))
+    det = ir.binary(ir.reduce(diag, op=RED_PROD, dims_mask=1 << nb, keepdim=0, dtype=diag.dtype), sign, op=BIN["mul"])
+    return wrap(det), wrap(LU_), wrap(ir.convert(piv, dtype=TT_I32))
 
 
 @lowers(aten._linalg_slogdet.default)
@@ -379,12 +379,11 @@ def linalg_slogdet(A):
     dev, dt = A._h.device, A._h.dtype
     LU_, piv, diag, sign = _det_parts(A)
     nb = len(A.shape) - 2
-    dsign = op(UNARY, [diag], (UN["sign"],), (0.0, 0.0))
-    sign = op(BINARY, [sign, op(REDUCE, [dsign], (RED_PROD, 1 << nb, 0, dt))], (BIN["mul"],))
-    logabs = op(REDUCE, [op(UNARY, [op(UNARY, [diag], (UN["abs"],), (0.0, 0.0))], (UN["log"],),
-                            (0.0, 0.0))], (RED_SUM, 1 << nb, 0, dt))
+    dsign = ir.unary(diag, op=UN["sign"], alpha=0.0, beta=0.0)
+    sign = ir.binary(sign, ir.reduce(dsign, op=RED_PROD, dims_mask=1 << nb, keepdim=0, dtype=dt), op=BIN["mul"])
+    logabs = ir.reduce(ir.unary(ir.unary(diag, op=UN["abs"], alpha=0.0, beta=0.0), op=UN["log"], alpha=0.0, beta=0.0), op=RED_SUM, dims_mask=1 << nb, keepdim=0, dtype=dt)
     _ = dev
-    return wrap(sign), wrap(logabs), wrap(LU_), wrap(op(CONVERT, [piv], (TT_I32,)))
+    return wrap(sign), wrap(logabs), wrap(LU_), wrap(ir.convert(piv, dtype=TT_I32))
 
 
 # ---------------------------------------------------------------------- QR
@@ -428,7 +427,7 @@ def linalg_qr(A, mode="reduced"):
     dev, dt = A._h.device, A._h.dtype
     a, tau = _geqrf_h(A)
     rows = m if mode == "complete" else k
-    R = op(WHERE, [_tri_mask(dev, m, n, False, True), a, scalar(dev, dt, 0)])
+    R = ir.where(_tri_mask(dev, m, n, False, True), a, scalar(dev, dt, 0))
     R = _slice_last2(R, rows, n)
     if mode == "r":
         return wrap(broadcast(scalar(dev, dt, 0), [0])), wrap(R)
@@ -498,27 +497,26 @@ def _pinv_h(A, atol, rtol, hermitian):
     if hermitian:
         wrapped = linalg_eigh(A, "L", True)
         w, V = wrapped[0]._h, wrapped[1]._h
-        S = op(UNARY, [w], (UN["abs"],), (0.0, 0.0))
+        S = ir.unary(w, op=UN["abs"], alpha=0.0, beta=0.0)
         U, Vh = V, _mT(V)
         Sd = w
     else:
         U, S, Vh = _svd_h(A, False)
         Sd = S
-    smax = op(REDUCE, [S], (RED_MAX, 1 << nb, 1, dt)) if k else scalar(dev, dt, 0)
+    smax = ir.reduce(S, op=RED_MAX, dims_mask=1 << nb, keepdim=1, dtype=dt) if k else scalar(dev, dt, 0)
     tol = None
     if rtol is not None:
-        tol = op(BINARY, [smax, handle(rtol, dev, dt) if not isinstance(rtol, (int, float))
-                          else scalar(dev, dt, rtol)], (BIN["mul"],))
+        tol = ir.binary(smax, handle(rtol, dev, dt) if not isinstance(rtol, (int, float))
+                          else scalar(dev, dt, rtol), op=BIN["mul"])
     if atol is not None:
         ah = scalar(dev, dt, atol) if isinstance(atol, (int, float)) else \
             reshape(handle(atol, dev, dt), list(atol.shape) + [1])
-        tol = ah if tol is None else op(BINARY, [tol, ah], (BIN["max"],))
-    keep = op(BINARY, [S, tol], (BIN["gt"],))
-    inv = op(WHERE, [keep, op(UNARY, [Sd], (UN["reciprocal"],), (0.0, 0.0)),
-                     scalar(dev, dt, 0)])
+        tol = ah if tol is None else ir.binary(tol, ah, op=BIN["max"])
+    keep = ir.binary(S, tol, op=BIN["gt"])
+    inv = ir.where(keep, ir.unary(Sd, op=UN["reciprocal"], alpha=0.0, beta=0.0), scalar(dev, dt, 0))
     # pinv = V diag(1/s) U^T
     V = _mT(Vh)
-    Vs = op(BINARY, [V, reshape(inv, list(inv.shape[:-1]) + [1, k])], (BIN["mul"],))
+    Vs = ir.binary(V, reshape(inv, list(inv.shape[:-1]) + [1, k]), op=BIN["mul"])
     return _matmul(Vs, _mT(U))
 
 
@@ -561,9 +559,8 @@ def linalg_lstsq(A, B, rcond=None, *, driver=None):
     if m > n and driver != "gelsy":
         # Squared residual norms (ATen returns them when m > n and A has
         # full rank; full rank is assumed here, checking it would sync).
-        d = op(BINARY, [_matmul(ah, x), bh], (BIN["sub"],))
-        residuals = op(REDUCE, [op(BINARY, [d, d], (BIN["mul"],))],
-                       (RED_SUM, 1 << len(batch), 0, dt))
+        d = ir.binary(_matmul(ah, x), bh, op=BIN["sub"])
+        residuals = ir.reduce(ir.binary(d, d, op=BIN["mul"]), op=RED_SUM, dims_mask=1 << len(batch), keepdim=0, dtype=dt)
         if vector:
             residuals = reshape(residuals, batch)
     if vector:
@@ -573,10 +570,9 @@ def linalg_lstsq(A, B, rcond=None, *, driver=None):
     if driver != "gels":
         _, S, _ = _svd_h(Aw, False)
         k = min(m, n)
-        smax = op(REDUCE, [S], (RED_MAX, 1 << len(batch), 1, dt)) if k else scalar(dev, dt, 0)
-        big = op(BINARY, [S, op(BINARY, [smax, scalar(dev, dt, rc)], (BIN["mul"],))],
-                 (BIN["gt"],))
-        rank = op(REDUCE, [op(CONVERT, [big], (TT_I64,))], (RED_SUM, 1 << len(batch), 0, TT_I64))
+        smax = ir.reduce(S, op=RED_MAX, dims_mask=1 << len(batch), keepdim=1, dtype=dt) if k else scalar(dev, dt, 0)
+        big = ir.binary(S, ir.binary(smax, scalar(dev, dt, rc), op=BIN["mul"]), op=BIN["gt"])
+        rank = ir.reduce(ir.convert(big, dtype=TT_I64), op=RED_SUM, dims_mask=1 << len(batch), keepdim=0, dtype=TT_I64)
         if driver in ("gelsd", "gelss"):
             sv = S
     return wrap(x), wrap(residuals), wrap(rank), wrap(sv)

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from torchtpu import _C, bridge
+from torchtpu import _C, bridge, ir
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, IOTA, RNG, RNG_BERNOULLI, RNG_NORMAL, RNG_UNIFORM, TT_BOOL, TT_F32,
     TT_I64, UN, UNARY, WHERE, aten, broadcast, handle, lowers, op, reshape, scalar, tt, wrap)
@@ -69,14 +69,14 @@ def _next_key(device):
 
 def rng_handle(device, kind, dt, shape, a, b):
     key = _C.scalar(device, TT_I64, _next_key(device))
-    return op(RNG, [key], (kind, dt, *[int(s) for s in shape]), (float(a), float(b)))
+    return ir.rng(key, op=kind, dtype=dt, dims=[int(s) for s in shape], a=float(a), b=float(b))
 
 
 def _float_rng(x, kind, a, b):
     dt = x._h.dtype
     work = dt if dt in (0, 1) else TT_F32
     h = rng_handle(x._h.device, kind, work, x.shape, a, b)
-    return wrap(h if work == dt else op(CONVERT, [h], (dt,)))
+    return wrap(h if work == dt else ir.convert(h, dtype=dt))
 
 
 @lowers(aten.uniform.default)
@@ -101,16 +101,16 @@ def bernoulli(x, generator=None):
     dev = x._h.device
     u = rng_handle(dev, RNG_UNIFORM, TT_F32, x.shape, 0.0, 1.0)
     p = handle(x, dev, TT_F32)
-    keep = op(BINARY, [u, p], (BIN["lt"],))
-    return wrap(op(CONVERT, [keep], (x._h.dtype,)))
+    keep = ir.binary(u, p, op=BIN["lt"])
+    return wrap(ir.convert(keep, dtype=x._h.dtype))
 
 
 @lowers(aten.bernoulli.Tensor)
 def bernoulli_tensor(x, p, generator=None):
     dev = x._h.device
     u = rng_handle(dev, RNG_UNIFORM, TT_F32, x.shape, 0.0, 1.0)
-    keep = op(BINARY, [u, broadcast(handle(p, dev, TT_F32), x.shape)], (BIN["lt"],))
-    return wrap(op(CONVERT, [keep], (x._h.dtype,)))
+    keep = ir.binary(u, broadcast(handle(p, dev, TT_F32), x.shape), op=BIN["lt"])
+    return wrap(ir.convert(keep, dtype=x._h.dtype))
 
 
 @lowers(aten.random.default, getattr(aten.random, "from"), aten.random.to)
@@ -121,18 +121,18 @@ def random_(x, from_=None, to=None, generator=None):
         to, from_ = from_, 0
     dev = x._h.device
     u = rng_handle(dev, RNG_UNIFORM, 1, x.shape, float(from_), float(to))  # f64
-    f = op(UNARY, [u], (UN["floor"],), (0.0, 0.0))
-    return wrap(op(CONVERT, [f], (x._h.dtype,)))
+    f = ir.unary(u, op=UN["floor"], alpha=0.0, beta=0.0)
+    return wrap(ir.convert(f, dtype=x._h.dtype))
 
 
 @lowers(aten.exponential.default)
 def exponential(x, lambd=1.0, generator=None):
     dev = x._h.device
     u = rng_handle(dev, RNG_UNIFORM, TT_F32, x.shape, 0.0, 1.0)
-    one_minus = op(BINARY, [scalar(dev, TT_F32, 1.0), u], (BIN["sub"],))
-    lg = op(UNARY, [one_minus], (UN["log"],), (0.0, 0.0))
-    r = op(BINARY, [lg, scalar(dev, TT_F32, -1.0 / lambd)], (BIN["mul"],))
-    return wrap(op(CONVERT, [r], (x._h.dtype,)))
+    one_minus = ir.binary(scalar(dev, TT_F32, 1.0), u, op=BIN["sub"])
+    lg = ir.unary(one_minus, op=UN["log"], alpha=0.0, beta=0.0)
+    r = ir.binary(lg, scalar(dev, TT_F32, -1.0 / lambd), op=BIN["mul"])
+    return wrap(ir.convert(r, dtype=x._h.dtype))
 
 
 def _like_dtype(x, dtype):
@@ -146,7 +146,7 @@ def _rand_like(kind):
         work = dt if dt in (0, 1) else TT_F32
         a, b = (0.0, 1.0)
         h = rng_handle(x._h.device, kind, work, x.shape, a, b)
-        return wrap(h if work == dt else op(CONVERT, [h], (dt,)))
+        return wrap(h if work == dt else ir.convert(h, dtype=dt))
     return fn
 
 
@@ -160,10 +160,10 @@ def _randint_h(dev, shape, low, high, dt):
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
     u = rng_handle(dev, RNG_UNIFORM, 1, shape, float(low), float(high))  # f64
-    f = op(UNARY, [u], (UN["floor"],), (0.0, 0.0))
+    f = ir.unary(u, op=UN["floor"], alpha=0.0, beta=0.0)
     # [low, high) in float64 can round up to high for huge ranges.
-    f = op(BINARY, [f, scalar(dev, 1, float(high - 1))], (BIN["min"],))
-    return op(CONVERT, [f], (dt,))
+    f = ir.binary(f, scalar(dev, 1, float(high - 1)), op=BIN["min"])
+    return ir.convert(f, dtype=dt)
 
 
 @lowers(aten.randint_like.default, aten.randint_like.generator)
@@ -202,23 +202,22 @@ def multinomial(p, num_samples, replacement=False, *, generator=None):
     h = p._h if p.dim() == 2 else reshape(p._h, [1, n])
     rows = h.shape[0]
     work = 1 if h.dtype == 1 else TT_F32
-    h = op(CONVERT, [h], (work,)) if h.dtype != work else h
+    h = ir.convert(h, dtype=work) if h.dtype != work else h
     if replacement:
-        cdf = op(SCAN, [h], (0, 1, work))
-        total = op(REDUCE, [h], (0, 2, 1, work))
+        cdf = ir.scan(h, op=0, dim=1, dtype=work)
+        total = ir.reduce(h, op=0, dims_mask=2, keepdim=1, dtype=work)
         u = rng_handle(dev, RNG_UNIFORM, work, [rows, num_samples], 0.0, 1.0)
-        u = op(BINARY, [u, total], (BIN["mul"],))
-        idx = op(SEARCHSORTED, [cdf, u], (1, TT_I64))
-        idx = op(BINARY, [idx, scalar(dev, TT_I64, n - 1)], (BIN["min"],))
+        u = ir.binary(u, total, op=BIN["mul"])
+        idx = ir.searchsorted(cdf, u, right=1, dtype=TT_I64)
+        idx = ir.binary(idx, scalar(dev, TT_I64, n - 1), op=BIN["min"])
     else:
         u = rng_handle(dev, RNG_UNIFORM, work, [rows, n], 0.0, 1.0)
         # Gumbel noise -log(-log(u)); u == 0 is guarded by a tiny floor.
-        u = op(BINARY, [u, scalar(dev, work, 1e-30)], (BIN["max"],))
-        g = op(UNARY, [op(UNARY, [op(UNARY, [u], (UN["log"],), (0.0, 0.0))], (UN["neg"],),
-                          (0.0, 0.0))], (UN["log"],), (0.0, 0.0))
-        key = op(BINARY, [op(UNARY, [h], (UN["log"],), (0.0, 0.0)), g], (BIN["sub"],))
-        order = op(ARGSORT, [key], (1, 1))
-        idx = op(SLICE, [order], (0, 0, rows, num_samples, 1, 1))
+        u = ir.binary(u, scalar(dev, work, 1e-30), op=BIN["max"])
+        g = ir.unary(ir.unary(ir.unary(u, op=UN["log"], alpha=0.0, beta=0.0), op=UN["neg"], alpha=0.0, beta=0.0), op=UN["log"], alpha=0.0, beta=0.0)
+        key = ir.binary(ir.unary(h, op=UN["log"], alpha=0.0, beta=0.0), g, op=BIN["sub"])
+        order = ir.argsort(key, dim=1, descending=1)
+        idx = ir.slice(order, start=(0, 0), limit=(rows, num_samples), step=(1, 1))
     _ = GATHER
     return wrap(idx if p.dim() == 2 else reshape(idx, [num_samples]))
 
@@ -246,7 +245,7 @@ def _arange_h(index, start, end, step, dtype):
     dt = tt(dtype)
     if dt in (TT_F32, 1, 2, 3):
         n = max(math.ceil((end - start) / step), 0)
-        return op(IOTA, [], (dt, n), (float(start), float(step)), index)
+        return ir.iota(dtype=dt, n=n, start=float(start), step=float(step), device=index)
     # Integer dtypes: ATen truncates start/end/step to integers first (and
     # for int64 also sizes the result in integer arithmetic).
     xs, xe, xst = int(start), int(end), int(step)
@@ -258,8 +257,8 @@ def _arange_h(index, start, end, step, dtype):
         n = max(abs(num) // abs(xst) * (1 if (num >= 0) == (xst > 0) else -1), 0)
     else:
         n = max(math.ceil((end - start) / step), 0)
-    h = op(IOTA, [], (TT_I64, n), (float(xs), float(xst)), index)
-    return op(CONVERT, [h], (dt,)) if dt != TT_I64 else h
+    h = ir.iota(dtype=TT_I64, n=n, start=float(xs), step=float(xst), device=index)
+    return ir.convert(h, dtype=dt) if dt != TT_I64 else h
 
 
 def _arange(end, *, dtype=None, layout=None, device=None, pin_memory=None):
@@ -288,22 +287,20 @@ def _linspace_h(index, start, end, steps, dtype):
         if isinstance(v, (int, float, bool)):
             v = int(v) if not dtype.is_floating_point else float(v)
             return scalar(index, F64, v)
-        v = op(CONVERT, [reshape(v, [])], (F64,))
+        v = ir.convert(reshape(v, []), dtype=F64)
         if not dtype.is_floating_point:
-            v = op(CONVERT, [op(CONVERT, [v], (TT_I64,))], (F64,))
+            v = ir.convert(ir.convert(v, dtype=TT_I64), dtype=F64)
         return v
     sh, eh = h64(start), h64(end)
     if steps == 1:
-        return op(CONVERT, [broadcast(sh, [1])], (tt(dtype),))
-    step = op(BINARY, [op(BINARY, [eh, sh], (BIN["sub"],)), scalar(index, F64, max(steps - 1, 1))],
-              (BIN["div"],))
-    i = op(IOTA, [], (F64, steps), (0.0, 1.0), index)
-    up = op(BINARY, [sh, op(BINARY, [i, step], (BIN["mul"],))], (BIN["add"],))
-    back = op(BINARY, [scalar(index, F64, steps - 1), i], (BIN["sub"],))
-    down = op(BINARY, [eh, op(BINARY, [back, step], (BIN["mul"],))], (BIN["sub"],))
-    first = op(BINARY, [op(IOTA, [], (TT_I64, steps), (0.0, 1.0), index),
-                        scalar(index, TT_I64, steps // 2)], (BIN["lt"],))
-    return op(CONVERT, [op(WHERE, [first, up, down])], (tt(dtype),))
+        return ir.convert(broadcast(sh, [1]), dtype=tt(dtype))
+    step = ir.binary(ir.binary(eh, sh, op=BIN["sub"]), scalar(index, F64, max(steps - 1, 1)), op=BIN["div"])
+    i = ir.iota(dtype=F64, n=steps, start=0.0, step=1.0, device=index)
+    up = ir.binary(sh, ir.binary(i, step, op=BIN["mul"]), op=BIN["add"])
+    back = ir.binary(scalar(index, F64, steps - 1), i, op=BIN["sub"])
+    down = ir.binary(eh, ir.binary(back, step, op=BIN["mul"]), op=BIN["sub"])
+    first = ir.binary(ir.iota(dtype=TT_I64, n=steps, start=0.0, step=1.0, device=index), scalar(index, TT_I64, steps // 2), op=BIN["lt"])
+    return ir.convert(ir.where(first, up, down), dtype=tt(dtype))
 
 
 def _linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
@@ -340,10 +337,10 @@ def _eye(n, m=None, *, dtype=None, layout=None, device=None, pin_memory=None):
     if n < 0 or m < 0:
         raise RuntimeError(f"n must be greater or equal to 0, got {min(n, m)}")
     index = bridge.device_index(device)
-    rows = reshape(op(IOTA, [], (TT_I64, n), (0.0, 1.0), index), [n, 1])
-    cols = reshape(op(IOTA, [], (TT_I64, m), (0.0, 1.0), index), [1, m])
-    eq = op(BINARY, [rows, cols], (BIN["eq"],))
-    return _result(op(CONVERT, [eq], (tt(dtype or torch.get_default_dtype()),)))
+    rows = reshape(ir.iota(dtype=TT_I64, n=n, start=0.0, step=1.0, device=index), [n, 1])
+    cols = reshape(ir.iota(dtype=TT_I64, n=m, start=0.0, step=1.0, device=index), [1, m])
+    eq = ir.binary(rows, cols, op=BIN["eq"])
+    return _result(ir.convert(eq, dtype=tt(dtype or torch.get_default_dtype())))
 
 
 def _full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
@@ -381,9 +378,9 @@ def _randperm(n, *, dtype=torch.int64, layout=None, device=None, pin_memory=None
     if n < 0:
         raise RuntimeError(f"n must be non-negative, got{n}")
     keys = rng_handle(index, RNG_UNIFORM, 1, [n], 0.0, 1.0)
-    perm = op(ARGSORT, [keys], (0, 0))
+    perm = ir.argsort(keys, dim=0, descending=0)
     dt = tt(dtype if dtype is not None else torch.int64)
-    return _result(perm if dt == TT_I64 else op(CONVERT, [perm], (dt,)))
+    return _result(perm if dt == TT_I64 else ir.convert(perm, dtype=dt))
 
 
 def _randperm_gen(n, *, generator=None, dtype=torch.int64, layout=None, device=None,
@@ -410,13 +407,12 @@ def prims_where(cond, a, b):
     from torchtpu.lowering.core import device_of, result_type
     dev = device_of(cond, a, b)
     rt = result_type(a, b)
-    return wrap(op(WHERE, [handle(cond, dev, TT_BOOL), handle(a, dev, tt(rt)),
-                           handle(b, dev, tt(rt))]))
+    return wrap(ir.where(handle(cond, dev, TT_BOOL), handle(a, dev, tt(rt)), handle(b, dev, tt(rt))))
 
 
 @lowers(prims.convert_element_type.default)
 def prims_convert_element_type(x, dtype):
-    return wrap(x._h if x._h.dtype == tt(dtype) else op(CONVERT, [x._h], (tt(dtype),)))
+    return wrap(x._h if x._h.dtype == tt(dtype) else ir.convert(x._h, dtype=tt(dtype)))
 
 
 @lowers(prims.broadcast_in_dim.default)
@@ -436,11 +432,11 @@ def _normal_tensors(mean, std, generator=None):
         else torch.get_default_dtype()
     dt = tt(rt)
     mh, sh = handle(mean, dev, dt), handle(std, dev, dt)
-    shape = list(op(BINARY, [mh, sh], (BIN["add"],)).shape)
+    shape = list(ir.binary(mh, sh, op=BIN["add"]).shape)
     work = dt if dt in (0, 1) else TT_F32
     z = rng_handle(dev, RNG_NORMAL, work, shape, 0.0, 1.0)
-    z = z if work == dt else op(CONVERT, [z], (dt,))
-    return wrap(op(BINARY, [mh, op(BINARY, [sh, z], (BIN["mul"],))], (BIN["add"],)))
+    z = z if work == dt else ir.convert(z, dtype=dt)
+    return wrap(ir.binary(mh, ir.binary(sh, z, op=BIN["mul"]), op=BIN["add"]))
 
 
 @lowers(aten.normal.Tensor_Tensor, aten.normal.Tensor_float, aten.normal.float_Tensor)

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from torchtpu import settings
+from torchtpu import settings, ir
 from torchtpu.lowering.core import (
     LAYER_NORM, LAYER_NORM_BWD,
     ADAPTIVE_AVG_POOL2D, ADAPTIVE_AVG_POOL2D_BWD, AVG_POOL2D, AVG_POOL2D_BWD, BIN, BINARY,
@@ -29,7 +29,7 @@ def mm(a, b):
         raise RuntimeError(
             f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
             f"{b.shape[0]}x{b.shape[1]})")
-    h = op(DOT, [reshape(a._h, [1, *a.shape]), reshape(b._h, [1, *b.shape])], (0, 0))
+    h = ir.dot(reshape(a._h, [1, *a.shape]), reshape(b._h, [1, *b.shape]), trans_a=0, trans_b=0)
     return wrap(reshape(h, [a.shape[0], b.shape[1]]))
 
 
@@ -43,7 +43,7 @@ def bmm(a, b):
         raise RuntimeError(
             f"Expected size for first two dimensions of batch2 tensor to be: "
             f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
-    return wrap(op(DOT, [a._h, b._h], (0, 0)))
+    return wrap(ir.dot(a._h, b._h, trans_a=0, trans_b=0))
 
 
 @lowers(aten.addmm.default)
@@ -51,13 +51,13 @@ def addmm(bias, a, b, beta=1, alpha=1):
     prod = mm(a, b)._h
     dev = prod.device
     if alpha != 1:
-        prod = op(BINARY, [prod, scalar(dev, prod.dtype, alpha)], (BIN["mul"],))
+        prod = ir.binary(prod, scalar(dev, prod.dtype, alpha), op=BIN["mul"])
     if beta == 0:
         return wrap(prod)
     bh = handle(bias, dev, prod.dtype)
     if beta != 1:
-        bh = op(BINARY, [bh, scalar(dev, prod.dtype, beta)], (BIN["mul"],))
-    return wrap(op(BINARY, [prod, bh], (BIN["add"],)))
+        bh = ir.binary(bh, scalar(dev, prod.dtype, beta), op=BIN["mul"])
+    return wrap(ir.binary(prod, bh, op=BIN["add"]))
 
 
 @lowers(aten.baddbmm.default)
@@ -65,13 +65,13 @@ def baddbmm(bias, a, b, beta=1, alpha=1):
     prod = bmm(a, b)._h
     dev = prod.device
     if alpha != 1:
-        prod = op(BINARY, [prod, scalar(dev, prod.dtype, alpha)], (BIN["mul"],))
+        prod = ir.binary(prod, scalar(dev, prod.dtype, alpha), op=BIN["mul"])
     if beta == 0:
         return wrap(prod)
     bh = handle(bias, dev, prod.dtype)
     if beta != 1:
-        bh = op(BINARY, [bh, scalar(dev, prod.dtype, beta)], (BIN["mul"],))
-    return wrap(op(BINARY, [prod, bh], (BIN["add"],)))
+        bh = ir.binary(bh, scalar(dev, prod.dtype, beta), op=BIN["mul"])
+    return wrap(ir.binary(prod, bh, op=BIN["add"]))
 
 
 @lowers(aten.dot.default, aten.vdot.default)
@@ -84,13 +84,13 @@ def dot(a, b):
                            f"{a.shape[0]} and {b.shape[0]} elements respectively")
     _check_mm_dtypes(a, b, "dot")
     n = a.shape[0]
-    h = op(DOT, [reshape(a._h, [1, 1, n]), reshape(b._h, [1, n, 1])], (0, 0))
+    h = ir.dot(reshape(a._h, [1, 1, n]), reshape(b._h, [1, n, 1]), trans_a=0, trans_b=0)
     return wrap(reshape(h, []))
 
 
 @lowers(aten.mv.default)
 def mv(a, v):
-    h = op(DOT, [reshape(a._h, [1, *a.shape]), reshape(v._h, [1, v.shape[0], 1])], (0, 0))
+    h = ir.dot(reshape(a._h, [1, *a.shape]), reshape(v._h, [1, v.shape[0], 1]), trans_a=0, trans_b=0)
     return wrap(reshape(h, [a.shape[0]]))
 
 
@@ -107,7 +107,7 @@ def _softmax(log):
             h = convert(h, tt(torch.float32))
         if x.dim() == 0:
             h = reshape(h, [1])
-            return wrap(reshape(op(SOFTMAX, [h], (0, log)), []))
+            return wrap(reshape(ir.softmax(h, dim=0, log=log), []))
         if (log and _KEEP_PROBS and d == x.dim() - 1 and h.dtype == TT_F32 and
                 x.numel() > 0 and torch.is_grad_enabled()):
             # Training: the backward of a cross-entropy needs exp(y), the
@@ -115,10 +115,10 @@ def _softmax(log):
             # One packed result [log_softmax | softmax]; the backward reads
             # the second half (y._probs) instead of an exp per element.
             n, shape = x.numel(), list(x.shape)
-            y, p = _packed_pieces(op(SOFTMAX, [h], (d, 1, 1)), [(n, shape), (n, shape)])
+            y, p = _packed_pieces(ir.softmax(h, dim=d, log=1, packed=1), [(n, shape), (n, shape)])
             y._probs = p._h
             return y
-        return wrap(op(SOFTMAX, [h], (d, log)))
+        return wrap(ir.softmax(h, dim=d, log=log))
     return fn
 
 
@@ -138,14 +138,14 @@ def _softmax_bwd(log):
             # writing g, then reading g and y to reduce and combine.
             e = getattr(out, "_probs", None)
             if e is None:
-                e = op(UNARY, [yh], (UN["exp"],), (0.0, 0.0))
-            r = op(BINARY, [gh, op(BINARY, [e, sums], (BIN["mul"],))], (BIN["sub"],))
+                e = ir.unary(yh, op=UN["exp"], alpha=0.0, beta=0.0)
+            r = ir.binary(gh, ir.binary(e, sums, op=BIN["mul"]), op=BIN["sub"])
             return wrap(convert(r, tt(input_dtype)))
         if grad.dim() == 0:
             gh, yh = reshape(gh, [1]), reshape(yh, [1])
-            r = reshape(op(SOFTMAX_BWD, [gh, yh], (0, log)), [])
+            r = reshape(ir.softmax_bwd(gh, yh, dim=0, log=log), [])
         else:
-            r = op(SOFTMAX_BWD, [gh, yh], (d, log))
+            r = ir.softmax_bwd(gh, yh, dim=d, log=log)
         return wrap(convert(r, tt(input_dtype)))
     return fn
 
@@ -197,7 +197,7 @@ def _pad4(h, lows, highs):
     """h [N, C, H, W] padded with zeros (negative: cropped) on H and W."""
     if not any(lows) and not any(highs):
         return h
-    return op(PAD, [h], (0, 0, lows[0], lows[1], 0, 0, highs[0], highs[1]), (0.0,))
+    return ir.pad(h, lo=(0, 0, lows[0], lows[1]), hi=(0, 0, highs[0], highs[1]), value=0.0)
 
 
 def _conv_out_hw(xs, ks, s, p, d):
@@ -238,12 +238,12 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
         n, o = xh.shape[0], wh.shape[0]
         ckk = wh.shape[1] * win[0] * win[1]
         xw = reshape(_window_input(xh, win), [1, n, ckk])
-        out = op(DOT, [xw, reshape(_window_weight(wh, p, win), [1, o, ckk])], (0, 1))
+        out = ir.dot(xw, reshape(_window_weight(wh, p, win), [1, o, ckk]), trans_a=0, trans_b=1)
         out = reshape(out, [n, o, 1, 1])
     else:
         out = op(CONV2D, [xh, wh], (*s, *p, *d, groups))
     if bias is not None:
-        out = op(BINARY, [out, reshape(bias._h, [1, bias.shape[0], 1, 1])], (BIN["add"],))
+        out = ir.binary(out, reshape(bias._h, [1, bias.shape[0], 1, 1]), op=BIN["add"])
     if conv1d:
         shape = out.shape
         out = reshape(out, [shape[0], shape[1], shape[3]])
@@ -280,7 +280,7 @@ def _conv_transpose(x, w, bias, stride, padding, dilation, output_padding, group
     # output index o is full index o + p; past the full output: zeros.
     out = _pad4(out, [-p[i] for i in range(2)], [out_hw[i] + p[i] - full[i] for i in range(2)])
     if bias is not None:
-        out = op(BINARY, [out, reshape(bias._h, [1, cout, 1, 1])], (BIN["add"],))
+        out = ir.binary(out, reshape(bias._h, [1, cout, 1, 1]), op=BIN["add"])
     if conv1d:
         out = reshape(out, [n, cout, out_hw[1]])
     return wrap(out)
@@ -315,7 +315,7 @@ def _conv_transpose_backward(grad, x, w, stride, padding, dilation, groups, outp
         m = 0
         for dd in dims:
             m |= 1 << dd
-        gb = wrap(op(REDUCE, [grad._h], (RED_SUM, m, 0, grad._h.dtype)))
+        gb = wrap(ir.reduce(grad._h, op=RED_SUM, dims_mask=m, keepdim=0, dtype=grad._h.dtype))
     return gi, gw, gb
 
 
@@ -364,7 +364,7 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
     gi = gw = gb = None
     if output_mask[0]:
         if win:
-            g_window = reshape(op(DOT, [g2, w2], (0, 0)), [n, c, *ext])
+            g_window = reshape(ir.dot(g2, w2, trans_a=0, trans_b=0), [n, c, *ext])
             gi = _pad4(g_window, [0, 0], [xh.shape[2 + i] - ext[i] for i in range(2)])
         else:
             gi = op(CONV2D_BWD_INPUT, [gh, wh], attrs + tuple(xh.shape))
@@ -374,7 +374,7 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
     if output_mask[1]:
         if win:
             xw = reshape(_window_input(xh, win), [1, n, ckk])
-            gw = reshape(op(DOT, [g2, xw], (1, 0)), [o, c, *ext])
+            gw = reshape(ir.dot(g2, xw, trans_a=1, trans_b=0), [o, c, *ext])
             gw = _pad4(gw, *_window_taps(wh.shape[2:], p, ext))
         else:
             gw = op(CONV2D_BWD_WEIGHT, [gh, xh], attrs + tuple(wh.shape))
@@ -386,7 +386,7 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
         m = 0
         for dd in dims:
             m |= 1 << dd
-        gb = wrap(op(REDUCE, [grad._h], (RED_SUM, m, 0, grad._h.dtype)))
+        gb = wrap(ir.reduce(grad._h, op=RED_SUM, dims_mask=m, keepdim=0, dtype=grad._h.dtype))
     return gi, gw, gb
 
 
@@ -408,7 +408,7 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=(0,), dilation=(1
 @lowers(aten.max_pool2d_with_indices_backward.default)
 def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dilation,
                                      ceil_mode, indices):
-    return wrap(op(MAX_POOL2D_BWD, [grad._h, indices._h], tuple(x.shape)))
+    return wrap(ir.max_pool2d_bwd(grad._h, indices._h, dims=tuple(x.shape)))
 
 
 @lowers(aten.avg_pool2d.default)
@@ -419,7 +419,7 @@ def avg_pool2d(x, kernel_size, stride=(), padding=(0,), ceil_mode=False,
         # PyTorch accepts a negative divisor; the kernel takes its magnitude.
         y = avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                        -divisor_override)
-        return wrap(op(UNARY, [y._h], (UN["neg"],), (0.0, 0.0)))
+        return wrap(ir.unary(y._h, op=UN["neg"], alpha=0.0, beta=0.0))
     attrs = (*k, *s, *p, int(ceil_mode), int(count_include_pad), int(divisor_override or 0))
     if not x.dtype.is_floating_point:
         # The kernel is float only. PyTorch's integer average is the window
@@ -436,7 +436,7 @@ def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_
     if divisor_override is not None and divisor_override < 0:
         g = avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode,
                                 count_include_pad, -divisor_override)
-        return wrap(op(UNARY, [g._h], (UN["neg"],), (0.0, 0.0)))
+        return wrap(ir.unary(g._h, op=UN["neg"], alpha=0.0, beta=0.0))
     k, s, p, _ = _pool_args(kernel_size, stride, padding)
     attrs = (*k, *s, *p, int(ceil_mode), int(count_include_pad), int(divisor_override or 0))
     return wrap(op(AVG_POOL2D_BWD, [grad._h], attrs + tuple(x.shape)))
@@ -451,15 +451,15 @@ def adaptive_avg_pool2d(x, output_size):
     h, w = x.shape[-2], x.shape[-1]
     if oh == 1 and ow == 1:
         m = (1 << (x.dim() - 2)) | (1 << (x.dim() - 1))
-        return wrap(op(REDUCE, [x._h], (1, m, 1, x._h.dtype)))  # mean, keepdim
+        return wrap(ir.reduce(x._h, op=1, dims_mask=m, keepdim=1, dtype=x._h.dtype))  # mean, keepdim
     if h % oh == 0 and w % ow == 0:
         return avg_pool2d(x, [h // oh, w // ow], [h // oh, w // ow])
-    return wrap(op(ADAPTIVE_AVG_POOL2D, [x._h], (oh, ow)))
+    return wrap(ir.adaptive_avg_pool2d(x._h, out_size=(oh, ow)))
 
 
 @lowers(aten._adaptive_avg_pool2d_backward.default)
 def adaptive_avg_pool2d_backward(grad, x):
-    return wrap(op(ADAPTIVE_AVG_POOL2D_BWD, [grad._h], tuple(x.shape)))
+    return wrap(ir.adaptive_avg_pool2d_bwd(grad._h, dims=tuple(x.shape)))
 
 
 # ------------------------------------------------------------ embedding
@@ -471,7 +471,7 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
             f"types: Long, Int; but got {indices.dtype} instead (while checking arguments for "
             "embedding)")
     flat = reshape(indices._h, [indices.numel()])
-    out = op(INDEX_SELECT, [weight._h, flat], (0,))
+    out = ir.index_select(weight._h, flat, dim=0)
     return wrap(reshape(out, [*indices.shape, weight.shape[1]]))
 
 
@@ -483,25 +483,25 @@ def embedding_renorm(weight, indices, max_norm, norm_type):
     dev = weight._h.device
     n = weight.shape[0]
     w = weight._h
-    a = op(UNARY, [w], (UN["abs"],), (0.0, 0.0))
+    a = ir.unary(w, op=UN["abs"], alpha=0.0, beta=0.0)
     if norm_type == float("inf"):
-        norm = op(REDUCE, [a], (RED_MAX, 2, 1, w.dtype))
+        norm = ir.reduce(a, op=RED_MAX, dims_mask=2, keepdim=1, dtype=w.dtype)
     elif norm_type == 1:
-        norm = op(REDUCE, [a], (RED_SUM, 2, 1, w.dtype))
+        norm = ir.reduce(a, op=RED_SUM, dims_mask=2, keepdim=1, dtype=w.dtype)
     else:
         p = scalar(dev, w.dtype, norm_type)
-        s = op(REDUCE, [op(BINARY, [a, p], (BIN["pow"],))], (RED_SUM, 2, 1, w.dtype))
-        norm = op(BINARY, [s, scalar(dev, w.dtype, 1.0 / norm_type)], (BIN["pow"],))
+        s = ir.reduce(ir.binary(a, p, op=BIN["pow"]), op=RED_SUM, dims_mask=2, keepdim=1, dtype=w.dtype)
+        norm = ir.binary(s, scalar(dev, w.dtype, 1.0 / norm_type), op=BIN["pow"])
     idx = reshape(indices._h, [indices.numel()])
     ones = broadcast(scalar(dev, TT_I64, 1), [indices.numel()])
-    hits = op(INDEX_ADD, [broadcast(scalar(dev, TT_I64, 0), [n]), idx, ones], (0,))
-    used = reshape(op(BINARY, [hits, scalar(dev, TT_I64, 0)], (BIN["gt"],)), [n, 1])
-    big = op(BINARY, [norm, scalar(dev, w.dtype, max_norm)], (BIN["gt"],))
-    eps = op(BINARY, [norm, scalar(dev, w.dtype, 1e-7)], (BIN["add"],))
-    scale = op(BINARY, [scalar(dev, w.dtype, max_norm), eps], (BIN["div"],))
-    scaled = op(BINARY, [w, scale], (BIN["mul"],))
-    keep = op(BINARY, [used, big], (BIN["logical_and"],))
-    return wrap(op(WHERE, [keep, scaled, w]))
+    hits = ir.index_add(broadcast(scalar(dev, TT_I64, 0), [n]), idx, ones, dim=0)
+    used = reshape(ir.binary(hits, scalar(dev, TT_I64, 0), op=BIN["gt"]), [n, 1])
+    big = ir.binary(norm, scalar(dev, w.dtype, max_norm), op=BIN["gt"])
+    eps = ir.binary(norm, scalar(dev, w.dtype, 1e-7), op=BIN["add"])
+    scale = ir.binary(scalar(dev, w.dtype, max_norm), eps, op=BIN["div"])
+    scaled = ir.binary(w, scale, op=BIN["mul"])
+    keep = ir.binary(used, big, op=BIN["logical_and"])
+    return wrap(ir.where(keep, scaled, w))
 
 
 @lowers(aten.embedding_dense_backward.default)
@@ -516,10 +516,10 @@ def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad
     idx = reshape(indices._h, [n])
     g = reshape(grad._h, [n, d])
     if padding_idx >= 0:
-        keep = op(BINARY, [idx, scalar(dev, idx.dtype, padding_idx)], (BIN["ne"],))
-        g = op(WHERE, [reshape(keep, [n, 1]), g, scalar(dev, g.dtype, 0)])
+        keep = ir.binary(idx, scalar(dev, idx.dtype, padding_idx), op=BIN["ne"])
+        g = ir.where(reshape(keep, [n, 1]), g, scalar(dev, g.dtype, 0))
     zeros = broadcast(scalar(dev, g.dtype, 0), [num_weights, d])
-    return wrap(op(INDEX_ADD, [zeros, idx, g], (0,)))
+    return wrap(ir.index_add(zeros, idx, g, dim=0))
 
 
 # --------------------------------------------------------------- dropout
@@ -536,7 +536,7 @@ def native_dropout(x, p, train):
     keep = rng_handle(x._h.device, RNG_BERNOULLI, 9, list(x.shape), 1.0 - p, 0.0)
     dev = x._h.device
     scale = scalar(dev, x._h.dtype, 1.0 / (1.0 - p))
-    y = op(BINARY, [op(WHERE, [keep, x._h, scalar(dev, x._h.dtype, 0)]), scale], (BIN["mul"],))
+    y = ir.binary(ir.where(keep, x._h, scalar(dev, x._h.dtype, 0)), scale, op=BIN["mul"])
     return wrap(y), wrap(keep)
 
 
@@ -553,12 +553,12 @@ def _bag_plan(weight, indices, offsets, include_last_offset, padding_idx):
     nb = offsets.shape[0] - (1 if include_last_offset else 0)
     off = convert(offsets._h, TT_I64)
     if include_last_offset:
-        off = op(SLICE, [off], (0, nb, 1))
+        off = ir.slice(off, start=(0,), limit=(nb,), step=(1,))
     from torchtpu.lowering.core import iota
-    o2b = op(SEARCHSORTED, [off, iota(dev, n)], (1, TT_I64))
-    o2b = op(BINARY, [o2b, scalar(dev, TT_I64, 1)], (BIN["sub"],))
+    o2b = ir.searchsorted(off, iota(dev, n), right=1, dtype=TT_I64)
+    o2b = ir.binary(o2b, scalar(dev, TT_I64, 1), op=BIN["sub"])
     idx = convert(reshape(indices._h, [n]), TT_I64)
-    keep = op(BINARY, [idx, scalar(dev, TT_I64, padding_idx)], (BIN["ne"],)) if padding_idx >= 0 \
+    keep = ir.binary(idx, scalar(dev, TT_I64, padding_idx), op=BIN["ne"]) if padding_idx >= 0 \
         else broadcast(scalar(dev, 9, 1), [n])
     return idx, o2b, keep, nb
 
@@ -574,49 +574,46 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     D = weight.shape[1]
     idx, o2b, keep, nb = _bag_plan(weight, indices, offsets, include_last_offset, padding_idx)
     n = idx.shape[0]
-    rows = op(INDEX_SELECT, [weight._h, idx], (0,))
+    rows = ir.index_select(weight._h, idx, dim=0)
     keep2 = reshape(keep, [n, 1])
     zero = scalar(dev, dt, 0)
-    ones = op(WHERE, [keep, scalar(dev, TT_I64, 1), scalar(dev, TT_I64, 0)])
-    bag_size = op(INDEX_ADD, [broadcast(scalar(dev, TT_I64, 0), [nb]), o2b, ones], (0,))
+    ones = ir.where(keep, scalar(dev, TT_I64, 1), scalar(dev, TT_I64, 0))
+    bag_size = ir.index_add(broadcast(scalar(dev, TT_I64, 0), [nb]), o2b, ones, dim=0)
     if mode in (0, 1):
         # Half types: products and sums in f32, one rounding (as CPU).
         work = TT_F32 if dt in (TT_F16, TT_BF16) else dt
         rows = convert(rows, work)
         if per_sample_weights is not None:
-            rows = op(BINARY, [rows, reshape(handle(per_sample_weights, dev, work), [n, 1])],
-                      (BIN["mul"],))
+            rows = ir.binary(rows, reshape(handle(per_sample_weights, dev, work), [n, 1]), op=BIN["mul"])
         wzero = scalar(dev, work, 0)
-        masked = op(WHERE, [keep2, rows, wzero])
-        out = op(INDEX_ADD, [broadcast(wzero, [nb, D]), o2b, masked], (0,))
+        masked = ir.where(keep2, rows, wzero)
+        out = ir.index_add(broadcast(wzero, [nb, D]), o2b, masked, dim=0)
         if mode == 1:
-            cnt = reshape(op(BINARY, [bag_size, scalar(dev, TT_I64, 1)], (BIN["max"],)), [nb, 1])
-            out = op(BINARY, [out, convert(cnt, work)], (BIN["div"],))
+            cnt = reshape(ir.binary(bag_size, scalar(dev, TT_I64, 1), op=BIN["max"]), [nb, 1])
+            out = ir.binary(out, convert(cnt, work), op=BIN["div"])
         return wrap(convert(out, dt)), wrap(o2b), wrap(bag_size), wrap(bag_size)
     if per_sample_weights is not None:
-        rows = op(BINARY, [rows, reshape(handle(per_sample_weights, dev, dt), [n, 1])],
-                  (BIN["mul"],))
+        rows = ir.binary(rows, reshape(handle(per_sample_weights, dev, dt), [n, 1]), op=BIN["mul"])
     # max: per bag and column; padding rows never win.
-    o2b_k = op(WHERE, [keep, o2b, scalar(dev, TT_I64, nb)])  # padding -> dump row nb
+    o2b_k = ir.where(keep, o2b, scalar(dev, TT_I64, nb))  # padding -> dump row nb
     idx2 = broadcast(reshape(o2b_k, [n, 1]), [n, D])
     base = broadcast(zero, [nb + 1, D])
-    out = op(SCATTER_REDUCE, [base, idx2, rows], (0, SR_AMAX, 0))
+    out = ir.scatter_reduce(base, idx2, rows, dim=0, reduce=SR_AMAX, include_self=0)
     from torchtpu.lowering.core import SLICE, GATHER
-    out = op(SLICE, [out], (0, 0, nb, D, 1, 1))
+    out = ir.slice(out, start=(0, 0), limit=(nb, D), step=(1, 1))
     # max_indices: the first index (in input order) reaching the max.
-    outg = op(GATHER, [op(PAD, [out], (0, 0, 1, 0), (0.0,)), idx2], (0,))
-    hit = op(BINARY, [op(BINARY, [rows, outg], (BIN["eq"],)), keep2], (BIN["logical_and"],))
+    outg = ir.gather(ir.pad(out, lo=(0, 0), hi=(1, 0), value=0.0), idx2, dim=0)
+    hit = ir.binary(ir.binary(rows, outg, op=BIN["eq"]), keep2, op=BIN["logical_and"])
     from torchtpu.lowering.core import iota
     posn = broadcast(reshape(iota(dev, n), [n, 1]), [n, D])
     big = scalar(dev, TT_I64, n)
-    first = op(SCATTER_REDUCE, [broadcast(big, [nb + 1, D]), idx2,
-                                op(WHERE, [hit, posn, big])], (0, SR_AMIN, 0))
-    first = op(SLICE, [first], (0, 0, nb, D, 1, 1))
-    empty = op(BINARY, [first, big], (BIN["eq"],))
-    safe = op(BINARY, [first, scalar(dev, TT_I64, n - 1)], (BIN["min"],))
-    maxidx = op(INDEX_SELECT, [idx, reshape(safe, [nb * D])], (0,)) if n else \
+    first = ir.scatter_reduce(broadcast(big, [nb + 1, D]), idx2, ir.where(hit, posn, big), dim=0, reduce=SR_AMIN, include_self=0)
+    first = ir.slice(first, start=(0, 0), limit=(nb, D), step=(1, 1))
+    empty = ir.binary(first, big, op=BIN["eq"])
+    safe = ir.binary(first, scalar(dev, TT_I64, n - 1), op=BIN["min"])
+    maxidx = ir.index_select(idx, reshape(safe, [nb * D]), dim=0) if n else \
         broadcast(scalar(dev, TT_I64, -1), [nb * D])
-    maxidx = op(WHERE, [empty, scalar(dev, TT_I64, -1), reshape(maxidx, [nb, D])])
+    maxidx = ir.where(empty, scalar(dev, TT_I64, -1), reshape(maxidx, [nb, D]))
     return wrap(out), wrap(o2b), wrap(bag_size), wrap(maxidx)
 
 
@@ -631,32 +628,28 @@ def embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_in
     zeros = broadcast(scalar(dev, dt, 0), [num_weights, D])
     if mode == 2:
         mi = reshape(maximum_indices._h, [grad.shape[0] * D])
-        valid = op(BINARY, [mi, scalar(dev, TT_I64, 0)], (BIN["ge"],))
+        valid = ir.binary(mi, scalar(dev, TT_I64, 0), op=BIN["ge"])
         from torchtpu.lowering.core import iota
         col = broadcast(reshape(iota(dev, D), [1, D]), [grad.shape[0], D])
-        flat = op(BINARY, [op(BINARY, [op(BINARY, [mi, scalar(dev, TT_I64, 0)], (BIN["max"],)),
-                                       scalar(dev, TT_I64, D)], (BIN["mul"],)),
-                           reshape(col, [grad.shape[0] * D])], (BIN["add"],))
-        g = op(WHERE, [valid, reshape(grad._h, [grad.shape[0] * D]), scalar(dev, dt, 0)])
-        out = op(INDEX_ADD, [broadcast(scalar(dev, dt, 0), [num_weights * D]), flat, g], (0,))
+        flat = ir.binary(ir.binary(ir.binary(mi, scalar(dev, TT_I64, 0), op=BIN["max"]), scalar(dev, TT_I64, D), op=BIN["mul"]), reshape(col, [grad.shape[0] * D]), op=BIN["add"])
+        g = ir.where(valid, reshape(grad._h, [grad.shape[0] * D]), scalar(dev, dt, 0))
+        out = ir.index_add(broadcast(scalar(dev, dt, 0), [num_weights * D]), flat, g, dim=0)
         return wrap(reshape(out, [num_weights, D]))
-    rows = op(INDEX_SELECT, [grad._h, offset2bag._h], (0,))
+    rows = ir.index_select(grad._h, offset2bag._h, dim=0)
     if mode == 1:
-        cnt = op(INDEX_SELECT, [bag_size._h, offset2bag._h], (0,))
-        cnt = op(BINARY, [cnt, scalar(dev, TT_I64, 1)], (BIN["max"],))
-        rows = op(BINARY, [rows, convert(reshape(cnt, [n, 1]), dt)], (BIN["div"],))
+        cnt = ir.index_select(bag_size._h, offset2bag._h, dim=0)
+        cnt = ir.binary(cnt, scalar(dev, TT_I64, 1), op=BIN["max"])
+        rows = ir.binary(rows, convert(reshape(cnt, [n, 1]), dt), op=BIN["div"])
     if per_sample_weights is not None:
-        rows = op(BINARY, [rows, reshape(handle(per_sample_weights, dev, dt), [n, 1])],
-                  (BIN["mul"],))
+        rows = ir.binary(rows, reshape(handle(per_sample_weights, dev, dt), [n, 1]), op=BIN["mul"])
     if padding_idx >= 0:
-        keep = op(BINARY, [idx, scalar(dev, TT_I64, padding_idx)], (BIN["ne"],))
-        rows = op(WHERE, [reshape(keep, [n, 1]), rows, scalar(dev, dt, 0)])
+        keep = ir.binary(idx, scalar(dev, TT_I64, padding_idx), op=BIN["ne"])
+        rows = ir.where(reshape(keep, [n, 1]), rows, scalar(dev, dt, 0))
     if scale_grad_by_freq:
-        freq = op(INDEX_ADD, [broadcast(scalar(dev, TT_I64, 0), [num_weights]), idx,
-                              broadcast(scalar(dev, TT_I64, 1), [n])], (0,))
-        f = op(INDEX_SELECT, [freq, idx], (0,))
-        rows = op(BINARY, [rows, convert(reshape(f, [n, 1]), dt)], (BIN["div"],))
-    return wrap(op(INDEX_ADD, [zeros, idx, rows], (0,)))
+        freq = ir.index_add(broadcast(scalar(dev, TT_I64, 0), [num_weights]), idx, broadcast(scalar(dev, TT_I64, 1), [n]), dim=0)
+        f = ir.index_select(freq, idx, dim=0)
+        rows = ir.binary(rows, convert(reshape(f, [n, 1]), dt), op=BIN["div"])
+    return wrap(ir.index_add(zeros, idx, rows, dim=0))
 
 
 @lowers(aten._embedding_bag_per_sample_weights_backward.default)
@@ -667,12 +660,12 @@ def embedding_bag_psw_backward(grad, weight, indices, offsets, offset2bag, mode,
     dev, dt = grad._h.device, grad._h.dtype
     n = indices.numel()
     idx = convert(reshape(indices._h, [n]), TT_I64)
-    g = op(INDEX_SELECT, [grad._h, offset2bag._h], (0,))
-    w = op(INDEX_SELECT, [weight._h, idx], (0,))
-    out = op(REDUCE, [op(BINARY, [g, w], (BIN["mul"],))], (RED_SUM, 2, 0, dt))
+    g = ir.index_select(grad._h, offset2bag._h, dim=0)
+    w = ir.index_select(weight._h, idx, dim=0)
+    out = ir.reduce(ir.binary(g, w, op=BIN["mul"]), op=RED_SUM, dims_mask=2, keepdim=0, dtype=dt)
     if padding_idx >= 0:
-        keep = op(BINARY, [idx, scalar(dev, TT_I64, padding_idx)], (BIN["ne"],))
-        out = op(WHERE, [keep, out, scalar(dev, dt, 0)])
+        keep = ir.binary(idx, scalar(dev, TT_I64, padding_idx), op=BIN["ne"])
+        out = ir.where(keep, out, scalar(dev, dt, 0))
     return wrap(out)
 
 
@@ -693,8 +686,8 @@ def addbmm(bias, b1, b2, beta=1, alpha=1):
     float32 and round once, as CPU's addbmm)."""
     dt = b1._h.dtype
     work = tt(torch.float32) if dt in (2, 3) else dt
-    p = op(DOT, [convert(b1._h, work), convert(b2._h, work)], (0, 0))
-    prod = op(REDUCE, [p], (RED_SUM, 1, 0, work))
+    p = ir.dot(convert(b1._h, work), convert(b2._h, work), trans_a=0, trans_b=0)
+    prod = ir.reduce(p, op=RED_SUM, dims_mask=1, keepdim=0, dtype=work)
     if work != dt:
         bias_h = handle(bias, prod.device, work)
         out = addbmm_finish(prod, bias_h, beta, alpha)
@@ -706,23 +699,22 @@ def addbmm(bias, b1, b2, beta=1, alpha=1):
 def addbmm_finish(prod, bh, beta, alpha):
     dev = prod.device
     if alpha != 1:
-        prod = op(BINARY, [prod, scalar(dev, prod.dtype, alpha)], (BIN["mul"],))
+        prod = ir.binary(prod, scalar(dev, prod.dtype, alpha), op=BIN["mul"])
     if beta == 0:
         return prod
     if beta != 1:
-        bh = op(BINARY, [bh, scalar(dev, prod.dtype, beta)], (BIN["mul"],))
-    return op(BINARY, [prod, bh], (BIN["add"],))
+        bh = ir.binary(bh, scalar(dev, prod.dtype, beta), op=BIN["mul"])
+    return ir.binary(prod, bh, op=BIN["add"])
 
 
 def _centred_rstd(h, mask, dev, ct, eps):
     """(mean, x - mean, biased var, 1/sqrt(var + eps)) over the dims in
     mask, kept as size-1 dims: two-pass statistics, as PyTorch's
     decompositions."""
-    mean = op(REDUCE, [h], (RED_MEAN, mask, 1, ct))
-    xc = op(BINARY, [h, mean], (BIN["sub"],))
-    var = op(REDUCE, [op(BINARY, [xc, xc], (BIN["mul"],))], (RED_MEAN, mask, 1, ct))
-    rstd = op(UNARY, [op(BINARY, [var, scalar(dev, ct, eps)], (BIN["add"],))],
-              (UN["rsqrt"],), (0.0, 0.0))
+    mean = ir.reduce(h, op=RED_MEAN, dims_mask=mask, keepdim=1, dtype=ct)
+    xc = ir.binary(h, mean, op=BIN["sub"])
+    var = ir.reduce(ir.binary(xc, xc, op=BIN["mul"]), op=RED_MEAN, dims_mask=mask, keepdim=1, dtype=ct)
+    rstd = ir.unary(ir.binary(var, scalar(dev, ct, eps), op=BIN["add"]), op=UN["rsqrt"], alpha=0.0, beta=0.0)
     return mean, xc, var, rstd
 
 
@@ -769,23 +761,21 @@ def _bn_train(x, weight, bias, running_mean, running_var, momentum, eps):
     dev, ct = x._h.device, x._h.dtype
     mask, cshape, n = _bn_geom(x)
     mean, xc, var, invstd = _centred_rstd(x._h, mask, dev, ct, eps)  # [1, C, 1, ...]
-    out = op(BINARY, [xc, invstd], (BIN["mul"],))
+    out = ir.binary(xc, invstd, op=BIN["mul"])
     if weight is not None:
-        out = op(BINARY, [out, reshape(weight._h, cshape)], (BIN["mul"],))
+        out = ir.binary(out, reshape(weight._h, cshape), op=BIN["mul"])
     if bias is not None:
-        out = op(BINARY, [out, reshape(bias._h, cshape)], (BIN["add"],))
+        out = ir.binary(out, reshape(bias._h, cshape), op=BIN["add"])
     C = x.shape[1]
     mean_c, var_c = reshape(mean, [C]), reshape(var, [C])
     keep = scalar(dev, ct, 1.0 - momentum)
     if running_mean is not None:
-        upd = op(BINARY, [mean_c, scalar(dev, ct, momentum)], (BIN["mul"],))
-        running_mean._h = op(BINARY, [op(BINARY, [running_mean._h, keep], (BIN["mul"],)), upd],
-                             (BIN["add"],))
+        upd = ir.binary(mean_c, scalar(dev, ct, momentum), op=BIN["mul"])
+        running_mean._h = ir.binary(ir.binary(running_mean._h, keep, op=BIN["mul"]), upd, op=BIN["add"])
     if running_var is not None:
         unbiased = momentum * n / (n - 1) if n > 1 else float("nan")
-        upd = op(BINARY, [var_c, scalar(dev, ct, unbiased)], (BIN["mul"],))
-        running_var._h = op(BINARY, [op(BINARY, [running_var._h, keep], (BIN["mul"],)), upd],
-                            (BIN["add"],))
+        upd = ir.binary(var_c, scalar(dev, ct, unbiased), op=BIN["mul"])
+        running_var._h = ir.binary(ir.binary(running_var._h, keep, op=BIN["mul"]), upd, op=BIN["add"])
     return wrap(out), wrap(mean_c), wrap(reshape(invstd, [C]))
 
 
@@ -823,28 +813,23 @@ def native_batch_norm_backward(grad_out, x, weight, running_mean, running_var, s
         mean, invstd = reshape(save_mean._h, cshape), reshape(save_invstd._h, cshape)
     else:
         mean = reshape(running_mean._h, cshape)
-        invstd = op(UNARY, [op(BINARY, [reshape(running_var._h, cshape), scalar(dev, ct, eps)],
-                               (BIN["add"],))], (UN["rsqrt"],), (0.0, 0.0))
+        invstd = ir.unary(ir.binary(reshape(running_var._h, cshape), scalar(dev, ct, eps), op=BIN["add"]), op=UN["rsqrt"], alpha=0.0, beta=0.0)
     go = grad_out._h
-    xhat = op(BINARY, [op(BINARY, [x._h, mean], (BIN["sub"],)), invstd], (BIN["mul"],))
+    xhat = ir.binary(ir.binary(x._h, mean, op=BIN["sub"]), invstd, op=BIN["mul"])
     C = x.shape[1]
     need_sums = output_mask[1] or output_mask[2] or (output_mask[0] and train)
-    gsum = op(REDUCE, [go], (RED_SUM, mask, 1, ct)) if need_sums else None
-    gxsum = (op(REDUCE, [op(BINARY, [go, xhat], (BIN["mul"],))], (RED_SUM, mask, 1, ct))
+    gsum = ir.reduce(go, op=RED_SUM, dims_mask=mask, keepdim=1, dtype=ct) if need_sums else None
+    gxsum = (ir.reduce(ir.binary(go, xhat, op=BIN["mul"]), op=RED_SUM, dims_mask=mask, keepdim=1, dtype=ct)
              if output_mask[1] or (output_mask[0] and train) else None)
     gi = gw = gb = None
     if output_mask[0]:
-        scale = invstd if weight is None else op(BINARY, [invstd, reshape(weight._h, cshape)],
-                                                 (BIN["mul"],))
+        scale = invstd if weight is None else ir.binary(invstd, reshape(weight._h, cshape), op=BIN["mul"])
         if train:
             inv_n = scalar(dev, ct, 1.0 / n)
-            inner = op(BINARY, [op(BINARY, [go, op(BINARY, [gsum, inv_n], (BIN["mul"],))],
-                                   (BIN["sub"],)),
-                                op(BINARY, [xhat, op(BINARY, [gxsum, inv_n], (BIN["mul"],))],
-                                   (BIN["mul"],))], (BIN["sub"],))
+            inner = ir.binary(ir.binary(go, ir.binary(gsum, inv_n, op=BIN["mul"]), op=BIN["sub"]), ir.binary(xhat, ir.binary(gxsum, inv_n, op=BIN["mul"]), op=BIN["mul"]), op=BIN["sub"])
         else:
             inner = go
-        gi = wrap(op(BINARY, [inner, scale], (BIN["mul"],)))
+        gi = wrap(ir.binary(inner, scale, op=BIN["mul"]))
     if output_mask[1]:
         gw = wrap(reshape(gxsum, [C]))
     if output_mask[2]:
@@ -882,29 +867,27 @@ def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, t
     cols, rows = reshape(iota(dev, c), [1, c]), tgt
     if c < 1 << 24:
         cols, rows = convert(cols, TT_F32), convert(tgt, TT_F32)
-    hit = op(BINARY, [cols, rows], (BIN["eq"],))
-    valid = op(BINARY, [tgt, scalar(dev, TT_I64, ignore_index)], (BIN["ne"],))
+    hit = ir.binary(cols, rows, op=BIN["eq"])
+    valid = ir.binary(tgt, scalar(dev, TT_I64, ignore_index), op=BIN["ne"])
     g = grad_output._h
     if reduction == 1:  # mean
-        g = op(BINARY, [g, handle(total_weight, dev, dt)], (BIN["div"],))
+        g = ir.binary(g, handle(total_weight, dev, dt), op=BIN["div"])
     if reduction == 0:  # none: one gradient per row
         g = reshape(g, [n, 1])
-    val = op(UNARY, [g], (UN["neg"],), (0.0, 0.0))
+    val = ir.unary(g, op=UN["neg"], alpha=0.0, beta=0.0)
     if weight is not None:
-        safe = op(WHERE, [valid, tgt, scalar(dev, TT_I64, 0)])
-        wt = reshape(op(INDEX_SELECT, [weight._h, reshape(safe, [n])], (0,)), [n, 1])
-        val = op(BINARY, [val, wt], (BIN["mul"],))
-    cond = op(BINARY, [hit, valid], (BIN["logical_and"],))
-    out = wrap(op(WHERE, [cond, val, scalar(dev, dt, 0)]))
+        safe = ir.where(valid, tgt, scalar(dev, TT_I64, 0))
+        wt = reshape(ir.index_select(weight._h, reshape(safe, [n]), dim=0), [n, 1])
+        val = ir.binary(val, wt, op=BIN["mul"])
+    cond = ir.binary(hit, valid, op=BIN["logical_and"])
+    out = wrap(ir.where(cond, val, scalar(dev, dt, 0)))
     # Each row's sum: its one nonzero value (0 for an ignored row, or a
     # target outside [0, C), which no column matches). The log_softmax
     # backward that usually reads this gradient (cross-entropy) takes it
     # from here instead of a reduction over [N, C].
-    in_range = op(BINARY, [op(BINARY, [tgt, scalar(dev, TT_I64, 0)], (BIN["ge"],)),
-                           op(BINARY, [tgt, scalar(dev, TT_I64, c)], (BIN["lt"],))],
-                  (BIN["logical_and"],))
-    row_hit = op(BINARY, [valid, in_range], (BIN["logical_and"],))
-    out._row_sums = op(WHERE, [row_hit, val, scalar(dev, dt, 0)])
+    in_range = ir.binary(ir.binary(tgt, scalar(dev, TT_I64, 0), op=BIN["ge"]), ir.binary(tgt, scalar(dev, TT_I64, c), op=BIN["lt"]), op=BIN["logical_and"])
+    row_hit = ir.binary(valid, in_range, op=BIN["logical_and"])
+    out._row_sums = ir.where(row_hit, val, scalar(dev, dt, 0))
     return out
 
 
@@ -931,12 +914,11 @@ def _conv3d_taps(xh, geom):
     """For each depth tap: the planes it reads, folded to [N*OD, C, H, W]."""
     s, p, d, N, C, D, H, W, KD, Dp, OD = geom
     if p[0]:
-        xh = op(PAD, [xh], (0, 0, p[0], 0, 0, 0, 0, p[0], 0, 0), (0.0,))
+        xh = ir.pad(xh, lo=(0, 0, p[0], 0, 0), hi=(0, 0, p[0], 0, 0), value=0.0)
     taps = []
     for kd in range(KD):
         lo = kd * d[0]
-        xs = op(SLICE, [xh], (0, 0, lo, 0, 0, N, C, lo + (OD - 1) * s[0] + 1, H, W,
-                              1, 1, s[0], 1, 1))
+        xs = ir.slice(xh, start=(0, 0, lo, 0, 0), limit=(N, C, lo + (OD - 1) * s[0] + 1, H, W), step=(1, 1, s[0], 1, 1))
         xs = op(_c3("TRANSPOSE"), [xs], (0, 2, 1, 3, 4))
         taps.append(reshape(xs, [N * OD, C, H, W]))
     return taps
@@ -944,7 +926,7 @@ def _conv3d_taps(xh, geom):
 
 def _conv3d_weight_tap(wh, kd):
     O, Cg, KD, KH, KW = wh.shape
-    wk = op(SLICE, [wh], (0, 0, kd, 0, 0, O, Cg, kd + 1, KH, KW, 1, 1, 1, 1, 1))
+    wk = ir.slice(wh, start=(0, 0, kd, 0, 0), limit=(O, Cg, kd + 1, KH, KW), step=(1, 1, 1, 1, 1))
     return reshape(wk, [O, Cg, KH, KW])
 
 
@@ -971,11 +953,11 @@ def _conv3d_forward(x, w, bias, stride, padding, dilation, groups):
     out = None
     for kd, xs in enumerate(_conv3d_taps(x._h, geom)):
         y = op(CONV2D, [xs, _conv3d_weight_tap(w._h, kd)], attrs)
-        out = y if out is None else op(BINARY, [out, y], (BIN["add"],))
+        out = y if out is None else ir.binary(out, y, op=BIN["add"])
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     out = op(_c3("TRANSPOSE"), [reshape(out, [N, OD, O, OH, OW])], (0, 2, 1, 3, 4))
     if bias is not None:
-        out = op(BINARY, [out, reshape(bias._h, [1, O, 1, 1, 1])], (BIN["add"],))
+        out = ir.binary(out, reshape(bias._h, [1, O, 1, 1, 1]), op=BIN["add"])
     return wrap(out)
 
 
@@ -999,15 +981,13 @@ def _conv3d_backward(grad, x, w, stride, padding, dilation, groups, output_mask)
                     attrs + (N * OD, C, H, W))
             g5 = op(_c3("TRANSPOSE"), [reshape(g2, [N, OD, C, H, W])], (0, 2, 1, 3, 4))
             if s[0] > 1:  # planes land every stride-th position: interleave zeros
-                g6 = op(PAD, [reshape(g5, [N, C, OD, 1, H, W])],
-                        (0, 0, 0, 0, 0, 0, 0, 0, 0, s[0] - 1, 0, 0), (0.0,))
-                g5 = op(SLICE, [reshape(g6, [N, C, OD * s[0], H, W])],
-                        (0, 0, 0, 0, 0, N, C, span, H, W, 1, 1, 1, 1, 1))
+                g6 = ir.pad(reshape(g5, [N, C, OD, 1, H, W]), lo=(0, 0, 0, 0, 0, 0), hi=(0, 0, 0, s[0] - 1, 0, 0), value=0.0)
+                g5 = ir.slice(reshape(g6, [N, C, OD * s[0], H, W]), start=(0, 0, 0, 0, 0), limit=(N, C, span, H, W), step=(1, 1, 1, 1, 1))
             lo = kd * d[0]
-            g5 = op(PAD, [g5], (0, 0, lo, 0, 0, 0, 0, Dp - lo - span, 0, 0), (0.0,))
-            acc = g5 if acc is None else op(BINARY, [acc, g5], (BIN["add"],))
+            g5 = ir.pad(g5, lo=(0, 0, lo, 0, 0), hi=(0, 0, Dp - lo - span, 0, 0), value=0.0)
+            acc = g5 if acc is None else ir.binary(acc, g5, op=BIN["add"])
         if p[0]:
-            acc = op(SLICE, [acc], (0, 0, p[0], 0, 0, N, C, p[0] + D, H, W, 1, 1, 1, 1, 1))
+            acc = ir.slice(acc, start=(0, 0, p[0], 0, 0), limit=(N, C, p[0] + D, H, W), step=(1, 1, 1, 1, 1))
         gi = wrap(acc)
     if output_mask[1]:
         taps = []
@@ -1016,7 +996,7 @@ def _conv3d_backward(grad, x, w, stride, padding, dilation, groups, output_mask)
             taps.append(reshape(gk, [O, Cg, 1, KH, KW]))
         gw = wrap(taps[0] if len(taps) == 1 else op(_c3("CONCAT"), taps, (2,)))
     if output_mask[2]:
-        gb = wrap(op(REDUCE, [grad._h], (RED_SUM, 1 | 4 | 8 | 16, 0, grad._h.dtype)))
+        gb = wrap(ir.reduce(grad._h, op=RED_SUM, dims_mask=1 | 4 | 8 | 16, keepdim=0, dtype=grad._h.dtype))
     return gi, gw, gb
 
 
@@ -1071,7 +1051,7 @@ def _packed_pieces(packed, sizes):
         packed = reshape(packed, [math.prod(packed.shape)])
     for n, shape in sizes:
         out.append(None if shape is None else
-                   wrap(reshape(op(SLICE, [packed], (start, start + n, 1)), shape)))
+                   wrap(reshape(ir.slice(packed, start=(start,), limit=(start + n,), step=(1,)), shape)))
         start += n
     return out
 
@@ -1097,17 +1077,17 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
         # place there, where a slice of a packed result is copied); the
         # statistics are their own instruction, dead code unless read.
         y = op(LAYER_NORM, operands, flags + (0,), (float(eps),))
-        stats = op(LAYER_NORM, [x._h], (axis, 0, 0, 1), (float(eps),))
+        stats = ir.layer_norm(x._h, axis=axis, has_weight=0, has_bias=0, form=1, eps=float(eps))
         return (wrap(y), *_packed_pieces(stats, [(R, stat), (R, stat)]))
     dev = x._h.device
     ct = TT_F32 if x.dtype in (torch.float16, torch.bfloat16) else x._h.dtype
     axis, mask, _ = _ln_geom(x, normalized_shape)
     mean, xc, _, rstd = _centred_rstd(convert(x._h, ct), mask, dev, ct, eps)
-    out = op(BINARY, [xc, rstd], (BIN["mul"],))
+    out = ir.binary(xc, rstd, op=BIN["mul"])
     if weight is not None:
-        out = op(BINARY, [out, handle(weight, dev, ct)], (BIN["mul"],))
+        out = ir.binary(out, handle(weight, dev, ct), op=BIN["mul"])
     if bias is not None:
-        out = op(BINARY, [out, handle(bias, dev, ct)], (BIN["add"],))
+        out = ir.binary(out, handle(bias, dev, ct), op=BIN["add"])
     dt = x._h.dtype
     return wrap(convert(out, dt)), wrap(convert(mean, dt)), wrap(convert(rstd, dt))
 
@@ -1124,7 +1104,7 @@ def native_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight
         axis = x.dim() - len(normalized_shape)
         operands = [grad_out._h, x._h, mean._h, rstd._h] + ([weight._h] if weight is not None
                                                               else [])
-        packed = op(LAYER_NORM_BWD, operands, (axis, int(bool(output_mask[0]))))
+        packed = ir.layer_norm_bwd(*operands, axis=axis, want_grad_x=int(bool(output_mask[0])))
         C = math.prod(x.shape[axis:])
         return tuple(_packed_pieces(packed, [
             (x.numel(), list(x.shape) if output_mask[0] else None),
@@ -1134,22 +1114,20 @@ def native_layer_norm_backward(grad_out, x, normalized_shape, mean, rstd, weight
     ct = TT_F32 if x.dtype in (torch.float16, torch.bfloat16) else x._h.dtype
     axis, mask, lead = _ln_geom(x, normalized_shape)
     go = convert(grad_out._h, ct)
-    xhat = op(BINARY, [op(BINARY, [convert(x._h, ct), handle(mean, dev, ct)], (BIN["sub"],)),
-                       handle(rstd, dev, ct)], (BIN["mul"],))
+    xhat = ir.binary(ir.binary(convert(x._h, ct), handle(mean, dev, ct), op=BIN["sub"]), handle(rstd, dev, ct), op=BIN["mul"])
     gi = gw = gb = None
     if output_mask[0]:
-        g = go if weight is None else op(BINARY, [go, handle(weight, dev, ct)], (BIN["mul"],))
-        mg = op(REDUCE, [g], (RED_MEAN, mask, 1, ct))
-        mgx = op(REDUCE, [op(BINARY, [g, xhat], (BIN["mul"],))], (RED_MEAN, mask, 1, ct))
-        inner = op(BINARY, [op(BINARY, [g, mg], (BIN["sub"],)),
-                            op(BINARY, [xhat, mgx], (BIN["mul"],))], (BIN["sub"],))
-        gi = wrap(convert(op(BINARY, [inner, handle(rstd, dev, ct)], (BIN["mul"],)),
+        g = go if weight is None else ir.binary(go, handle(weight, dev, ct), op=BIN["mul"])
+        mg = ir.reduce(g, op=RED_MEAN, dims_mask=mask, keepdim=1, dtype=ct)
+        mgx = ir.reduce(ir.binary(g, xhat, op=BIN["mul"]), op=RED_MEAN, dims_mask=mask, keepdim=1, dtype=ct)
+        inner = ir.binary(ir.binary(g, mg, op=BIN["sub"]), ir.binary(xhat, mgx, op=BIN["mul"]), op=BIN["sub"])
+        gi = wrap(convert(ir.binary(inner, handle(rstd, dev, ct), op=BIN["mul"]),
                           x._h.dtype))
     if output_mask[1] and weight is not None:
-        s = op(BINARY, [go, xhat], (BIN["mul"],))
-        s = op(REDUCE, [s], (RED_SUM, lead, 0, ct)) if lead else s
+        s = ir.binary(go, xhat, op=BIN["mul"])
+        s = ir.reduce(s, op=RED_SUM, dims_mask=lead, keepdim=0, dtype=ct) if lead else s
         gw = wrap(convert(reshape(s, list(weight.shape)), weight._h.dtype))
     if output_mask[2] and bias is not None:
-        s = op(REDUCE, [go], (RED_SUM, lead, 0, ct)) if lead else go
+        s = ir.reduce(go, op=RED_SUM, dims_mask=lead, keepdim=0, dtype=ct) if lead else go
         gb = wrap(convert(reshape(s, list(bias.shape)), bias._h.dtype))
     return gi, gw, gb

@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from torchtpu import ir
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, INDEX_ADD, INDEX_SELECT, REDUCE, RED_ARGMAX, RED_MAX, SCATTER,
     TRANSPOSE, TT_F32, TT_I64, UN, UNARY, GATHER, aten, broadcast, iota, lowers, op, reshape,
@@ -58,17 +59,17 @@ def _adaptive_max(x, output_size, nd):
         wins.append((idx, K))
         dim = r0 + 2 * d  # dims before d were each split into (O, K)
         flat = [v for row in idx for v in row]
-        h = op(INDEX_SELECT, [h, _const_i64(dev, flat)], (dim,))
+        h = ir.index_select(h, _const_i64(dev, flat), dim=dim)
         shape = shape[:dim] + [out[d], K] + shape[dim + 1:]
         h = reshape(h, shape)
     # [lead, O1, K1, O2, K2, ...] -> [lead, O1, O2, ..., K1*K2*...]
     perm = list(range(r0)) + [r0 + 2 * d for d in range(nd)] + [r0 + 2 * d + 1 for d in range(nd)]
-    h = op(TRANSPOSE, [h], perm)
+    h = ir.transpose(h, perm=perm)
     ks = [w[1] for w in wins]
     h = reshape(h, lead + out + [_numel(ks)])
     last = len(lead) + nd
-    vals = op(REDUCE, [h], (RED_MAX, 1 << last, 0, h.dtype))
-    arg = op(REDUCE, [h], (RED_ARGMAX, 1 << last, 0, TT_I64))
+    vals = ir.reduce(h, op=RED_MAX, dims_mask=1 << last, keepdim=0, dtype=h.dtype)
+    arg = ir.reduce(h, op=RED_ARGMAX, dims_mask=1 << last, keepdim=0, dtype=TT_I64)
     # Flat index (within the spatial plane) of every window element.
     strides = [_numel(spatial[d + 1:]) for d in range(nd)]
     flat = None
@@ -80,10 +81,10 @@ def _adaptive_max(x, output_size, nd):
         # place as [O_d at d, K_d at nd+d]
         t = reshape(t, [out[d] if i == d else 1 for i in range(nd)] +
                     [K if i == d else 1 for i in range(nd)])
-        flat = t if flat is None else op(BINARY, [flat, t], (BIN["add"],))
+        flat = t if flat is None else ir.binary(flat, t, op=BIN["add"])
     flat = reshape(broadcast(flat, out + ks), out + [_numel(ks)])
     flat = broadcast(reshape(flat, [1] * len(lead) + out + [_numel(ks)]), lead + out + [_numel(ks)])
-    picked = op(GATHER, [flat, reshape(arg, lead + out + [1])], (last,))
+    picked = ir.gather(flat, reshape(arg, lead + out + [1]), dim=last)
     return wrap(vals), wrap(reshape(picked, lead + out))
 
 
@@ -113,7 +114,7 @@ def _max_unpool_backward(nd):
         g = reshape(grad._h, [nl, Q])
         i = reshape(indices._h, [nl, Q])
         zeros = broadcast(scalar(dev, dt, 0), [nl, P])
-        return wrap(reshape(op(SCATTER, [zeros, i, g], (1, 1)), list(x.shape)))
+        return wrap(reshape(ir.scatter(zeros, i, g, dim=1, reduce=1), list(x.shape)))
     return fn
 
 
@@ -136,15 +137,14 @@ def _nearest_index(dev, I, O, scale, exact):
         if O == I:
             return iota(dev, O)
         if O == 2 * I:
-            return op(BINARY, [iota(dev, O), scalar(dev, TT_I64, 2)], (BIN["floor_div"],))
+            return ir.binary(iota(dev, O), scalar(dev, TT_I64, 2), op=BIN["floor_div"])
     s = _scale_value(scale, I, O)
-    i = op(CONVERT, [iota(dev, O)], (TT_F32,))
+    i = ir.convert(iota(dev, O), dtype=TT_F32)
     if exact:
-        i = op(BINARY, [i, scalar(dev, TT_F32, 0.5)], (BIN["add"],))
-    f = op(UNARY, [op(BINARY, [i, scalar(dev, TT_F32, s)], (BIN["mul"],))], (UN["floor"],),
-           (0.0, 0.0))
-    idx = op(CONVERT, [f], (TT_I64,))
-    return op(BINARY, [idx, scalar(dev, TT_I64, I - 1)], (BIN["min"],))
+        i = ir.binary(i, scalar(dev, TT_F32, 0.5), op=BIN["add"])
+    f = ir.unary(ir.binary(i, scalar(dev, TT_F32, s), op=BIN["mul"]), op=UN["floor"], alpha=0.0, beta=0.0)
+    idx = ir.convert(f, dtype=TT_I64)
+    return ir.binary(idx, scalar(dev, TT_I64, I - 1), op=BIN["min"])
 
 
 def _nearest_backward(nd, exact):
@@ -160,7 +160,7 @@ def _nearest_backward(nd, exact):
             idx = _nearest_index(dev, I, O, sc, exact)
             shape = list(g.shape)
             shape[dim] = I
-            g = op(INDEX_ADD, [broadcast(scalar(dev, dt, 0), shape), idx, g], (dim,))
+            g = ir.index_add(broadcast(scalar(dev, dt, 0), shape), idx, g, dim=dim)
         return wrap(g)
     return fn
 
@@ -185,22 +185,18 @@ def _linear_weights(dev, I, O, align_corners, scale):
         one = broadcast(scalar(dev, TT_F32, 1.0), [O])
         zero = broadcast(scalar(dev, TT_F32, 0.0), [O])
         return i, i, one, zero
-    i = op(CONVERT, [iota(dev, O)], (TT_F32,))
+    i = ir.convert(iota(dev, O), dtype=TT_F32)
     if align_corners:
-        real = op(BINARY, [i, scalar(dev, TT_F32, s)], (BIN["mul"],))
+        real = ir.binary(i, scalar(dev, TT_F32, s), op=BIN["mul"])
     else:
-        real = op(BINARY, [op(BINARY, [op(BINARY, [i, scalar(dev, TT_F32, 0.5)], (BIN["add"],)),
-                                        scalar(dev, TT_F32, s)], (BIN["mul"],)),
-                           scalar(dev, TT_F32, 0.5)], (BIN["sub"],))
-        real = op(BINARY, [real, scalar(dev, TT_F32, 0.0)], (BIN["max"],))
-    i0 = op(CONVERT, [real], (TT_I64,))
-    i0 = op(BINARY, [i0, scalar(dev, TT_I64, I - 1)], (BIN["min"],))
-    i1 = op(BINARY, [op(BINARY, [i0, scalar(dev, TT_I64, 1)], (BIN["add"],)),
-                     scalar(dev, TT_I64, I - 1)], (BIN["min"],))
-    l1 = op(BINARY, [real, op(CONVERT, [i0], (TT_F32,))], (BIN["sub"],))
-    l1 = op(BINARY, [op(BINARY, [l1, scalar(dev, TT_F32, 0.0)], (BIN["max"],)),
-                     scalar(dev, TT_F32, 1.0)], (BIN["min"],))
-    l0 = op(BINARY, [scalar(dev, TT_F32, 1.0), l1], (BIN["sub"],))
+        real = ir.binary(ir.binary(ir.binary(i, scalar(dev, TT_F32, 0.5), op=BIN["add"]), scalar(dev, TT_F32, s), op=BIN["mul"]), scalar(dev, TT_F32, 0.5), op=BIN["sub"])
+        real = ir.binary(real, scalar(dev, TT_F32, 0.0), op=BIN["max"])
+    i0 = ir.convert(real, dtype=TT_I64)
+    i0 = ir.binary(i0, scalar(dev, TT_I64, I - 1), op=BIN["min"])
+    i1 = ir.binary(ir.binary(i0, scalar(dev, TT_I64, 1), op=BIN["add"]), scalar(dev, TT_I64, I - 1), op=BIN["min"])
+    l1 = ir.binary(real, ir.convert(i0, dtype=TT_F32), op=BIN["sub"])
+    l1 = ir.binary(ir.binary(l1, scalar(dev, TT_F32, 0.0), op=BIN["max"]), scalar(dev, TT_F32, 1.0), op=BIN["min"])
+    l0 = ir.binary(scalar(dev, TT_F32, 1.0), l1, op=BIN["sub"])
     return i0, i1, l0, l1
 
 
@@ -209,7 +205,7 @@ def _linear_backward(nd):
         dev, dt = grad._h.device, grad._h.dtype
         input_size = [int(s) for s in input_size]
         work = dt if dt in (0, 1) else TT_F32
-        g = grad._h if grad._h.dtype == work else op(CONVERT, [grad._h], (work,))
+        g = grad._h if grad._h.dtype == work else ir.convert(grad._h, dtype=work)
         r = len(input_size)
         for d in range(nd):
             dim = r - nd + d
@@ -218,14 +214,14 @@ def _linear_backward(nd):
             i0, i1, l0, l1 = _linear_weights(dev, I, O, align_corners, sc)
             wshape = [O if k == dim else 1 for k in range(r)]
             if work != TT_F32:
-                l0, l1 = op(CONVERT, [l0], (work,)), op(CONVERT, [l1], (work,))
-            g0 = op(BINARY, [g, reshape(l0, wshape)], (BIN["mul"],))
-            g1 = op(BINARY, [g, reshape(l1, wshape)], (BIN["mul"],))
+                l0, l1 = ir.convert(l0, dtype=work), ir.convert(l1, dtype=work)
+            g0 = ir.binary(g, reshape(l0, wshape), op=BIN["mul"])
+            g1 = ir.binary(g, reshape(l1, wshape), op=BIN["mul"])
             shape = list(g.shape)
             shape[dim] = I
-            acc = op(INDEX_ADD, [broadcast(scalar(dev, work, 0), shape), i0, g0], (dim,))
-            g = op(INDEX_ADD, [acc, i1, g1], (dim,))
-        return wrap(g if g.dtype == dt else op(CONVERT, [g], (dt,)))
+            acc = ir.index_add(broadcast(scalar(dev, work, 0), shape), i0, g0, dim=dim)
+            g = ir.index_add(acc, i1, g1, dim=dim)
+        return wrap(g if g.dtype == dt else ir.convert(g, dtype=dt))
     return fn
 
 
@@ -243,20 +239,20 @@ def _apply_along(h, dim, w_h):
     from torchtpu.lowering.core import DOT
     r = len(h.shape)
     perm = [k for k in range(r) if k != dim] + [dim]
-    t = op(TRANSPOSE, [h], perm) if perm != list(range(r)) else h
+    t = ir.transpose(h, perm=perm) if perm != list(range(r)) else h
     lead = [h.shape[k] for k in range(r) if k != dim]
     I = h.shape[dim]
     O = w_h.shape[0]
     t = reshape(t, [1, _numel(lead), I])
     w = reshape(w_h, [1, O, I])
     if w.dtype != t.dtype:
-        w = op(CONVERT, [w], (t.dtype,))
-    y = op(DOT, [t, w], (0, 1))  # [1, lead, O]
+        w = ir.convert(w, dtype=t.dtype)
+    y = ir.dot(t, w, trans_a=0, trans_b=1)  # [1, lead, O]
     y = reshape(y, lead + [O])
     inv = [0] * r
     for i, p in enumerate(perm):
         inv[p] = i
-    return op(TRANSPOSE, [y], inv) if inv != list(range(r)) else y
+    return ir.transpose(y, perm=inv) if inv != list(range(r)) else y
 
 
 def _upload_matrix(dev, m, dtype):
@@ -372,7 +368,7 @@ def _avg_counts(I, k, s, p, ceil, include_pad):
 
 def _sum_pool_2d(h, k, s, p, ceil):
     from torchtpu.lowering.core import AVG_POOL2D
-    return op(AVG_POOL2D, [h], (k[0], k[1], s[0], s[1], p[0], p[1], int(ceil), 1, 1))
+    return ir.avg_pool2d(h, kernel=(k[0], k[1]), stride=(s[0], s[1]), padding=(p[0], p[1]), ceil_mode=int(ceil), count_include_pad=1, divisor=1)
 
 
 def _avg3d_plan(x_shape, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -408,7 +404,7 @@ def avg_pool3d(x, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_i
     lead = list(x.shape[:-3])
     nl = _numel(lead)
     work = dt if dt in (0, 1) else TT_F32
-    h = x._h if dt == work else op(CONVERT, [x._h], (work,))
+    h = x._h if dt == work else ir.convert(x._h, dtype=work)
     D, H, W = sp
     h = _sum_pool_2d(reshape(h, [nl * D, 1, H, W]), k[1:], s[1:], p[1:], ceil_mode)
     oh, ow = h.shape[2], h.shape[3]
@@ -416,8 +412,8 @@ def avg_pool3d(x, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_i
     od = h.shape[2]
     h = reshape(h, lead + [od, oh, ow])
     div = _divisor_h(dev, work, counts, divisor_override)
-    h = op(BINARY, [h, div], (BIN["div"],))
-    return wrap(h if work == dt else op(CONVERT, [h], (dt,)))
+    h = ir.binary(h, div, op=BIN["div"])
+    return wrap(h if work == dt else ir.convert(h, dtype=dt))
 
 
 @lowers(aten.avg_pool3d_backward.default)
@@ -430,19 +426,17 @@ def avg_pool3d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_
     lead = list(x.shape[:-3])
     nl = _numel(lead)
     work = dt if dt in (0, 1) else TT_F32
-    g = grad._h if dt == work else op(CONVERT, [grad._h], (work,))
-    g = op(BINARY, [g, _divisor_h(dev, work, counts, divisor_override)], (BIN["div"],))
+    g = grad._h if dt == work else ir.convert(grad._h, dtype=work)
+    g = ir.binary(g, _divisor_h(dev, work, counts, divisor_override), op=BIN["div"])
     D, H, W = sp
     od, oh, ow = g.shape[-3], g.shape[-2], g.shape[-1]
     # Undo the depth sum-pool, then the (H, W) one.
     g = reshape(g, [nl, 1, od, oh * ow])
-    g = op(AVG_POOL2D_BWD, [g], (k[0], 1, s[0], 1, p[0], 0, int(ceil_mode), 1, 1,
-                                nl, 1, D, oh * ow))
+    g = ir.avg_pool2d_bwd(g, kernel=(k[0], 1), stride=(s[0], 1), padding=(p[0], 0), ceil_mode=int(ceil_mode), count_include_pad=1, divisor=1, dims=(nl, 1, D, oh * ow))
     g = reshape(g, [nl * D, 1, oh, ow])
-    g = op(AVG_POOL2D_BWD, [g], (k[1], k[2], s[1], s[2], p[1], p[2], int(ceil_mode), 1, 1,
-                                nl * D, 1, H, W))
+    g = ir.avg_pool2d_bwd(g, kernel=(k[1], k[2]), stride=(s[1], s[2]), padding=(p[1], p[2]), ceil_mode=int(ceil_mode), count_include_pad=1, divisor=1, dims=(nl * D, 1, H, W))
     g = reshape(g, list(x.shape))
-    return wrap(g if work == dt else op(CONVERT, [g], (dt,)))
+    return wrap(g if work == dt else ir.convert(g, dtype=dt))
 
 
 @lowers(aten.max_pool3d_with_indices_backward.default)

@@ -1,6 +1,7 @@
 """Reduction and scan lowerings."""
 import torch
 
+from torchtpu import ir
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, REDUCE, RED_ALL, RED_ANY, RED_ARGMAX, RED_ARGMIN, RED_MAX, RED_MEAN,
     RED_MIN, RED_PROD, RED_SUM, SCAN, TT_BOOL, TT_I64, aten, convert, lowers, mask_of, norm_dim,
@@ -11,9 +12,9 @@ def _reduce_h(h, red, dims, keepdim, out_dt):
     rank = len(h.shape)
     if rank == 0:
         h = reshape(h, [1])
-        out = op(REDUCE, [h], (red, 1, int(bool(keepdim)), out_dt))
+        out = ir.reduce(h, op=red, dims_mask=1, keepdim=int(bool(keepdim)), dtype=out_dt)
         return reshape(out, [])
-    return op(REDUCE, [h], (red, mask_of(dims), int(bool(keepdim)), out_dt))
+    return ir.reduce(h, op=red, dims_mask=mask_of(dims), keepdim=int(bool(keepdim)), dtype=out_dt)
 
 
 def _dims(x, dim):
@@ -97,7 +98,7 @@ def _arg(red):
                              "dim to be specified for input.numel() == 0.")
         if dim is None:
             flat = reshape(x._h, [x.numel()])
-            out = op(REDUCE, [flat], (red, 1, 0, TT_I64))
+            out = ir.reduce(flat, op=red, dims_mask=1, keepdim=0, dtype=TT_I64)
             if keepdim:
                 out = reshape(out, [1] * x.dim())
             return wrap(out)
@@ -129,7 +130,7 @@ def _anyall(red):
         dims = _dims(x, dim)
         out = _reduce_h(x._h, red, dims, keepdim, TT_BOOL)
         if x.dtype == torch.uint8:
-            out = op(CONVERT, [out], (tt(torch.uint8),))
+            out = ir.convert(out, dtype=tt(torch.uint8))
         return wrap(out)
     return fn
 
@@ -147,15 +148,15 @@ def _var_h(x, dim, correction, keepdim):
     if x.dim() == 0:
         h = reshape(h, [1])
         dims = [0]
-    mean = op(REDUCE, [h], (RED_MEAN, mask_of(dims), 1, work))
-    d = op(BINARY, [h, mean], (BIN["sub"],))
-    sq = op(BINARY, [d, d], (BIN["mul"],))
-    ss = op(REDUCE, [sq], (RED_SUM, mask_of(dims), int(keepdim), work))
+    mean = ir.reduce(h, op=RED_MEAN, dims_mask=mask_of(dims), keepdim=1, dtype=work)
+    d = ir.binary(h, mean, op=BIN["sub"])
+    sq = ir.binary(d, d, op=BIN["mul"])
+    ss = ir.reduce(sq, op=RED_SUM, dims_mask=mask_of(dims), keepdim=int(keepdim), dtype=work)
     n = 1
     for i in dims:
         n *= h.shape[i]
     c = 1 if correction is None else correction
-    var = op(BINARY, [ss, scalar(h.device, work, max(n - c, 0))], (BIN["div"],))
+    var = ir.binary(ss, scalar(h.device, work, max(n - c, 0)), op=BIN["div"])
     if not keepdim:
         mean = reshape(mean, ss.shape)
     if x.dim() == 0:
@@ -199,7 +200,7 @@ def _scan(kind):
         h = convert(x._h, tt(out)) if out.is_floating_point else x._h
         if x.dim() == 0:
             return wrap(convert(h, tt(out)))
-        return wrap(op(SCAN, [h], (kind, d, tt(out))))
+        return wrap(ir.scan(h, op=kind, dim=d, dtype=tt(out)))
     return fn
 
 

@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from torchtpu import _C, bridge
+from torchtpu import _C, bridge, ir
 from torchtpu.lowering.core import (
     BIN, BINARY, BROADCAST, CONCAT, CONVERT, FLIP, GATHER, INDEX_ADD, INDEX_SELECT, PAD, RESHAPE,
     SCATTER, SLICE, SLICE_SCATTER, TRANSPOSE, TT_I64, WHERE, XlaTensor, aten, broadcast, handle,
@@ -109,7 +109,7 @@ def permute(x, dims):
             f"equal to len(dims) = {len(dims)}")
     if dims == list(range(r)):
         return wrap(h)
-    return wrap(op(TRANSPOSE, [h], dims))
+    return wrap(ir.transpose(h, perm=dims))
 
 
 @lowers(aten.transpose.int, aten.transpose_copy.int)
@@ -129,7 +129,7 @@ def t(x):
     r = len(h.shape)
     if r > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {r}D")
-    return wrap(op(TRANSPOSE, [h], (1, 0))) if r == 2 else wrap(h)
+    return wrap(ir.transpose(h, perm=(1, 0))) if r == 2 else wrap(h)
 
 
 @lowers(aten.numpy_T.default)
@@ -184,7 +184,7 @@ def _slice_h(h, dim, start, end, step):
     starts[dim], limits[dim], steps[dim] = start, end, step
     if start == 0 and end == size and step == 1:
         return h
-    return op(SLICE, [h], starts + limits + steps)
+    return ir.slice(h, start=starts, limit=limits, step=steps)
 
 
 def _norm_slice(size, start, end, step):
@@ -239,7 +239,7 @@ def slice_scatter(x, src, dim=0, start=None, end=None, step=1):
     starts, limits, steps = [0] * r, list(x.shape), [1] * r
     starts[dim], limits[dim], steps[dim] = s, e, st
     src_h = handle(src, x._h.device, x._h.dtype)
-    return wrap(op(SLICE_SCATTER, [x._h, src_h], starts + limits + steps))
+    return wrap(ir.slice_scatter(x._h, src_h, start=starts, limit=limits, step=steps))
 
 
 # The backward of select and of a unit-step slice: the gradient placed in
@@ -260,7 +260,7 @@ def select_backward(grad, input_sizes, dim, index):
     h = reshape(grad._h, shape)
     lo, hi = [0] * len(sizes), [0] * len(sizes)
     lo[dim], hi[dim] = index, size - index - 1
-    return wrap(op(PAD, [h], lo + hi, (0.0,)))
+    return wrap(ir.pad(h, lo=lo, hi=hi, value=0.0))
 
 
 @lowers(aten.slice_backward.default)
@@ -274,7 +274,7 @@ def slice_backward(grad, input_sizes, dim, start, end, step):
             grad, input_sizes, dim, start, end, step)
     lo, hi = [0] * len(sizes), [0] * len(sizes)
     lo[dim], hi[dim] = s, sizes[dim] - s - grad.shape[dim]
-    return wrap(op(PAD, [grad._h], lo + hi, (0.0,)))
+    return wrap(ir.pad(grad._h, lo=lo, hi=hi, value=0.0))
 
 
 @lowers(aten.select_scatter.default)
@@ -287,7 +287,7 @@ def select_scatter(x, src, dim, index):
     r = x.dim()
     starts, limits, steps = [0] * r, list(x.shape), [1] * r
     starts[dim], limits[dim] = index, index + 1
-    return wrap(op(SLICE_SCATTER, [x._h, src_h], starts + limits + steps))
+    return wrap(ir.slice_scatter(x._h, src_h, start=starts, limit=limits, step=steps))
 
 
 @lowers(aten.split.Tensor, aten.split_copy.Tensor)
@@ -343,7 +343,7 @@ def cat(tensors, dim=0):
     hs = [handle(t, dev, tt(rt)) for t in ts]
     if len(hs) == 1:
         return wrap(hs[0])
-    return wrap(op(CONCAT, hs, (dim,)))
+    return wrap(ir.concat(*hs, dim=dim))
 
 
 @lowers(aten.constant_pad_nd.default)
@@ -360,7 +360,7 @@ def constant_pad_nd(x, pad, value=0):
         lo[d], hi[d] = int(pad[2 * i]), int(pad[2 * i + 1])
     if not any(lo) and not any(hi):
         return wrap(x._h)
-    return wrap(op(PAD, [x._h], lo + hi, (float(value),)))
+    return wrap(ir.pad(x._h, lo=lo, hi=hi, value=float(value)))
 
 
 def _triangle(upper):
@@ -371,10 +371,9 @@ def _triangle(upper):
             raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
         dev = x._h.device
         h, w = x.shape[-2], x.shape[-1]
-        diff = op(BINARY, [reshape(iota(dev, w), [1, w]), reshape(iota(dev, h), [h, 1])],
-                  (BIN["sub"],))
-        keep = op(BINARY, [diff, scalar(dev, TT_I64, diagonal)], (BIN["ge" if upper else "le"],))
-        return wrap(op(WHERE, [keep, x._h, scalar(dev, x._h.dtype, 0)]))
+        diff = ir.binary(reshape(iota(dev, w), [1, w]), reshape(iota(dev, h), [h, 1]), op=BIN["sub"])
+        keep = ir.binary(diff, scalar(dev, TT_I64, diagonal), op=BIN["ge" if upper else "le"])
+        return wrap(ir.where(keep, x._h, scalar(dev, x._h.dtype, 0)))
     return fn
 
 
@@ -387,7 +386,7 @@ def flip(x, dims):
     dims = norm_dims(dims, x.dim())
     if not dims:
         return wrap(x._h)
-    return wrap(op(FLIP, [x._h], (mask_of(dims),)))
+    return wrap(ir.flip(x._h, dims_mask=mask_of(dims)))
 
 
 def _index_h(idx, dev):
@@ -410,7 +409,7 @@ def index_select(x, dim, index):
             f"index_select(): Expected dtype int32/int64 for index but got: {index.dtype}")
     ih = reshape(_index_h(index, x._h.device), [index.numel()])
     h = x._h if x.dim() else reshape(x._h, [1])
-    out = op(INDEX_SELECT, [h, ih], (dim,))
+    out = ir.index_select(h, ih, dim=dim)
     if x.dim() == 0:
         out = reshape(out, [])
     return wrap(out)
@@ -423,7 +422,7 @@ def index_add(x, dim, index, source, alpha=1):
     if alpha != 1:
         from torchtpu.lowering.elementwise import mul
         src = mul(wrap(src), alpha)._h
-    return wrap(op(INDEX_ADD, [x._h, _index_h(index, x._h.device), src], (dim,)))
+    return wrap(ir.index_add(x._h, _index_h(index, x._h.device), src, dim=dim))
 
 
 def _check_index_dtype(name, index):
@@ -444,7 +443,7 @@ def gather(x, dim, index, sparse_grad=False):
         return wrap(broadcast(scalar(x._h.device, x._h.dtype, 0), index.shape))
     _check_index_dtype("gather", index)
     ih = _as_vector(_index_h(index, x._h.device))
-    out = op(GATHER, [_as_vector(x._h), ih], (dim,))
+    out = ir.gather(_as_vector(x._h), ih, dim=dim)
     return wrap(reshape(out, index.shape))
 
 
@@ -460,7 +459,7 @@ def scatter(x, dim, index, src):
     else:
         s = broadcast(handle(src, dev, x._h.dtype), _as_vector(_index_h(index, dev)).shape)
     ih = _as_vector(_index_h(index, dev))
-    return wrap(reshape(op(SCATTER, [_as_vector(x._h), ih, s], (dim, 0)), x.shape))
+    return wrap(reshape(ir.scatter(_as_vector(x._h), ih, s, dim=dim, reduce=0), x.shape))
 
 
 @lowers(aten.scatter_add.default)
@@ -472,14 +471,14 @@ def scatter_add(x, dim, index, src):
     dev = x._h.device
     ih = _as_vector(_index_h(index, dev))
     s = _as_vector(handle(src, dev, x._h.dtype))
-    return wrap(reshape(op(SCATTER, [_as_vector(x._h), ih, s], (dim, 1)), x.shape))
+    return wrap(reshape(ir.scatter(_as_vector(x._h), ih, s, dim=dim, reduce=1), x.shape))
 
 
 # -------------------------------------------------------- copies, devices
 def _convert_real(h, dtype):
     """h as torch dtype `dtype` (real dtypes; complex_ops passes its own)."""
     t = tt(dtype)
-    return h if h.dtype == t else op(CONVERT, [h], (t,))
+    return h if h.dtype == t else ir.convert(h, dtype=t)
 
 
 def to_copy_with(convert):
@@ -623,19 +622,19 @@ def _pad_backward(reflect):
             d = x.dim() - 1 - i
             lo, hi = int(padding[2 * i]), int(padding[2 * i + 1])
             size = x.shape[d]
-            pos = op(BINARY, [iota(dev, size + lo + hi), scalar(dev, TT_I64, lo)], (BIN["sub"],))
+            pos = ir.binary(iota(dev, size + lo + hi), scalar(dev, TT_I64, lo), op=BIN["sub"])
             if reflect:   # p -> |p|, then (size-1) - |(size-1) - p|
                 last = scalar(dev, TT_I64, size - 1)
-                pos = op(UNARY, [pos], (UN["abs"],), (0.0, 0.0))
-                pos = op(BINARY, [last, pos], (BIN["sub"],))
-                pos = op(UNARY, [pos], (UN["abs"],), (0.0, 0.0))
-                pos = op(BINARY, [last, pos], (BIN["sub"],))
+                pos = ir.unary(pos, op=UN["abs"], alpha=0.0, beta=0.0)
+                pos = ir.binary(last, pos, op=BIN["sub"])
+                pos = ir.unary(pos, op=UN["abs"], alpha=0.0, beta=0.0)
+                pos = ir.binary(last, pos, op=BIN["sub"])
             else:
-                pos = op(BINARY, [pos, scalar(dev, TT_I64, 0)], (BIN["max"],))
-                pos = op(BINARY, [pos, scalar(dev, TT_I64, size - 1)], (BIN["min"],))
+                pos = ir.binary(pos, scalar(dev, TT_I64, 0), op=BIN["max"])
+                pos = ir.binary(pos, scalar(dev, TT_I64, size - 1), op=BIN["min"])
             shape = list(g.shape)
             shape[d] = size
-            g = op(INDEX_ADD, [broadcast(scalar(dev, g.dtype, 0), shape), pos, g], (d,))
+            g = ir.index_add(broadcast(scalar(dev, g.dtype, 0), shape), pos, g, dim=d)
         return wrap(g)
     return fn
 
@@ -657,7 +656,7 @@ def resize(x, size, memory_format=None):
     m = x.numel()
     flat = reshape(x._h, [m])
     if n < m:
-        flat = op(SLICE, [flat], (0, n, 1))
+        flat = ir.slice(flat, start=(0,), limit=(n,), step=(1,))
     elif n > m:
-        flat = op(PAD, [flat], (0, n - m), (0.0,))
+        flat = ir.pad(flat, lo=(0,), hi=(n - m,), value=0.0)
     return wrap(reshape(flat, size))

@@ -5,6 +5,7 @@ Everything is built on two kernels (src/kernels/sort.c): a stable argsort
 along a dim and a binary search; values come back with GATHER."""
 import torch
 
+from torchtpu import ir
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, CUMULATIVE, CUM_LOGSUMEXP, CUM_MAX, CUM_MAX_INDEX, CUM_MIN,
     CUM_MIN_INDEX, GATHER, INDEX_ADD, REDUCE, RED_MAX, RED_MIN, RED_SUM, SEARCHSORTED, SLICE,
@@ -18,11 +19,11 @@ def _vec(h):
 
 
 def argsort_h(h, dim, descending=False):
-    return op(ARGSORT, [h], (dim, int(bool(descending))))
+    return ir.argsort(h, dim=dim, descending=int(bool(descending)))
 
 
 def gather_h(h, dim, idx):
-    return op(GATHER, [h, idx], (dim,))
+    return ir.gather(h, idx, dim=dim)
 
 
 def slice_dim_h(h, dim, start, stop):
@@ -31,7 +32,7 @@ def slice_dim_h(h, dim, start, stop):
     starts[dim], limits[dim] = start, stop
     if start == 0 and stop == h.shape[dim]:
         return h
-    return op(SLICE, [h], starts + limits + steps)
+    return ir.slice(h, start=starts, limit=limits, step=steps)
 
 
 def _squeeze_dim(h, dim):
@@ -116,16 +117,15 @@ def _median_h(x, d, ignore_nan):
     n = h.shape[d]
     idx = argsort_h(h, d)
     if x.dtype.is_floating_point:
-        nan = op(UNARY, [h], (UN["isnan"],), (0.0, 0.0))
-        nnan = op(REDUCE, [convert(nan, TT_I64)], (RED_SUM, 1 << d, 1, TT_I64))
-        nvalid = op(BINARY, [scalar(dev, TT_I64, n), nnan], (BIN["sub"],))
+        nan = ir.unary(h, op=UN["isnan"], alpha=0.0, beta=0.0)
+        nnan = ir.reduce(convert(nan, TT_I64), op=RED_SUM, dims_mask=1 << d, keepdim=1, dtype=TT_I64)
+        nvalid = ir.binary(scalar(dev, TT_I64, n), nnan, op=BIN["sub"])
         if ignore_nan:
-            k = op(BINARY, [op(BINARY, [nvalid, scalar(dev, TT_I64, 1)], (BIN["sub"],)),
-                            scalar(dev, TT_I64, 2)], (BIN["floor_div"],))
-            k = op(BINARY, [k, scalar(dev, TT_I64, 0)], (BIN["max"],))
+            k = ir.binary(ir.binary(nvalid, scalar(dev, TT_I64, 1), op=BIN["sub"]), scalar(dev, TT_I64, 2), op=BIN["floor_div"])
+            k = ir.binary(k, scalar(dev, TT_I64, 0), op=BIN["max"])
         else:
-            any_nan = op(BINARY, [nnan, scalar(dev, TT_I64, 0)], (BIN["gt"],))
-            k = op(WHERE, [any_nan, nvalid, scalar(dev, TT_I64, (n - 1) // 2)])
+            any_nan = ir.binary(nnan, scalar(dev, TT_I64, 0), op=BIN["gt"])
+            k = ir.where(any_nan, nvalid, scalar(dev, TT_I64, (n - 1) // 2))
     else:
         shape = list(h.shape)
         shape[d] = 1
@@ -174,31 +174,27 @@ def mode(x, dim=-1, keepdim=False):
     # along an added axis (fine for the sizes mode is used with).
     a = _unsq(h, d + 1)           # [..., n, 1, ...]
     b = _unsq(h, d)               # [..., 1, n, ...]
-    eq = op(BINARY, [a, b], (BIN["eq"],))
-    nan_a = op(UNARY, [a], (UN["isnan"],), (0.0, 0.0)) if x.dtype.is_floating_point else None
+    eq = ir.binary(a, b, op=BIN["eq"])
+    nan_a = ir.unary(a, op=UN["isnan"], alpha=0.0, beta=0.0) if x.dtype.is_floating_point else None
     if nan_a is not None:
-        nan_b = op(UNARY, [b], (UN["isnan"],), (0.0, 0.0))
-        eq = op(BINARY, [eq, op(BINARY, [nan_a, nan_b], (BIN["logical_and"],))],
-                (BIN["logical_or"],))
-    counts = op(REDUCE, [convert(eq, TT_I64)], (RED_SUM, 1 << (d + 1), 0, TT_I64))
-    best = op(REDUCE, [counts], (RED_MAX, 1 << d, 1, TT_I64))
-    is_best = op(BINARY, [counts, best], (BIN["eq"],))
+        nan_b = ir.unary(b, op=UN["isnan"], alpha=0.0, beta=0.0)
+        eq = ir.binary(eq, ir.binary(nan_a, nan_b, op=BIN["logical_and"]), op=BIN["logical_or"])
+    counts = ir.reduce(convert(eq, TT_I64), op=RED_SUM, dims_mask=1 << (d + 1), keepdim=0, dtype=TT_I64)
+    best = ir.reduce(counts, op=RED_MAX, dims_mask=1 << d, keepdim=1, dtype=TT_I64)
+    is_best = ir.binary(counts, best, op=BIN["eq"])
     # Among the most frequent values take the smallest: sort ascending and
     # take the first position whose value is among the most frequent.
     order = argsort_h(h, d)
     best_sorted = gather_h(is_best, d, order)
     pos = reshape(iota(dev, n), [n if i == d else 1 for i in range(len(h.shape))])
     big = scalar(dev, TT_I64, n)
-    first = op(REDUCE, [op(WHERE, [best_sorted, pos, big])], (RED_MIN, 1 << d, 1, TT_I64))
+    first = ir.reduce(ir.where(best_sorted, pos, big), op=RED_MIN, dims_mask=1 << d, keepdim=1, dtype=TT_I64)
     val = gather_h(h, d, gather_h(order, d, first))
     # The index of its last occurrence.
-    same = op(BINARY, [h, val], (BIN["eq"],))
+    same = ir.binary(h, val, op=BIN["eq"])
     if nan_a is not None:
-        same = op(BINARY, [same, op(BINARY, [op(UNARY, [h], (UN["isnan"],), (0.0, 0.0)),
-                                             op(UNARY, [val], (UN["isnan"],), (0.0, 0.0))],
-                                    (BIN["logical_and"],))], (BIN["logical_or"],))
-    last = op(REDUCE, [op(WHERE, [same, pos, scalar(dev, TT_I64, -1)])],
-              (RED_MAX, 1 << d, 1, TT_I64))
+        same = ir.binary(same, ir.binary(ir.unary(h, op=UN["isnan"], alpha=0.0, beta=0.0), ir.unary(val, op=UN["isnan"], alpha=0.0, beta=0.0), op=BIN["logical_and"]), op=BIN["logical_or"])
+    last = ir.reduce(ir.where(same, pos, scalar(dev, TT_I64, -1)), op=RED_MAX, dims_mask=1 << d, keepdim=1, dtype=TT_I64)
     if x.dim() == 0:
         return wrap(reshape(val, [])), wrap(reshape(last, []))
     if not keepdim:
@@ -248,7 +244,7 @@ def searchsorted_h(seq, values, right=False, out_int32=False, side=None, sorter=
             raise RuntimeError("torch.searchsorted(): input value can be a scalar only when "
                                "boundaries tensor dimension is 1, but we got boundaries tensor "
                                f"dim({len(sh.shape)}) and input value's dim(0) numel(1)")
-    out = op(SEARCHSORTED, [sh, vh], (int(bool(right)), TT_I32 if out_int32 else TT_I64))
+    out = ir.searchsorted(sh, vh, right=int(bool(right)), dtype=TT_I32 if out_int32 else TT_I64)
     return reshape(out, []) if scalar_in else out
 
 
@@ -274,14 +270,13 @@ def bucketize(x, boundaries, *, out_int32=False, right=False):
 def _linspace_h(dev, lo, hi, n, dt):
     """n points from lo to hi (0-dim handles of dtype dt), ATen's symmetric
     linspace (the first half from lo, the second half back from hi)."""
-    step = op(BINARY, [op(BINARY, [hi, lo], (BIN["sub"],)), scalar(dev, dt, max(n - 1, 1))],
-              (BIN["div"],))
+    step = ir.binary(ir.binary(hi, lo, op=BIN["sub"]), scalar(dev, dt, max(n - 1, 1)), op=BIN["div"])
     i = convert(iota(dev, n), dt)
-    first = op(BINARY, [lo, op(BINARY, [step, i], (BIN["mul"],))], (BIN["add"],))
-    back = op(BINARY, [scalar(dev, dt, n - 1), i], (BIN["sub"],))
-    second = op(BINARY, [hi, op(BINARY, [step, back], (BIN["mul"],))], (BIN["sub"],))
-    half = op(BINARY, [iota(dev, n), scalar(dev, TT_I64, n // 2)], (BIN["lt"],))
-    return op(WHERE, [half, first, second])
+    first = ir.binary(lo, ir.binary(step, i, op=BIN["mul"]), op=BIN["add"])
+    back = ir.binary(scalar(dev, dt, n - 1), i, op=BIN["sub"])
+    second = ir.binary(hi, ir.binary(step, back, op=BIN["mul"]), op=BIN["sub"])
+    half = ir.binary(iota(dev, n), scalar(dev, TT_I64, n // 2), op=BIN["lt"])
+    return ir.where(half, first, second)
 
 
 def _data_range(h, lo, hi, widen=1):
@@ -297,11 +292,11 @@ def _data_range(h, lo, hi, widen=1):
             return scalar(dev, dt, 0), scalar(dev, dt, 1)
         lo_h, hi_h = scalar(dev, dt, lo), scalar(dev, dt, hi)
     else:
-        lo_h = op(REDUCE, [flat], (RED_MIN, 1, 0, dt))
-        hi_h = op(REDUCE, [flat], (RED_MAX, 1, 0, dt))
-    same = op(BINARY, [lo_h, hi_h], (BIN["eq"],))
-    lo_h = op(WHERE, [same, op(BINARY, [lo_h, scalar(dev, dt, widen)], (BIN["sub"],)), lo_h])
-    hi_h = op(WHERE, [same, op(BINARY, [hi_h, scalar(dev, dt, widen)], (BIN["add"],)), hi_h])
+        lo_h = ir.reduce(flat, op=RED_MIN, dims_mask=1, keepdim=0, dtype=dt)
+        hi_h = ir.reduce(flat, op=RED_MAX, dims_mask=1, keepdim=0, dtype=dt)
+    same = ir.binary(lo_h, hi_h, op=BIN["eq"])
+    lo_h = ir.where(same, ir.binary(lo_h, scalar(dev, dt, widen), op=BIN["sub"]), lo_h)
+    hi_h = ir.where(same, ir.binary(hi_h, scalar(dev, dt, widen), op=BIN["add"]), hi_h)
     return lo_h, hi_h
 
 
@@ -316,10 +311,10 @@ def _hist_counts(dev, pos, valid, weight_h, bins, dt):
     """Sums weight (or 1) into bins at pos where valid."""
     n = pos.shape[0]
     w = weight_h if weight_h is not None else broadcast(scalar(dev, dt, 1), [n])
-    w = op(WHERE, [valid, w, scalar(dev, dt, 0)])
-    pos = op(WHERE, [valid, pos, scalar(dev, TT_I64, 0)])
+    w = ir.where(valid, w, scalar(dev, dt, 0))
+    pos = ir.where(valid, pos, scalar(dev, TT_I64, 0))
     zeros = broadcast(scalar(dev, dt, 0), [bins])
-    return op(INDEX_ADD, [zeros, pos, w], (0,))
+    return ir.index_add(zeros, pos, w, dim=0)
 
 
 @lowers(aten.histc.default)
@@ -335,13 +330,11 @@ def histc(x, bins=100, min=0, max=0):
     flat = reshape(x._h, [n])
     lo, hi = _data_range(x._h, min, max)
     # pos = (x - lo) * bins / (hi - lo), truncated; x == hi goes to the last bin.
-    num = op(BINARY, [op(BINARY, [flat, lo], (BIN["sub"],)), scalar(dev, dt, bins)],
-             (BIN["mul"],))
-    posf = op(BINARY, [num, op(BINARY, [hi, lo], (BIN["sub"],))], (BIN["div"],))
-    pos = op(CONVERT, [posf], (TT_I64,))
-    pos = op(BINARY, [pos, scalar(dev, TT_I64, bins - 1)], (BIN["min"],))
-    valid = op(BINARY, [op(BINARY, [flat, lo], (BIN["ge"],)),
-                        op(BINARY, [flat, hi], (BIN["le"],))], (BIN["logical_and"],))
+    num = ir.binary(ir.binary(flat, lo, op=BIN["sub"]), scalar(dev, dt, bins), op=BIN["mul"])
+    posf = ir.binary(num, ir.binary(hi, lo, op=BIN["sub"]), op=BIN["div"])
+    pos = ir.convert(posf, dtype=TT_I64)
+    pos = ir.binary(pos, scalar(dev, TT_I64, bins - 1), op=BIN["min"])
+    valid = ir.binary(ir.binary(flat, lo, op=BIN["ge"]), ir.binary(flat, hi, op=BIN["le"]), op=BIN["logical_and"])
     return wrap(_hist_counts(dev, pos, valid, None, bins, dt))
 
 
@@ -349,21 +342,19 @@ def _histogram(x, edges_h, weight, density, dev, dt):
     nb = edges_h.shape[0] - 1
     n = x.numel()
     flat = reshape(x._h, [n])
-    pos = op(SEARCHSORTED, [edges_h, flat], (1, TT_I64))
-    pos = op(BINARY, [pos, scalar(dev, TT_I64, 1)], (BIN["sub"],))
+    pos = ir.searchsorted(edges_h, flat, right=1, dtype=TT_I64)
+    pos = ir.binary(pos, scalar(dev, TT_I64, 1), op=BIN["sub"])
     lo = reshape(slice_dim_h(edges_h, 0, 0, 1), [])
     hi = reshape(slice_dim_h(edges_h, 0, nb, nb + 1), [])
-    is_hi = op(BINARY, [flat, hi], (BIN["eq"],))
-    pos = op(WHERE, [is_hi, scalar(dev, TT_I64, nb - 1), pos])
-    valid = op(BINARY, [op(BINARY, [flat, lo], (BIN["ge"],)),
-                        op(BINARY, [flat, hi], (BIN["le"],))], (BIN["logical_and"],))
+    is_hi = ir.binary(flat, hi, op=BIN["eq"])
+    pos = ir.where(is_hi, scalar(dev, TT_I64, nb - 1), pos)
+    valid = ir.binary(ir.binary(flat, lo, op=BIN["ge"]), ir.binary(flat, hi, op=BIN["le"]), op=BIN["logical_and"])
     wh = None if weight is None else reshape(handle(weight, dev, dt), [n])
     hist = _hist_counts(dev, pos, valid, wh, nb, dt)
     if density:
-        widths = op(BINARY, [slice_dim_h(edges_h, 0, 1, nb + 1), slice_dim_h(edges_h, 0, 0, nb)],
-                    (BIN["sub"],))
-        total = op(REDUCE, [hist], (RED_SUM, 1, 0, dt))
-        hist = op(BINARY, [hist, op(BINARY, [widths, total], (BIN["mul"],))], (BIN["div"],))
+        widths = ir.binary(slice_dim_h(edges_h, 0, 1, nb + 1), slice_dim_h(edges_h, 0, 0, nb), op=BIN["sub"])
+        total = ir.reduce(hist, op=RED_SUM, dims_mask=1, keepdim=0, dtype=dt)
+        hist = ir.binary(hist, ir.binary(widths, total, op=BIN["mul"]), op=BIN["div"])
     return hist
 
 
@@ -393,8 +384,8 @@ def _cum_pair(value_kind, index_kind):
     def fn(x, dim):
         d = norm_dim(dim, x.dim())
         h = _vec(x._h)
-        v = op(CUMULATIVE, [h], (value_kind, d))
-        i = op(CUMULATIVE, [h], (index_kind, d))
+        v = ir.cumulative(h, op=value_kind, dim=d)
+        i = ir.cumulative(h, op=index_kind, dim=d)
         if x.dim() == 0:
             v, i = reshape(v, []), reshape(i, [])
         return wrap(v), wrap(i)
@@ -411,7 +402,7 @@ def logcumsumexp(x, dim):
     h = _vec(x._h)
     if not x.dtype.is_floating_point:
         h = convert(h, tt(torch.get_default_dtype()))
-    out = op(CUMULATIVE, [h], (CUM_LOGSUMEXP, d))
+    out = ir.cumulative(h, op=CUM_LOGSUMEXP, dim=d)
     return wrap(reshape(out, []) if x.dim() == 0 else out)
 
 
@@ -456,30 +447,25 @@ def _hdd_hist(x, edges, weight, density):
         stride //= max(nb, 1)
         col = reshape(slice_dim_h(pts, 1, d, d + 1), [n])
         e = edges[d]
-        pos = op(BINARY, [op(SEARCHSORTED, [e, col], (1, TT_I64)), scalar(dev, TT_I64, 1)],
-                 (BIN["sub"],))
+        pos = ir.binary(ir.searchsorted(e, col, right=1, dtype=TT_I64), scalar(dev, TT_I64, 1), op=BIN["sub"])
         lo = reshape(slice_dim_h(e, 0, 0, 1), [])
         hi = reshape(slice_dim_h(e, 0, nb, nb + 1), [])
-        pos = op(WHERE, [op(BINARY, [col, hi], (BIN["eq"],)), scalar(dev, TT_I64, nb - 1), pos])
-        ok = op(BINARY, [op(BINARY, [col, lo], (BIN["ge"],)), op(BINARY, [col, hi], (BIN["le"],))],
-                (BIN["logical_and"],))
-        valid = op(BINARY, [valid, ok], (BIN["logical_and"],))
-        pos = op(BINARY, [pos, scalar(dev, TT_I64, 0)], (BIN["max"],))
-        flat = op(BINARY, [flat, op(BINARY, [pos, scalar(dev, TT_I64, stride)], (BIN["mul"],))],
-                  (BIN["add"],))
+        pos = ir.where(ir.binary(col, hi, op=BIN["eq"]), scalar(dev, TT_I64, nb - 1), pos)
+        ok = ir.binary(ir.binary(col, lo, op=BIN["ge"]), ir.binary(col, hi, op=BIN["le"]), op=BIN["logical_and"])
+        valid = ir.binary(valid, ok, op=BIN["logical_and"])
+        pos = ir.binary(pos, scalar(dev, TT_I64, 0), op=BIN["max"])
+        flat = ir.binary(flat, ir.binary(pos, scalar(dev, TT_I64, stride), op=BIN["mul"]), op=BIN["add"])
     wh = None if weight is None else reshape(handle(weight, dev, dt), [n])
     hist = _hist_counts(dev, flat, valid, wh, total, dt) if n else \
         broadcast(scalar(dev, dt, 0), [total])
     hist = reshape(hist, sizes)
     if density:
-        s_all = op(REDUCE, [reshape(hist, [total])], (RED_SUM, 1, 0, dt))
-        hist = op(BINARY, [hist, s_all], (BIN["div"],))
+        s_all = ir.reduce(reshape(hist, [total]), op=RED_SUM, dims_mask=1, keepdim=0, dtype=dt)
+        hist = ir.binary(hist, s_all, op=BIN["div"])
         for d in range(D):
             nb = sizes[d]
-            w = op(BINARY, [slice_dim_h(edges[d], 0, 1, nb + 1), slice_dim_h(edges[d], 0, 0, nb)],
-                   (BIN["sub"],))
-            hist = op(BINARY, [hist, reshape(w, [nb if i == d else 1 for i in range(D)])],
-                      (BIN["div"],))
+            w = ir.binary(slice_dim_h(edges[d], 0, 1, nb + 1), slice_dim_h(edges[d], 0, 0, nb), op=BIN["sub"])
+            hist = ir.binary(hist, reshape(w, [nb if i == d else 1 for i in range(D)]), op=BIN["div"])
     return hist
 
 
