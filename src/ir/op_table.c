@@ -327,7 +327,7 @@ tt_status_t tt_attrs_decode(int32_t op, const int64_t *iattrs, int32_t num_iattr
   if (!info) return tt_status_make(TT_INVALID_ARGUMENT, "unknown op %d", op);
   if (out_size != info->attrs_size) abort(); /* the caller's struct is not this op's */
   memset(out, 0, out_size);
-  tt_attr_layout_t lay;
+  tt_attr_layout_t lay = {0, 0};
   TT_RETURN_IF_ERROR(tt_attr_layout(info, num_iattrs, &lay));
   char *base = out;
   int32_t pos = 0, ints = 0, floats = 0;
