@@ -33,7 +33,7 @@ import torch.optim.adam as _adam
 import torch.optim.optimizer as _optimizer
 import torch.utils._foreach_utils as _foreach_utils
 
-from torchtpu import _C, bridge, settings
+from torchtpu import _C, bridge, ir, settings
 
 
 def _with_xla(devices):
@@ -130,11 +130,10 @@ def _adam_step(params, exp_avgs, exp_avg_sqs, state_steps, inners, beta1, beta2,
     non-capturable path computes it (each line names the foreach op whose
     per-tensor lowering, lowering/elementwise.py, records the same ops; the
     lowering table is imported on first use, as bridge.py does)."""
-    from torchtpu.lowering.core import BIN, BINARY, TT_F32, UN, UNARY
+    from torchtpu.lowering.core import BIN, TT_F32, UN
     from torchtpu.lowering.elementwise import addc_h, lerp_scalar_h
-    op, scalar = _C.op, _C.scalar
-    add, mul, div = ((BIN[n],) for n in ("add", "mul", "div"))
-    sqrt = (UN["sqrt"],)
+    scalar = _C.scalar
+    add, mul, div = (BIN[n] for n in ("add", "mul", "div"))
     ps, gs, ms, vs = inners
     dev = ps[0]._h.device
 
@@ -154,16 +153,16 @@ def _adam_step(params, exp_avgs, exp_avg_sqs, state_steps, inners, beta1, beta2,
         bc1, bc2 = 1 - beta1 ** n, 1 - beta2 ** n
         if weight_decay != 0:
             if decoupled:  # _foreach_mul_(params, 1 - lr * wd)
-                p = op(BINARY, [p, s(1 - lr * weight_decay)], mul)
+                p = ir.binary(p, s(1 - lr * weight_decay), op=mul)
             else:  # grads = _foreach_add(grads, params, alpha=wd)
-                g = op(BINARY, [g, op(BINARY, [p, s(weight_decay)], mul)], add)
+                g = ir.binary(g, ir.binary(p, s(weight_decay), op=mul), op=add)
         m = lerp_scalar_h(m, g, 1 - beta1, s)  # _foreach_lerp_(exp_avgs, grads, 1 - beta1)
         # _foreach_mul_(exp_avg_sqs, beta2); _foreach_addcmul_(.., grads, grads, 1 - beta2)
-        v = addc_h("mul", op(BINARY, [v, s(beta2)], mul), g, g, 1 - beta2, s)
+        v = addc_h("mul", ir.binary(v, s(beta2), op=mul), g, g, 1 - beta2, s)
         # sqrt, _foreach_div_(.., bias_correction2 ** 0.5), _foreach_add_(.., eps)
-        den = op(UNARY, [v], sqrt, (0.0, 0.0))
-        den = op(BINARY, [den, s(bc2 ** 0.5)], div)
-        den = op(BINARY, [den, s(eps)], add)
+        den = ir.unary(v, op=UN["sqrt"])
+        den = ir.binary(den, s(bc2 ** 0.5), op=div)
+        den = ir.binary(den, s(eps), op=add)
         # _foreach_addcdiv_(params, exp_avgs, denom, -lr / bias_correction1)
         new_p.append(addc_h("div", p, m, den, (lr / bc1) * -1, s))
         new_m.append(m)

@@ -56,12 +56,12 @@ def flash_attention(query, key, value, dropout_p=0.0, is_causal=False, *, attn_m
     operands = [query._h, key._h, value._h]
     if attn_mask is not None:
         operands.append(_mask4(attn_mask._h))
-    s = (_scale(scale, query.shape[-1]),)
+    s = _scale(scale, query.shape[-1])
     causal = int(bool(is_causal))
     # The logsumexp is its own node: backward recomputes the probabilities
     # and never reads it, so unless the program does it is dead code.
-    out = op(ATTENTION, operands, (causal, 0), s)
-    lse = op(ATTENTION, operands, (causal, 1), s)
+    out = ir.attention(*operands, causal=causal, lse=0, scale=s)
+    lse = ir.attention(*operands, causal=causal, lse=1, scale=s)
     return wrap(out), wrap(lse)
 
 

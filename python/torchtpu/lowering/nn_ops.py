@@ -241,7 +241,7 @@ def convolution(x, w, bias, stride, padding, dilation, transposed, output_paddin
         out = ir.dot(xw, reshape(_window_weight(wh, p, win), [1, o, ckk]), trans_a=0, trans_b=1)
         out = reshape(out, [n, o, 1, 1])
     else:
-        out = op(CONV2D, [xh, wh], (*s, *p, *d, groups))
+        out = ir.conv2d(xh, wh, stride=s, padding=p, dilation=d, groups=groups)
     if bias is not None:
         out = ir.binary(out, reshape(bias._h, [1, bias.shape[0], 1, 1]), op=BIN["add"])
     if conv1d:
@@ -276,7 +276,8 @@ def _conv_transpose(x, w, bias, stride, padding, dilation, output_padding, group
     full = [(hw - 1) * s[i] + d[i] * (k[i] - 1) + 1 for i, hw in enumerate((h, wd))]
     out_hw = [full[i] - 2 * p[i] + op_[i] for i in range(2)]
     cout = wh.shape[1] * groups
-    out = op(CONV2D_BWD_INPUT, [xh, wh], (*s, 0, 0, *d, groups, n, cout, *full))
+    out = ir.conv2d_bwd_input(xh, wh, stride=s, padding=(0, 0), dilation=d, groups=groups,
+                              out_dims=(n, cout, *full))
     # output index o is full index o + p; past the full output: zeros.
     out = _pad4(out, [-p[i] for i in range(2)], [out_hw[i] + p[i] - full[i] for i in range(2)])
     if bias is not None:
@@ -302,13 +303,13 @@ def _conv_transpose_backward(grad, x, w, stride, padding, dilation, groups, outp
     full = [(hw - 1) * s[i] + d[i] * (k[i] - 1) + 1 for i, hw in enumerate((h, wd))]
     # grad covers full indices [p, p + out); put it back on [0, full).
     gh = _pad4(gh, [p[i] for i in range(2)], [full[i] - p[i] - gh.shape[2 + i] for i in range(2)])
-    attrs = (*s, 0, 0, *d, groups)
+    attrs = dict(stride=s, padding=(0, 0), dilation=d, groups=groups)
     gi = gw = gb = None
     if output_mask[0]:
-        gi = op(CONV2D, [gh, wh], attrs)
+        gi = ir.conv2d(gh, wh, **attrs)
         gi = wrap(reshape(gi, list(x.shape)) if conv1d else gi)
     if output_mask[1]:
-        gw = op(CONV2D_BWD_WEIGHT, [xh, gh], attrs + tuple(wh.shape))
+        gw = ir.conv2d_bwd_weight(xh, gh, **attrs, out_dims=tuple(wh.shape))
         gw = wrap(reshape(gw, list(w.shape)) if conv1d else gw)
     if output_mask[2]:
         dims = [0, 2] if conv1d else [0, 2, 3]
@@ -353,7 +354,7 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
         wh = reshape(wh, [w.shape[0], w.shape[1], 1, w.shape[2]])
         stride, padding, dilation = [1, stride[0]], [0, padding[0]], [1, dilation[0]]
     s, p, d = _pair(stride), _pair(padding), _pair(dilation)
-    attrs = (*s, *p, *d, groups)
+    attrs = dict(stride=s, padding=p, dilation=d, groups=groups)
     win = _single_window(xh.shape[2:], gh.shape[2:], wh.shape[2:], p, d, groups)
     if win:  # the forward's single GEMM, differentiated
         n, o = xh.shape[0], wh.shape[0]
@@ -367,7 +368,7 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
             g_window = reshape(ir.dot(g2, w2, trans_a=0, trans_b=0), [n, c, *ext])
             gi = _pad4(g_window, [0, 0], [xh.shape[2 + i] - ext[i] for i in range(2)])
         else:
-            gi = op(CONV2D_BWD_INPUT, [gh, wh], attrs + tuple(xh.shape))
+            gi = ir.conv2d_bwd_input(gh, wh, **attrs, out_dims=tuple(xh.shape))
         if conv1d:
             gi = reshape(gi, list(x.shape))
         gi = wrap(gi)
@@ -377,7 +378,7 @@ def convolution_backward(grad, x, w, bias_sizes, stride, padding, dilation, tran
             gw = reshape(ir.dot(g2, xw, trans_a=1, trans_b=0), [o, c, *ext])
             gw = _pad4(gw, *_window_taps(wh.shape[2:], p, ext))
         else:
-            gw = op(CONV2D_BWD_WEIGHT, [gh, xh], attrs + tuple(wh.shape))
+            gw = ir.conv2d_bwd_weight(gh, xh, **attrs, out_dims=tuple(wh.shape))
         if conv1d:
             gw = reshape(gw, list(w.shape))
         gw = wrap(gw)
@@ -401,8 +402,8 @@ def _pool_args(kernel_size, stride, padding, dilation=(1,)):
 def max_pool2d_with_indices(x, kernel_size, stride=(), padding=(0,), dilation=(1,),
                             ceil_mode=False):
     k, s, p, d = _pool_args(kernel_size, stride, padding, dilation)
-    attrs = (*k, *s, *p, *d, int(ceil_mode))
-    return wrap(op(MAX_POOL2D, [x._h], attrs)), wrap(op(MAX_POOL2D_INDICES, [x._h], attrs))
+    attrs = dict(kernel=k, stride=s, padding=p, dilation=d, ceil_mode=int(ceil_mode))
+    return wrap(ir.max_pool2d(x._h, **attrs)), wrap(ir.max_pool2d_indices(x._h, **attrs))
 
 
 @lowers(aten.max_pool2d_with_indices_backward.default)
@@ -420,14 +421,15 @@ def avg_pool2d(x, kernel_size, stride=(), padding=(0,), ceil_mode=False,
         y = avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                        -divisor_override)
         return wrap(ir.unary(y._h, op=UN["neg"], alpha=0.0, beta=0.0))
-    attrs = (*k, *s, *p, int(ceil_mode), int(count_include_pad), int(divisor_override or 0))
+    attrs = dict(kernel=k, stride=s, padding=p, ceil_mode=int(ceil_mode),
+                 count_include_pad=int(count_include_pad), divisor=int(divisor_override or 0))
     if not x.dtype.is_floating_point:
         # The kernel is float only. PyTorch's integer average is the window
         # sum divided with truncation; f64 holds the sum exactly and the
         # conversion back truncates toward zero.
-        h = op(AVG_POOL2D, [convert(x._h, tt(torch.float64))], attrs)
+        h = ir.avg_pool2d(convert(x._h, tt(torch.float64)), **attrs)
         return wrap(convert(h, x._h.dtype))
-    return wrap(op(AVG_POOL2D, [x._h], attrs))
+    return wrap(ir.avg_pool2d(x._h, **attrs))
 
 
 @lowers(aten.avg_pool2d_backward.default)
@@ -438,8 +440,10 @@ def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_
                                 count_include_pad, -divisor_override)
         return wrap(ir.unary(g._h, op=UN["neg"], alpha=0.0, beta=0.0))
     k, s, p, _ = _pool_args(kernel_size, stride, padding)
-    attrs = (*k, *s, *p, int(ceil_mode), int(count_include_pad), int(divisor_override or 0))
-    return wrap(op(AVG_POOL2D_BWD, [grad._h], attrs + tuple(x.shape)))
+    return wrap(ir.avg_pool2d_bwd(grad._h, kernel=k, stride=s, padding=p,
+                                  ceil_mode=int(ceil_mode),
+                                  count_include_pad=int(count_include_pad),
+                                  divisor=int(divisor_override or 0), dims=tuple(x.shape)))
 
 
 @lowers(aten._adaptive_avg_pool2d.default)
@@ -949,10 +953,10 @@ def _conv3d_forward(x, w, bias, stride, padding, dilation, groups):
         return _narrow(out, x)
     geom = _conv3d_geom(x, w, stride, padding, dilation)
     s, p, d, N, C, D, H, W, KD, Dp, OD = geom
-    attrs = (s[1], s[2], p[1], p[2], d[1], d[2], groups)
+    attrs = dict(stride=(s[1], s[2]), padding=(p[1], p[2]), dilation=(d[1], d[2]), groups=groups)
     out = None
     for kd, xs in enumerate(_conv3d_taps(x._h, geom)):
-        y = op(CONV2D, [xs, _conv3d_weight_tap(w._h, kd)], attrs)
+        y = ir.conv2d(xs, _conv3d_weight_tap(w._h, kd), **attrs)
         out = y if out is None else ir.binary(out, y, op=BIN["add"])
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     out = op(_c3("TRANSPOSE"), [reshape(out, [N, OD, O, OH, OW])], (0, 2, 1, 3, 4))
@@ -970,15 +974,15 @@ def _conv3d_backward(grad, x, w, stride, padding, dilation, groups, output_mask)
     s, p, d, N, C, D, H, W, KD, Dp, OD = geom
     O, Cg, _, KH, KW = w.shape
     OH, OW = grad.shape[3], grad.shape[4]
-    attrs = (s[1], s[2], p[1], p[2], d[1], d[2], groups)
+    attrs = dict(stride=(s[1], s[2]), padding=(p[1], p[2]), dilation=(d[1], d[2]), groups=groups)
     gf = reshape(op(_c3("TRANSPOSE"), [grad._h], (0, 2, 1, 3, 4)), [N * OD, O, OH, OW])
     gi = gw = gb = None
     if output_mask[0]:
         acc = None
         span = (OD - 1) * s[0] + 1
         for kd in range(KD):
-            g2 = op(CONV2D_BWD_INPUT, [gf, _conv3d_weight_tap(w._h, kd)],
-                    attrs + (N * OD, C, H, W))
+            g2 = ir.conv2d_bwd_input(gf, _conv3d_weight_tap(w._h, kd), **attrs,
+                                     out_dims=(N * OD, C, H, W))
             g5 = op(_c3("TRANSPOSE"), [reshape(g2, [N, OD, C, H, W])], (0, 2, 1, 3, 4))
             if s[0] > 1:  # planes land every stride-th position: interleave zeros
                 g6 = ir.pad(reshape(g5, [N, C, OD, 1, H, W]), lo=(0, 0, 0, 0, 0, 0), hi=(0, 0, 0, s[0] - 1, 0, 0), value=0.0)
@@ -992,7 +996,7 @@ def _conv3d_backward(grad, x, w, stride, padding, dilation, groups, output_mask)
     if output_mask[1]:
         taps = []
         for xs in _conv3d_taps(x._h, geom):
-            gk = op(CONV2D_BWD_WEIGHT, [gf, xs], attrs + (O, Cg, KH, KW))
+            gk = ir.conv2d_bwd_weight(gf, xs, **attrs, out_dims=(O, Cg, KH, KW))
             taps.append(reshape(gk, [O, Cg, 1, KH, KW]))
         gw = wrap(taps[0] if len(taps) == 1 else op(_c3("CONCAT"), taps, (2,)))
     if output_mask[2]:
@@ -1065,18 +1069,19 @@ def native_layer_norm(x, normalized_shape, weight, bias, eps):
     if _ln_fused_ok(x, normalized_shape, weight, bias):
         axis = x.dim() - len(normalized_shape)
         operands = [x._h] + [p._h for p in (weight, bias) if p is not None]
-        flags = (axis, int(weight is not None), int(bias is not None))
+        flags = dict(axis=axis, has_weight=int(weight is not None),
+                     has_bias=int(bias is not None), eps=float(eps))
         R = math.prod(x.shape[:axis])
         stat = list(x.shape[:axis]) + [1] * len(normalized_shape)
         if torch.is_grad_enabled():
             # Training: autograd keeps mean and rstd, and the output is
             # read by the next layer: one pass, one packed result.
-            packed = op(LAYER_NORM, operands, flags + (2,), (float(eps),))
+            packed = ir.layer_norm(*operands, **flags, form=2)
             return tuple(_packed_pieces(packed, [(x.numel(), list(x.shape)), (R, stat), (R, stat)]))
         # Inference: the output alone (often the graph's output, written in
         # place there, where a slice of a packed result is copied); the
         # statistics are their own instruction, dead code unless read.
-        y = op(LAYER_NORM, operands, flags + (0,), (float(eps),))
+        y = ir.layer_norm(*operands, **flags, form=0)
         stats = ir.layer_norm(x._h, axis=axis, has_weight=0, has_bias=0, form=1, eps=float(eps))
         return (wrap(y), *_packed_pieces(stats, [(R, stat), (R, stat)]))
     dev = x._h.device
