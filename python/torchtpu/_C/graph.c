@@ -6,24 +6,12 @@ static PyObject *py_graph_dump(PyObject *m, PyObject *args) {
   PyObject *seq;
   int fmt = 0;
   if (!PyArg_ParseTuple(args, "O|i", &seq, &fmt)) return NULL;
-  PyObject *fast = PySequence_Fast(seq, "expected a sequence of tensors");
-  if (!fast) return NULL;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-  tt_tensor_t **ts = PyMem_Malloc(sizeof(*ts) * (size_t)(n ? n : 1));
-  if (!ts) {
-    Py_DECREF(fast);
-    return PyErr_NoMemory();
-  }
-  for (Py_ssize_t i = 0; i < n; ++i)
-    if (!tt_py_as_tensor(PySequence_Fast_GET_ITEM(fast, i), &ts[i])) {
-      PyMem_Free(ts);
-      Py_DECREF(fast);
-      return NULL;
-    }
+  tt_tensor_t **ts = NULL;
+  Py_ssize_t n = 0;
+  if (!tt_py_tensor_array(seq, &ts, &n)) return NULL;
   char *text = NULL;
   tt_status_t st = tt_lazy_graph_dump(ts, (int32_t)n, fmt, &text);
   PyMem_Free(ts);
-  Py_DECREF(fast);
   if (st) return tt_py_raise_status(st);
   PyObject *r = PyUnicode_FromString(text ? text : "");
   free(text);

@@ -35,26 +35,14 @@ static PyObject *py_sync_tensors(PyObject *m, PyObject *args) {
   PyObject *seq;
   int wait = 0;
   if (!PyArg_ParseTuple(args, "O|p", &seq, &wait)) return NULL;
-  PyObject *fast = PySequence_Fast(seq, "expected a sequence of tensors");
-  if (!fast) return NULL;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-  tt_tensor_t **ts = PyMem_Malloc(sizeof(*ts) * (size_t)(n ? n : 1));
-  if (!ts) {
-    Py_DECREF(fast);
-    return PyErr_NoMemory();
-  }
-  for (Py_ssize_t i = 0; i < n; ++i)
-    if (!tt_py_as_tensor(PySequence_Fast_GET_ITEM(fast, i), &ts[i])) {
-      PyMem_Free(ts);
-      Py_DECREF(fast);
-      return NULL;
-    }
+  tt_tensor_t **ts = NULL;
+  Py_ssize_t n = 0;
+  if (!tt_py_tensor_array(seq, &ts, &n)) return NULL;
   tt_status_t st;
   int dbg = tt_py_debug_call_begin();
   Py_BEGIN_ALLOW_THREADS st = tt_lazy_sync_tensors(ts, (int32_t)n, wait);
   Py_END_ALLOW_THREADS tt_py_debug_call_end(dbg);
   PyMem_Free(ts);
-  Py_DECREF(fast);
   if (st) return tt_py_raise_status(st);
   Py_RETURN_NONE;
 }
