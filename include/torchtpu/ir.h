@@ -370,6 +370,12 @@ typedef struct tt_graph_s {
   uint8_t *key;             /* canonical bytes the hash was taken over */
   size_t key_size;
   void *arena;
+  /* Instruction pairs marked by tt_pass_pair (passes.h), or NULL: for a
+   * CONV2D, the fused elementwise instruction it may compute as its
+   * epilogue; for an ATTENTION, the ATTENTION_BWD that may read the
+   * probabilities it keeps, and for that backward the forward; -1 for
+   * every other instruction. A backend takes a pair or leaves it. */
+  int32_t *pair;
 } tt_graph_t;
 
 /* Linearises the nodes reachable from roots (post-order, each node once).

@@ -63,10 +63,19 @@ typedef struct tt_optimize_options_s {
   int no_collapse; /* leave movement chains as recorded */
   int no_engine_forms; /* no forms only the engine's kernels run (strided
                         * attention): graphs emitted as StableHLO */
+  int conv_epilogue;   /* tt_pass_pair marks convolution epilogues */
+  int attention_pairs; /* tt_pass_pair marks attention forward/backward pairs */
 } tt_optimize_options_t;
+
+/* Marks instruction pairs a backend may run together on an optimised
+ * graph (tt_graph_t.pair; src/passes/pair.c says which); replaces any
+ * earlier marks. The last step of tt_graph_optimize. */
+tt_status_t tt_pass_pair(tt_graph_t *graph, const tt_optimize_options_t *opts);
 
 /* Options from the environment: TORCHTPU_FUSION=0 disables fusion,
  * TORCHTPU_REDUCE_FUSION=0 only reduction fusion,
+ * TORCHTPU_CONV_EPILOGUE=0 the epilogue pairs,
+ * TORCHTPU_ATTENTION_KEEP_PROBS=0 the attention pairs,
  * TORCHTPU_MOVEMENT_COLLAPSE=0 the movement collapse and attention layouts,
  * TORCHTPU_VERIFY_IR=1
  * enables the verifier. */
@@ -74,7 +83,7 @@ void tt_optimize_options_from_env(tt_optimize_options_t *opts);
 
 /* Runs the pipeline simplify -> movement collapse -> CSE -> attention
  * layouts -> reduction fusion -> elementwise fusion -> DCE (compaction)
- * over graph (options leave passes out) and returns the optimised graph
+ * -> pairs over graph (options leave passes out) and returns the optimised graph
  * (owned by the caller). The input graph is not modified. Both fusion
  * passes take steps by tt_instr_fusible (op_table.h). */
 tt_status_t tt_graph_optimize(const tt_graph_t *graph, const tt_optimize_options_t *opts,

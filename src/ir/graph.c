@@ -206,6 +206,7 @@ void tt_graph_destroy(tt_graph_t *graph) {
   if (!graph) return;
   free(graph->key);
   free(graph->arena);
+  free(graph->pair);
   free(graph);
 }
 

@@ -1,6 +1,6 @@
 /* The optimisation pipeline: simplify -> movement collapse -> CSE ->
  * attention layouts -> reduction fusion ->
- * elementwise fusion -> compaction (DCE),
+ * elementwise fusion -> compaction (DCE) -> pairs,
  * with the verifier between passes when asked. */
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,8 @@ void tt_optimize_options_from_env(tt_optimize_options_t *opts) {
   opts->no_reduce_fusion = !c->reduce_fusion;
   opts->verify = c->verify_ir;
   opts->no_collapse = !c->movement_collapse;
+  opts->conv_epilogue = c->conv_epilogue;
+  opts->attention_pairs = c->attention_keep_probs;
 }
 
 #define TT_RUN_PASS(name, call)                                    \
@@ -38,6 +40,10 @@ tt_status_t tt_graph_optimize(const tt_graph_t *graph, const tt_optimize_options
     TT_RUN_PASS("fuse_reduce", tt_pass_fuse_reduce(work));
   if (opts->fuse) TT_RUN_PASS("fuse_elementwise", tt_pass_fuse_elementwise(work));
   st = tt_work_to_graph(work, out);
+  if (!st && (st = tt_pass_pair(*out, opts)) != NULL) {
+    tt_graph_destroy(*out);
+    *out = NULL;
+  }
   if (!st) {
     /* The optimised graph answers to the original's cache key. */
     (*out)->hash = graph->hash;

@@ -25,6 +25,7 @@ tt_graph_t *tt_debug_graph_clone(const tt_graph_t *g) {
     return NULL;
   }
   *c = *g;
+  c->pair = NULL; /* the clone is for diffs: no pairs */
   c->arena = arena;
   c->instrs = (tt_instr_t *)arena;
   memcpy(c->instrs, g->instrs, sizeof(tt_instr_t) * (size_t)g->num_instrs);

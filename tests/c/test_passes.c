@@ -10,6 +10,12 @@
 #include "torchtpu/passes.h"
 #include "torchtpu/torchtpu.h"
 
+/* Pass options: fusion, verifier, no reduce fusion, no movement collapse,
+ * no engine-only forms (the pair pass off unless a test turns it on). */
+#define OPTS(fuse_, verify_, no_reduce_, no_collapse_, no_engine_)                   \
+  ((tt_optimize_options_t){.fuse = fuse_, .verify = verify_, .no_reduce_fusion = no_reduce_, \
+                           .no_collapse = no_collapse_, .no_engine_forms = no_engine_})
+
 static tt_node_t *unary(tt_node_t *x, int64_t code) {
   tt_node_t *n = NULL;
   double f[2] = {0, 0};
@@ -83,7 +89,7 @@ static void test_fusion_matches_unfused(void) {
   CHECK_OK(tt_node_create(TT_OP_WHERE, 0, wops, 3, NULL, 0, NULL, 0, &z));
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(&z, 1, &g, NULL));
-  tt_optimize_options_t off = {0, 1, 0, 0, 0}, on = {1, 1, 0, 0, 0};
+  tt_optimize_options_t off = OPTS(0, 1, 0, 0, 0), on = OPTS(1, 1, 0, 0, 0);
   tt_graph_t *g0 = NULL, *g1 = NULL;
   CHECK_OK(tt_graph_optimize(g, &off, &g0));
   CHECK_OK(tt_graph_optimize(g, &on, &g1));
@@ -141,7 +147,7 @@ static void test_fusion_duplicates_cheap_producer(void) {
   tt_node_t *roots[3] = {t1, d, t2};
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(roots, 3, &g, NULL));
-  tt_optimize_options_t off = {0, 1, 1, 0, 0}, on = {1, 1, 1, 0, 0};
+  tt_optimize_options_t off = OPTS(0, 1, 1, 0, 0), on = OPTS(1, 1, 1, 0, 0);
   tt_graph_t *g0 = NULL, *g1 = NULL;
   CHECK_OK(tt_graph_optimize(g, &off, &g0));
   CHECK_OK(tt_graph_optimize(g, &on, &g1));
@@ -186,7 +192,7 @@ static void test_fusion_copy_limit(void) {
     for (int i = 0; i < readers; ++i) r[i] = unary(y, codes[i]);
     tt_graph_t *g = NULL, *g1 = NULL;
     CHECK_OK(tt_graph_build(r, readers, &g, NULL));
-    tt_optimize_options_t on = {1, 1, 1, 0, 0};
+    tt_optimize_options_t on = OPTS(1, 1, 1, 0, 0);
     CHECK_OK(tt_graph_optimize(g, &on, &g1));
     if (g1) {
       if (readers == 3)
@@ -220,7 +226,7 @@ static void test_cse_simplify_dce(void) {
   CHECK_OK(tt_node_create(TT_OP_RESHAPE, 0, &sum, 1, flat, 1, NULL, 0, &r2));
   tt_graph_t *g = NULL, *o = NULL;
   CHECK_OK(tt_graph_build(&r2, 1, &g, NULL));
-  tt_optimize_options_t opts = {0, 1, 0, 0, 0};
+  tt_optimize_options_t opts = OPTS(0, 1, 0, 0, 0);
   CHECK_OK(tt_graph_optimize(g, &opts, &o));
   /* param, one exp, add, reshape: the duplicate exp, the identity reshape
    * and both transposes are gone. */
@@ -268,7 +274,7 @@ static void test_broadcast_operands_fold(void) {
   tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
   CHECK_OK(tt_graph_build(&z, 1, &g, NULL));
   CHECK(g && count_op(g, TT_OP_BROADCAST) == 3);
-  tt_optimize_options_t opts = {0, 1, 0, 0, 0};
+  tt_optimize_options_t opts = OPTS(0, 1, 0, 0, 0);
   CHECK_OK(tt_graph_optimize(g, &opts, &g1));
   CHECK(g1 && count_op(g1, TT_OP_BROADCAST) == 1); /* only the unary's */
   if (g1) {
@@ -339,7 +345,7 @@ static void test_transpose_of_dot_folds(void) {
     }
     tt_graph_t *g = NULL, *o = NULL, *plain = NULL;
     CHECK_OK(tt_graph_build(outs, nout, &g, NULL));
-    tt_optimize_options_t on = {0, 1, 0, 0, 0};
+    tt_optimize_options_t on = OPTS(0, 1, 0, 0, 0);
     CHECK_OK(tt_graph_optimize(g, &on, &o));
     CHECK_OK(tt_graph_build(outs, nout, &plain, NULL)); /* unoptimised */
     if (o && plain) {
@@ -430,7 +436,7 @@ static void test_add_of_pads_concat(void) {
     tt_graph_t *g = NULL, *o = NULL;
     tt_node_t **inputs = NULL;
     CHECK_OK(tt_graph_build(outs, nouts, &g, &inputs));
-    tt_optimize_options_t opts = {0, 1, 0, 0, 0};
+    tt_optimize_options_t opts = OPTS(0, 1, 0, 0, 0);
     CHECK_OK(tt_graph_optimize(g, &opts, &o));
     if (!g || !o) continue;
     CHECK(count_op(o, TT_OP_CONCAT) == (form == 0 ? 1 : 0));
@@ -544,7 +550,7 @@ static void test_reduce_fusion_layer_norm(void) {
   tt_node_t *r = unary(ve, TT_UN_RSQRT), *y = binary(d, r, TT_BIN_MUL);
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
-  tt_optimize_options_t none = {0, 1, 0, 0, 0}, elem = {1, 1, 1, 0, 0}, both = {1, 1, 0, 0, 0};
+  tt_optimize_options_t none = OPTS(0, 1, 0, 0, 0), elem = OPTS(1, 1, 1, 0, 0), both = OPTS(1, 1, 0, 0, 0);
   tt_graph_t *g0 = NULL, *g1 = NULL, *g2 = NULL;
   CHECK_OK(tt_graph_optimize(g, &none, &g0));
   CHECK_OK(tt_graph_optimize(g, &elem, &g1));
@@ -635,7 +641,7 @@ static void test_reduce_fusion_matches_unfused(void) {
       tt_node_t *rk = binary(red, k, TT_BIN_MUL), *y = binary(rk, k, TT_BIN_ADD);
       tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
       CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
-      tt_optimize_options_t off = {1, 1, 1, 0, 0}, on = {1, 1, 0, 0, 0};
+      tt_optimize_options_t off = OPTS(1, 1, 1, 0, 0), on = OPTS(1, 1, 0, 0, 0);
       CHECK_OK(tt_graph_optimize(g, &off, &g0));
       CHECK_OK(tt_graph_optimize(g, &on, &g1));
       const tt_instr_t *fr = g1 ? find_fused_reduce(g1) : NULL;
@@ -734,7 +740,7 @@ typedef struct {
 
 static plan_pair_t plan_pair_make(const tt_graph_t *g) {
   plan_pair_t p = {{NULL, NULL}, {NULL, NULL}};
-  tt_optimize_options_t off = {0, 1, 0, 0, 0};
+  tt_optimize_options_t off = OPTS(0, 1, 0, 0, 0);
   for (int k = 0; k < 2; ++k) {
     CHECK_OK(tt_graph_optimize(g, &off, &p.g[k]));
     if (k == 0) setenv("TORCHTPU_BUFFER_PLAN", "0", 1);
@@ -993,7 +999,7 @@ static void test_tier1_param_unary(void) {
     tt_node_t *y = unary_ab(ad, cases[ci].code, cases[ci].alpha, cases[ci].beta);
     tt_graph_t *g = NULL, *g0 = NULL, *g1 = NULL;
     CHECK_OK(tt_graph_build(&y, 1, &g, NULL));
-    tt_optimize_options_t on = {1, 1, 0, 0, 0};
+    tt_optimize_options_t on = OPTS(1, 1, 0, 0, 0);
     CHECK_OK(tt_graph_optimize(g, &on, &g0));
     CHECK_OK(tt_graph_optimize(g, &on, &g1));
     if (g0 && g1) {
@@ -1056,18 +1062,21 @@ static void test_conv_epilogue_plans(void) {
   tt_node_t *outs[3] = {a, f, late};
   tt_graph_t *g = NULL;
   CHECK_OK(tt_graph_build(outs, 3, &g, NULL));
-  tt_optimize_options_t on = {1, 1, 0, 0, 0};
   /* 0: epilogues off; 1: planned (fused early); 2: unplanned (fused late) */
   float *res[3];
   int64_t fused[3];
   size_t bytes[3] = {sizeof(float) * BN, sizeof(float) * 8 * 64 * 64, sizeof(float) * 64};
   for (int m = 0; m < 3; ++m) {
     res[m] = calloc(BN + 8 * 64 * 64 + 64, sizeof(float));
-    tt_graph_t *o = NULL;
-    CHECK_OK(tt_graph_optimize(g, &on, &o));
     if (m == 0) setenv("TORCHTPU_CONV_EPILOGUE", "0", 1);
     if (m == 2) setenv("TORCHTPU_BUFFER_PLAN", "0", 1);
     tt_config_reload(); /* the engine reads its environment once */
+    tt_optimize_options_t on;
+    tt_optimize_options_from_env(&on); /* fusion, and the pairs unless m == 0 */
+    on.verify = 1;
+    CHECK(on.fuse && on.conv_epilogue == (m != 0));
+    tt_graph_t *o = NULL;
+    CHECK_OK(tt_graph_optimize(g, &on, &o));
     tt_executable_t *e = NULL;
     if (o) CHECK_OK(tt_executable_create(o, &e));
     unsetenv("TORCHTPU_CONV_EPILOGUE");
@@ -1171,7 +1180,7 @@ static void check_collapse(tt_node_t **outs, int nouts, int want_transposes, int
   tt_node_t **inputs = NULL;
   CHECK_OK(tt_graph_build(outs, nouts, &g, &inputs));
   CHECK_OK(tt_graph_build(outs, nouts, &g2, NULL));
-  tt_optimize_options_t opts = {0, 1, 0, 0, 0};
+  tt_optimize_options_t opts = OPTS(0, 1, 0, 0, 0);
   CHECK_OK(tt_graph_optimize(g, &opts, &o));
   if (!g || !o || !g2) return;
   if (count_op(o, TT_OP_TRANSPOSE) != want_transposes || count_op(o, TT_OP_CONCAT) != want_concats)
@@ -1248,7 +1257,7 @@ static void test_movement_collapse(void) {
   }
   tt_graph_t *gd = NULL, *od = NULL;
   CHECK_OK(tt_graph_build(&dbl, 1, &gd, NULL));
-  tt_optimize_options_t dopts = {0, 1, 0, 0, 0};
+  tt_optimize_options_t dopts = OPTS(0, 1, 0, 0, 0);
   clock_t c0 = clock();
   CHECK_OK(tt_graph_optimize(gd, &dopts, &od));
   CHECK((double)(clock() - c0) / CLOCKS_PER_SEC < 1.0);
@@ -1305,7 +1314,7 @@ static void test_attention_layout(void) {
   tt_graph_t *g = NULL, *o1 = NULL, *o0 = NULL;
   tt_node_t **inputs = NULL;
   CHECK_OK(tt_graph_build(outs, 2, &g, &inputs));
-  tt_optimize_options_t on = {0, 1, 0, 0, 0}, off = {0, 1, 0, 1, 0};
+  tt_optimize_options_t on = OPTS(0, 1, 0, 0, 0), off = OPTS(0, 1, 0, 1, 0);
   CHECK_OK(tt_graph_optimize(g, &on, &o1));
   CHECK_OK(tt_graph_optimize(g, &off, &o0));
   if (o1 && o0) {
@@ -1342,7 +1351,7 @@ static void test_attention_layout(void) {
   /* Graphs emitted as StableHLO (a PJRT plugin runs them) keep the dense
    * attention forms, which the emitter lowers. */
   tt_graph_t *oh = NULL;
-  tt_optimize_options_t hlo = {0, 1, 0, 0, 1};
+  tt_optimize_options_t hlo = OPTS(0, 1, 0, 0, 1);
   CHECK_OK(tt_graph_optimize(g, &hlo, &oh));
   if (oh) {
     for (int32_t i = 0; i < oh->num_instrs; ++i) {
@@ -1388,7 +1397,7 @@ static void test_softmax_bias_fold(void) {
     tt_graph_t *g = NULL, *o = NULL;
     tt_node_t **inputs = NULL;
     CHECK_OK(tt_graph_build(outs, nouts, &g, &inputs));
-    tt_optimize_options_t opts = {0, 1, 0, 0, 0};
+    tt_optimize_options_t opts = OPTS(0, 1, 0, 0, 0);
     CHECK_OK(tt_graph_optimize(g, &opts, &o));
     if (g && o) {
       CHECK(count_op(o, TT_OP_BINARY) == (form ? 1 : 0));
@@ -1426,6 +1435,81 @@ static void test_softmax_bias_fold(void) {
   tt_buffer_release(bb);
 }
 
+/* The pair pass marks a convolution with its only reader's fused
+ * epilogue and an attention forward with its matching backward; nothing
+ * else, and nothing when its options are off. */
+static void test_pair_pass(void) {
+  float data[4 * 2 * 8 * 8] = {0};
+  tt_buffer_t *buf = NULL;
+  CHECK_OK(tt_buffer_from_host(0, data, sizeof data, &buf));
+  tt_shape_t sx = {4, {1, 2, 8, 8}}, sw = {4, {4, 2, 3, 3}}, sq = {4, {1, 2, 4, 8}};
+  tt_node_t *x = tt_node_create_param(buf, TT_F32, &sx, 0);
+  tt_node_t *w = tt_node_create_param(buf, TT_F32, &sw, 0);
+  tt_node_t *cops[2] = {x, w}, *conv = NULL, *conv2 = NULL;
+  int64_t ca[7] = {1, 1, 1, 1, 1, 1, 1};
+  CHECK_OK(tt_node_create(TT_OP_CONV2D, 0, cops, 2, ca, 7, NULL, 0, &conv));
+  ca[0] = ca[1] = 2; /* strided: no CSE with conv */
+  CHECK_OK(tt_node_create(TT_OP_CONV2D, 0, cops, 2, ca, 7, NULL, 0, &conv2));
+  tt_node_t *relu = unary(conv, TT_UN_RELU), *epi = unary(relu, TT_UN_NEG);
+  tt_node_t *neg2 = unary(conv2, TT_UN_NEG);
+  tt_node_t *q = tt_node_create_param(buf, TT_F32, &sq, 0);
+  tt_node_t *k = tt_node_create_param(buf, TT_F32, &sq, 0);
+  tt_node_t *v = tt_node_create_param(buf, TT_F32, &sq, 0);
+  tt_node_t *go = tt_node_create_param(buf, TT_F32, &sq, 0);
+  tt_node_t *qkv[3] = {q, k, v}, *bops[4] = {go, q, k, v}, *att = NULL, *bwd = NULL, *bwd2 = NULL;
+  int64_t att_i[2] = {1, 0}, causal[1] = {1}, plain[1] = {0};
+  double att_f[2] = {0.35, 0};
+  CHECK_OK(tt_node_create(TT_OP_ATTENTION, 0, qkv, 3, att_i, 2, att_f, 2, &att));
+  CHECK_OK(tt_node_create(TT_OP_ATTENTION_BWD, 0, bops, 4, causal, 1, att_f, 2, &bwd));
+  CHECK_OK(tt_node_create(TT_OP_ATTENTION_BWD, 0, bops, 4, plain, 1, att_f, 2, &bwd2));
+  tt_node_t *outs[6] = {epi, conv2, neg2, att, bwd, bwd2};
+  tt_graph_t *g = NULL;
+  CHECK_OK(tt_graph_build(outs, 6, &g, NULL));
+  for (int m = 0; m < 2; ++m) {
+    tt_optimize_options_t opts = OPTS(1, 1, 0, 0, 0);
+    opts.conv_epilogue = opts.attention_pairs = m == 1;
+    tt_graph_t *o = NULL;
+    CHECK_OK(tt_graph_optimize(g, &opts, &o));
+    if (m == 0) {
+      CHECK(o->pair == NULL);
+    } else {
+      CHECK(o->pair != NULL);
+      int marked = 0;
+      for (int32_t i = 0; i < o->num_instrs; ++i) {
+        const tt_instr_t *in = &o->instrs[i];
+        int32_t p = o->pair[i];
+        marked += p >= 0;
+        tt_conv2d_attrs_t c;
+        tt_attention_bwd_attrs_t b = {0};
+        if (in->op == TT_OP_ATTENTION_BWD) TT_ATTRS(in, &b);
+        if (in->op == TT_OP_CONV2D && TT_ATTRS(in, &c) && c.stride[0] == 1) {
+          CHECK(p > i && o->instrs[p].op == TT_OP_FUSED);
+        } else if (in->op == TT_OP_ATTENTION) {
+          tt_attention_bwd_attrs_t pb;
+          CHECK(p > i && o->instrs[p].op == TT_OP_ATTENTION_BWD && TT_ATTRS(&o->instrs[p], &pb) &&
+                pb.causal == 1);
+          CHECK(o->pair[p] == i);
+        } else if (!b.causal) {
+          CHECK(p == -1); /* the output conv, the non-causal backward, the rest */
+        }
+      }
+      CHECK(marked == 3);
+    }
+    tt_graph_destroy(o);
+  }
+  tt_graph_destroy(g);
+  for (int i = 0; i < 6; ++i) tt_node_release(outs[i]);
+  tt_node_release(x);
+  tt_node_release(w);
+  tt_node_release(q);
+  tt_node_release(k);
+  tt_node_release(v);
+  tt_node_release(go);
+  tt_node_release(conv);
+  tt_node_release(relu);
+  tt_buffer_release(buf);
+}
+
 int main(void) {
   CHECK_OK(tt_runtime_init(1));
   test_fusion_matches_unfused();
@@ -1447,5 +1531,6 @@ int main(void) {
   test_softmax_bias_fold();
   test_tier1_param_unary();
   test_conv_epilogue_plans();
+  test_pair_pass();
   return test_summary();
 }

@@ -28,13 +28,15 @@ typedef struct tt_cpu_plan_s {
   int64_t *slice_off;
   /* Buffer plan: per instruction its arena offset, or -1 (not planned). */
   int64_t *offset;
-  /* Convolution epilogues (tt_cpu_plan_epilogues): epi_next[conv] is the
+  /* Convolution epilogues (tt_cpu_plan_epilogues, from the graph's
+   * pairs): epi_next[conv] is the
    * fused instruction computed as the convolution stores its output,
    * epi_src[f] that convolution (both -1 otherwise). An epilogue not
    * written to an output slot runs in place: its result takes over the
    * convolution's buffer (alias[f]). */
   int32_t *epi_next, *epi_src;
-  /* Attention pairs (tt_cpu_plan_attention_pairs): att_peer[fwd] is the
+  /* Attention pairs (tt_cpu_plan_attention_pairs, from the graph's
+   * pairs): att_peer[fwd] is the
    * backward that reads the probabilities the forward keeps, and
    * att_peer[bwd] that forward (-1 otherwise); att_bytes[fwd] their size.
    * NULL when the graph has none. */
@@ -96,15 +98,13 @@ tt_status_t tt_fused_finish(tt_fused_prep_t *prep);
  * a backward; NULL: computed in scratch. */
 tt_status_t tt_cpu_run_attention(const tt_instr_t *in, const tt_view_t *x, int num_operands,
                                  tt_view_t *out, float *psave, const float *pload);
-/* The bytes of the probabilities that backward b (ATTENTION_BWD) of graph
- * g can read from forward f (ATTENTION, out form) instead of recomputing
- * them, or 0 when it cannot: the same q, k, v instructions (in the strided
- * forms the same sizes and layouts), mask, causal flag and scale. Also 0
- * where the buffer, f32 [B*H*L, tt_attention_probs_ld(S)], would exceed
- * four times q's size (S above 4 max(E, Ev, 16)): long sequences, where
+/* The bytes of the probabilities that forward f (ATTENTION) of graph g
+ * keeps for the backward tt_pass_pair paired it with, which reads them
+ * instead of recomputing them; 0 when not worth keeping: where the
+ * buffer, f32 [B*H*L, tt_attention_probs_ld(S)], would exceed four times
+ * q's size (S above 4 max(E, Ev, 16)): long sequences, where
  * it grows as L*S, keep the flash form's memory. */
-size_t tt_cpu_attention_kept_bytes(const tt_graph_t *g, const tt_instr_t *f,
-                                   const tt_instr_t *b);
+size_t tt_cpu_attention_kept_bytes(const tt_graph_t *g, const tt_instr_t *f);
 
 /* ---- small shared helpers ---- */
 static inline tt_view_t tt_cpu_view(const tt_instr_t *in, void *data) {

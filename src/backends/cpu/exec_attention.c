@@ -3,7 +3,6 @@
  * src/passes/attention_layout.c; and which forward/backward pairs can
  * share the forward's probabilities (the plan pairs them, plan_pairs.c;
  * execute.c runs a pair). */
-#include <string.h>
 
 #include "backends/cpu/exec.h"
 
@@ -78,29 +77,12 @@ tt_status_t tt_cpu_exec_attention(const tt_cpu_exec_t *c, tt_view_t *out) {
   return tt_cpu_run_attention(c->instr, c->x, c->instr->num_operands, out, NULL, NULL);
 }
 
-size_t tt_cpu_attention_kept_bytes(const tt_graph_t *g, const tt_instr_t *f,
-                                   const tt_instr_t *b) {
-  if (f->op != TT_OP_ATTENTION || b->op != TT_OP_ATTENTION_BWD ||
-      f->num_operands + 1 != b->num_operands)
-    return 0;
-  for (int k = 0; k < f->num_operands; ++k)
-    if (f->operands[k] != b->operands[k + 1]) return 0;
+size_t tt_cpu_attention_kept_bytes(const tt_graph_t *g, const tt_instr_t *f) {
   tt_attention_attrs_t fa;
-  tt_attention_bwd_attrs_t ba;
-  int strided = TT_ATTRS(f, &fa) > 2;
-  int b_strided = TT_ATTRS(b, &ba) > 1;
-  if (fa.causal != ba.causal || fa.scale != ba.scale || strided != b_strided) return 0;
   tt_att_geom_t geo;
-  if (strided) {
-    /* The same sizes, and q, k, v read through the same layouts. */
-    if (fa.B != ba.B || fa.H != ba.H || fa.L != ba.L || fa.S != ba.S || fa.E != ba.E ||
-        fa.Ev != ba.Ev || memcmp(fa.q_layout, ba.q_layout, sizeof fa.q_layout) != 0 ||
-        memcmp(fa.k_layout, ba.k_layout, sizeof fa.k_layout) != 0 ||
-        memcmp(fa.v_layout, ba.v_layout, sizeof fa.v_layout) != 0)
-      return 0;
+  if (TT_ATTRS(f, &fa) > 2) {
     geo = (tt_att_geom_t){.B = fa.B, .H = fa.H, .L = fa.L, .S = fa.S, .E = fa.E, .Ev = fa.Ev};
   } else {
-    if (fa.lse) return 0; /* the logsumexp form */
     const int64_t *q = g->instrs[f->operands[0]].shape.dims;
     const int64_t *k = g->instrs[f->operands[1]].shape.dims;
     const int64_t *v = g->instrs[f->operands[2]].shape.dims;
