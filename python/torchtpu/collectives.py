@@ -11,7 +11,7 @@ PJRT plugin (torchtpu.spmd.run_replicated).
 """
 import torch
 
-from torchtpu import _C, bridge
+from torchtpu import bridge, ir
 from torchtpu.lowering import core
 
 REDUCE_SUM = "sum"
@@ -65,16 +65,18 @@ def _channel():
     return 1 if xr.is_spmd() else 0
 
 
-def _record(opcode, t, a, b, c, groups, what, channel_id=None):
+def _record(build, t, groups, what, channel_id=None, **fields):
+    """Records collective `build` (a torchtpu.ir builder) on t with its
+    op-specific fields and the (group_size, ids) of _groups."""
     if not isinstance(t, torch.Tensor) or t.device.type != "xla":
         raise TypeError(f"{what} expects tensors on an xla device, got "
                         f"{getattr(t, 'device', type(t).__name__)}")
     size, ids = groups
     if channel_id is None:
         channel_id = _channel()
-    h = bridge.handle_of(t)
-    out = _C.op(opcode, [h], (int(a), int(b), int(c), int(channel_id), size, *ids), (),
-                h.device)
+    fields = {name: int(v) for name, v in fields.items()}
+    out = build(bridge.handle_of(t), **fields, channel_id=int(channel_id), group_size=size,
+                groups=ids)
     return bridge.wrap_user(out)
 
 
@@ -90,9 +92,9 @@ def all_reduce(reduce_type, inputs, scale=1.0, groups=None, pin_layout=True):
     code = _reduce_code(reduce_type)
     g = _groups(groups, "all_reduce")
     if isinstance(inputs, torch.Tensor):
-        return _scaled(_record(core.ALL_REDUCE, inputs, code, 0, 0, g, "all_reduce"), scale)
+        return _scaled(_record(ir.all_reduce, inputs, g, "all_reduce", reduce=code), scale)
     for t in inputs:
-        t.copy_(_scaled(_record(core.ALL_REDUCE, t, code, 0, 0, g, "all_reduce"), scale))
+        t.copy_(_scaled(_record(ir.all_reduce, t, g, "all_reduce", reduce=code), scale))
     return inputs
 
 
@@ -101,7 +103,7 @@ def all_gather(value, dim=0, groups=None, output=None, pin_layout=True):
     g = _groups(groups, "all_gather")
     shard_count = g[0] if g[1] else _world_size()
     dim = dim % max(value.dim(), 1)
-    r = _record(core.ALL_GATHER, value, dim, shard_count, 0, g, "all_gather")
+    r = _record(ir.all_gather, value, g, "all_gather", dim=dim, shard_count=shard_count)
     if output is not None:
         output.copy_(r)
         return output
@@ -117,8 +119,8 @@ def reduce_scatter(reduce_type, input, scale, scatter_dim, shard_count, groups=N
     if isinstance(input, (list, tuple)):
         raise NotImplementedError("reduce_scatter of a list of tensors is not supported")
     dim = scatter_dim % max(input.dim(), 1)
-    r = _scaled(_record(core.REDUCE_SCATTER, input, code, dim, shard_count, g,
-                        "reduce_scatter"), scale)
+    r = _scaled(_record(ir.reduce_scatter, input, g, "reduce_scatter", reduce=code, dim=dim,
+                        shard_count=shard_count), scale)
     if output is not None:
         output.copy_(r)
         return output
@@ -132,8 +134,8 @@ def all_to_all(value, split_dimension, concat_dimension, split_count, groups=Non
     concat_dimension."""
     g = _groups(groups, "all_to_all")
     rank = max(value.dim(), 1)
-    return _record(core.ALL_TO_ALL, value, split_dimension % rank, concat_dimension % rank,
-                   split_count, g, "all_to_all")
+    return _record(ir.all_to_all, value, g, "all_to_all", split_dim=split_dimension % rank,
+                   concat_dim=concat_dimension % rank, split_count=split_count)
 
 
 def collective_permute(value, pairs):
@@ -147,5 +149,4 @@ def collective_permute(value, pairs):
     if len(flat) > _MAX_IDS:
         raise ValueError(f"collective_permute: at most {_MAX_IDS // 2} pairs, got "
                          f"{len(flat) // 2}")
-    return _record(core.COLLECTIVE_PERMUTE, value, len(flat) // 2, 0, 0, (2, flat),
-                   "collective_permute")
+    return _record(ir.collective_permute, value, (2, flat), "collective_permute")

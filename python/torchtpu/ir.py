@@ -15,6 +15,7 @@ added or dropped on either side fails the import, naming the op.
 Builders take engine handles (torchtpu._C.Tensor) and return one.
 """
 import inspect
+from typing import NamedTuple
 
 from torchtpu import _C
 
@@ -286,12 +287,47 @@ def collective_permute(x, *, channel_id=0, group_size=2, groups):
     return _collective("collective_permute", x, (0, 0, 0), channel_id, group_size, groups)
 
 
+# ============================================================================
+# Builders whose attribute is not a fixed run of ints: the call site passes a
+# Python value and the builder encodes it into the op's LIST field.
+# ============================================================================
+class ManualSharding(NamedTuple):
+    """A manual SPMD region's tiled sharding (the `spec` of
+    spmd_full_to_shard / spmd_shard_to_full): tile counts per dim (plus the
+    replica count last when last_tile_dim_replicate), the device ids in tile
+    order, and for spmd_shard_to_full the full tensor's dims."""
+    tile_dims: tuple
+    last_tile_dim_replicate: bool
+    devices: tuple
+    full_dims: tuple = ()
+
+    def encode(self):
+        """The LIST field: [num_tile_dims, last_tile_dim_replicate,
+        tile dims..., num_devices, devices..., full dims...] (op_attrs.h)."""
+        return (len(self.tile_dims), int(self.last_tile_dim_replicate),
+                *_ints(self.tile_dims), len(self.devices), *_ints(self.devices),
+                *_ints(self.full_dims))
+
+
+def _manual_spec(name, spec):
+    # A flat int tuple is refused: the encoding is this class's alone.
+    if not isinstance(spec, ManualSharding):
+        raise TypeError(f"{name}: spec must be a torchtpu.ir.ManualSharding, got "
+                        f"{type(spec).__name__}")
+    return spec.encode()
+
+
 def spmd_full_to_shard(x, *, spec):
-    return _record(OPS["spmd_full_to_shard"], [x], _ints(spec))
+    ia = _manual_spec("spmd_full_to_shard", spec)
+    if spec.full_dims:
+        raise ValueError(f"spmd_full_to_shard takes no full_dims, got {tuple(spec.full_dims)}")
+    return _record(OPS["spmd_full_to_shard"], [x], ia)
 
 
 def spmd_shard_to_full(x, *, spec):
-    return _record(OPS["spmd_shard_to_full"], [x], _ints(spec))
+    """spec.full_dims: the full tensor's dims (the result's shape)."""
+    return _record(OPS["spmd_shard_to_full"], [x], _manual_spec("spmd_shard_to_full", spec))
+# ============================================ end of the encoded-value builders
 
 
 # Ops no front end records: graph inputs have their own calls (_C.scalar,

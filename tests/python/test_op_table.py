@@ -2,6 +2,10 @@
 matches its op's schema, the values Python keeps by name equal the
 engine's, and a builder that drifts from the table is reported."""
 import inspect
+import io
+import pathlib
+import re
+import tokenize
 
 import pytest
 import torch
@@ -103,3 +107,75 @@ def test_builders_record_the_schema_order():
     sig = inspect.signature(ir.layer_norm)
     assert [p.name for p in sig.parameters.values()
             if p.kind == p.KEYWORD_ONLY] == ["axis", "has_weight", "has_bias", "form", "eps"]
+
+
+# ------------------------------------------- no positional recording left
+PYTHON_SRC = pathlib.Path(__file__).resolve().parents[2] / "python"
+# A call recording an op from a code and raw attribute tuples: the lowering's
+# op(CODE, ...) (but not an aten op called as op(*args)), _C.op / core.op
+# anywhere but the builders' own module, or any f(CODE, [operands], ...).
+POSITIONAL = re.compile(r"(?<!def )(?<![\w.])op\(\s*(?!\*)|\b(?:_C|core)\.op\(|"
+                        r"\(\s*(?:core\.)?[A-Z][A-Z0-9_]*\s*,\s*\[")
+
+
+def _code_only(src):
+    """src's lines with strings and comments blanked (a docstring may say
+    `op(a) X = b`)."""
+    lines = [list(line) for line in src.splitlines()]
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type not in (tokenize.STRING, tokenize.COMMENT):
+            continue
+        (r0, c0), (r1, c1) = tok.start, tok.end
+        for r in range(r0, r1 + 1):
+            line = lines[r - 1]
+            lo = c0 if r == r0 else 0
+            hi = c1 if r == r1 else len(line)
+            line[lo:hi] = " " * (hi - lo)
+    return ["".join(line) for line in lines]
+
+
+def positional_calls(src, name="<src>"):
+    """'name:line: text' for every positional recording call in src."""
+    code = _code_only(src)
+    raw = src.splitlines()
+    return [f"{name}:{i}: {raw[i - 1].strip()}" for i, line in enumerate(code, 1)
+            if POSITIONAL.search(line)]
+
+
+def test_the_positional_scan_finds_each_form_and_skips_prose():
+    src = ('"""op(a) X = b: prose, not a call."""\n'
+           "def op(code, operands):  # op(CODE, ...) in a comment\n"
+           "    return _C.op(code, operands)\n"
+           "x = op(SLICE, [h], (0, 1))\n"
+           "y = op(_c3('TRANSPOSE'), [h], (1, 0))\n"
+           "z = _record(core.ALL_REDUCE, [h], (0,))\n"
+           "w = ir.slice(h, start=[0], limit=[1], step=[1])\n"
+           "v = op(*args, **kwargs)\n")
+    assert positional_calls(src, "m.py") == [
+        "m.py:3: return _C.op(code, operands)",
+        "m.py:4: x = op(SLICE, [h], (0, 1))",
+        "m.py:5: y = op(_c3('TRANSPOSE'), [h], (1, 0))",
+        "m.py:6: z = _record(core.ALL_REDUCE, [h], (0,))"]
+
+
+def test_no_positional_op_calls_remain_in_python():
+    """Issue 27: Python records IR only through torchtpu.ir's builders."""
+    found = []
+    for path in sorted(PYTHON_SRC.rglob("*.py")):
+        if path == PYTHON_SRC / "torchtpu" / "ir.py":  # the builders record with _C.op
+            continue
+        found += positional_calls(path.read_text(), str(path.relative_to(PYTHON_SRC)))
+    assert found == [], "positional op recording left:\n" + "\n".join(found)
+
+
+def test_manual_sharding_spec_is_encoded_by_the_builder():
+    spec = ir.ManualSharding(tile_dims=(2, 1, 4), last_tile_dim_replicate=True,
+                             devices=tuple(range(8)))
+    assert spec.encode() == (3, 1, 2, 1, 4, 8, 0, 1, 2, 3, 4, 5, 6, 7)
+    assert spec._replace(full_dims=(4, 6)).encode()[-2:] == (4, 6)
+    import torch_xla  # noqa: F401 - starts the runtime
+    h = bridge.handle_of(torch.zeros(4, 6).to("xla"))
+    with pytest.raises(TypeError, match="spec must be a torchtpu.ir.ManualSharding"):
+        ir.spmd_full_to_shard(h, spec=spec.encode())
+    with pytest.raises(ValueError, match="spmd_full_to_shard takes no full_dims"):
+        ir.spmd_full_to_shard(h, spec=spec._replace(full_dims=(4, 6)))

@@ -21,7 +21,7 @@ import math
 import torch
 
 from torchtpu import settings, ir
-from torchtpu.lowering.core import (ATTENTION, ATTENTION_BWD, SLICE, aten, lowers, op,
+from torchtpu.lowering.core import (ATTENTION, ATTENTION_BWD, SLICE, aten, lowers,
                                     reshape, wrap)
 
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16)

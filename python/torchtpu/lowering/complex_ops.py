@@ -24,9 +24,9 @@ from torchtpu.bridge import XlaTensor
 from torchtpu.lowering import shape_ops
 from torchtpu.lowering.fallback import decompose_or_fallback
 from torchtpu.lowering.core import (
-    BINARY, BIN, BITCAST, CONCAT, CONVERT, FFT, LOWERINGS, PAD, REDUCE, RED_ALL, RED_ANY,
+    BINARY, BIN, CONCAT, CONVERT, FFT, LOWERINGS, REDUCE, RED_ALL, RED_ANY,
     RED_MEAN, RED_SUM, SLICE, TRANSPOSE, TT_BOOL, TT_C64, TT_F32, UN, UNARY, WHERE, aten,
-    broadcast, cpu_operand, lowers, mask_of, norm_dims, op, reshape, scalar, wrap)
+    broadcast, cpu_operand, lowers, mask_of, norm_dims, reshape, scalar, wrap)
 
 COMPLEX_LOWERINGS = {}
 
@@ -106,12 +106,12 @@ def _check_dtype(dt):
 # ---------------------------------------------------- pairs and handles
 def pairs(h):
     """complex64 [..] -> its float32 pairs [.., 2]."""
-    return op(BITCAST, [h], (TT_F32,) + tuple(h.shape) + (2,))
+    return ir.bitcast(h, dtype=TT_F32, dims=(*h.shape, 2))
 
 
 def from_pairs(p):
     """float32 pairs [.., 2] -> complex64 [..]."""
-    return op(BITCAST, [p], (TT_C64,) + tuple(p.shape)[:-1])
+    return ir.bitcast(p, dtype=TT_C64, dims=tuple(p.shape)[:-1])
 
 
 def real_to_complex(h):
@@ -119,7 +119,7 @@ def real_to_complex(h):
     h = h if h.dtype == TT_F32 else ir.convert(h, dtype=TT_F32)
     col = reshape(h, tuple(h.shape) + (1,))
     r = len(col.shape)
-    return from_pairs(op(PAD, [col], (0,) * r + (0,) * (r - 1) + (1,), (0.0,)))
+    return from_pairs(ir.pad(col, lo=(0,) * r, hi=(0,) * (r - 1) + (1,), value=0.0))
 
 
 def as_complex_h(x, dev):

@@ -72,11 +72,6 @@ def wrap(h):
     return XlaTensor(h)
 
 
-def op(code, operands, iattrs=(), fattrs=(), device=0):
-    """Records one IR op; device matters only for ops without operands."""
-    return _C.op(code, operands, iattrs, fattrs, device)
-
-
 def scalar(dev, dt, value):
     if isinstance(value, bool):
         value = int(value)

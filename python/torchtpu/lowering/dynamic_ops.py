@@ -13,8 +13,8 @@ import torch
 from torchtpu import _C, bridge, ir
 from torchtpu.lowering.core import (
     ARGSORT, BIN, BINARY, BROADCAST, CONCAT, CONVERT, GATHER, INDEX_ADD, INDEX_SELECT, REDUCE,
-    RED_ANY, RED_SUM, SCAN, SCATTER, SLICE, TRANSPOSE, TT_BOOL, TT_I64, WHERE, aten, broadcast,
-    handle, iota, lowers, norm_dim, op, reshape, scalar, wrap)
+    RED_ANY, RED_SUM, SCAN, SCATTER, TRANSPOSE, TT_BOOL, TT_I64, WHERE, aten, broadcast,
+    handle, iota, lowers, norm_dim, reshape, scalar, wrap)
 
 SYNC_COUNTER = "DynamicShapeSync"
 
@@ -158,8 +158,8 @@ def _differs_prev(s, dev):
     n = s.shape[0]
     rest = list(s.shape[1:])
     r = len(s.shape)
-    cur = op(SLICE, [s], tuple([1] + [0] * (r - 1) + [n] + rest + [1] * r))
-    prev = op(SLICE, [s], tuple([0] * r + [n - 1] + rest + [1] * r))
+    cur = ir.slice(s, start=[1] + [0] * (r - 1), limit=[n] + rest, step=[1] * r)
+    prev = ir.slice(s, start=[0] * r, limit=[n - 1] + rest, step=[1] * r)
     ne = ir.binary(cur, prev, op=BIN["ne"])
     if rest:
         ne = ir.reduce(ne, op=RED_ANY, dims_mask=((1 << r) - 1) & ~1, keepdim=0, dtype=TT_BOOL)

@@ -6,7 +6,7 @@ import torch
 from torchtpu import settings, ir
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, UN, UNARY, WHERE, XlaTensor, aten, device_of, float_type_of, handle,
-    lowers, op, result_type, scalar, tt, wrap, TT_BOOL)
+    lowers, result_type, scalar, tt, wrap, TT_BOOL)
 
 
 def _binary(name, a, b, compute_dtype=None, out_dtype=None):

@@ -8,7 +8,7 @@ from torchtpu import bridge, ir
 from torchtpu.lowering.core import (
     BIN, BINARY, BITCAST, CONVERT, DOT, INDEX_SELECT, REDUCE, RED_ALL, RED_MAX, RED_SUM,
     TRANSPOSE, TT_BOOL, TT_F32, TT_I16, TT_I32, TT_I64, UN, UNARY, WHERE, aten, broadcast,
-    device_of, handle, iota, lowers, op, reshape, result_type, scalar, tt, wrap)
+    device_of, handle, iota, lowers, reshape, result_type, scalar, tt, wrap)
 
 prims = torch.ops.prims
 
@@ -350,11 +350,10 @@ def _segment_plan(data, lengths, offsets, axis):
     seg = _b("sub", ir.searchsorted(starts, pos, right=1, dtype=TT_I64), scalar(dev, TT_I64, 1))
     # Positions past their segment's end (past the total length) belong to
     # no segment: they go to a dump segment S that callers drop.
-    from torchtpu.lowering.core import GATHER as _G
     segc = _b("max", seg, scalar(dev, TT_I64, 0))
     ends = _b("add", starts, lens)
     inside = _b("logical_and", _b("ge", seg, scalar(dev, TT_I64, 0)),
-                _b("lt", pos, op(_G, [ends, segc], (len(lead),))))
+                _b("lt", pos, ir.gather(ends, segc, dim=len(lead))))
     seg = ir.where(inside, segc, scalar(dev, TT_I64, S))
     # Broadcast seg ([lead..., D]) over data's trailing dims.
     shape = list(data.shape)
@@ -500,7 +499,7 @@ def polygamma(n, x):
         return wrap(_u("digamma", xh))
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
-    z = op(__import__("torchtpu.lowering.core", fromlist=["SPECIAL"]).SPECIAL,
-           [broadcast(scalar(dev, dt, n + 1.0), list(xh.shape)), xh], (0,))
+    z = ir.special(broadcast(scalar(dev, dt, n + 1.0), list(xh.shape)), xh,
+                   op=ir.ENUMS["special"]["zeta"])
     f = (-1.0) ** (n + 1) * math.factorial(n)
     return wrap(_b("mul", z, scalar(dev, dt, f)))

@@ -11,9 +11,9 @@ import torch
 
 from torchtpu import bridge, ir
 from torchtpu.lowering.core import (
-    BIN, BINARY, CONVERT, INDEX_ADD, INDEX_SELECT, SCAN, SCATTER, SCATTER_REDUCE, SLICE,
-    SLICE_SCATTER, SR_AMAX, SR_AMIN, SR_MEAN, SR_PROD, SR_SUM, TRANSPOSE, TT_BOOL, TT_I64, WHERE,
-    XlaTensor, aten, broadcast, convert, handle, iota, lowers, norm_dim, op, reshape, scalar, tt,
+    BIN, BINARY, CONVERT, INDEX_ADD, INDEX_SELECT, SCAN, SCATTER, SCATTER_REDUCE,
+    SR_AMAX, SR_AMIN, SR_MEAN, SR_PROD, SR_SUM, TRANSPOSE, TT_BOOL, TT_I64, WHERE,
+    XlaTensor, aten, broadcast, convert, handle, iota, lowers, norm_dim, reshape, scalar, tt,
     wrap)
 
 
@@ -430,18 +430,19 @@ def _diag_plan(x, offset, dim1, dim2):
 
 
 def _diag_slice_attrs(lead, nm, length, start, m):
+    """The slice fields (ir.slice / ir.slice_scatter keywords) that pick the
+    diagonal out of [lead..., n * m]."""
     r = len(lead) + 1
-    starts = [0] * (r - 1) + [start if length else 0]
-    limits = lead + [start + (length - 1) * (m + 1) + 1 if length else 0]
-    steps = [1] * (r - 1) + [m + 1]
-    return starts + limits + steps
+    return dict(start=[0] * (r - 1) + [start if length else 0],
+                limit=lead + [start + (length - 1) * (m + 1) + 1 if length else 0],
+                step=[1] * (r - 1) + [m + 1])
 
 
 @lowers(aten.diagonal.default, aten.diagonal_copy.default)
 def diagonal(x, offset=0, dim1=0, dim2=1):
     perm, lead, n, m, length, start = _diag_plan(x, offset, dim1, dim2)
     h = reshape(_permute_h(x._h, perm), lead + [n * m])
-    out = op(SLICE, [h], _diag_slice_attrs(lead, n * m, length, start, m))
+    out = ir.slice(h, **_diag_slice_attrs(lead, n * m, length, start, m))
     return wrap(reshape(out, lead + [length]))
 
 
@@ -455,7 +456,7 @@ def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
         raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
                            f"{list(sh.shape)}, slice size = {lead + [length]}")
     if length:
-        h = op(SLICE_SCATTER, [h, sh], _diag_slice_attrs(lead, n * m, length, start, m))
+        h = ir.slice_scatter(h, sh, **_diag_slice_attrs(lead, n * m, length, start, m))
     h = reshape(h, lead + [n, m])
     inv = [0] * len(perm)
     for i, p in enumerate(perm):

@@ -14,9 +14,9 @@ import torch
 from torchtpu import ir
 
 from torchtpu.lowering.core import (
-    BIN, BINARY, CONVERT, DOT, GATHER, LINALG, REDUCE, RED_MAX, RED_PROD, RED_SUM, SLICE,
+    BIN, BINARY, CONVERT, DOT, GATHER, REDUCE, RED_MAX, RED_PROD, RED_SUM, SLICE,
     TRANSPOSE, TT_BOOL, TT_F32, TT_I32, TT_I64, UN, UNARY, WHERE, aten, broadcast, convert,
-    handle, iota, lowers, op, reshape, scalar, tt, wrap)
+    handle, iota, lowers, reshape, scalar, tt, wrap)
 
 CHOLESKY, LU, TRSM, GEQRF, ORGQR, ORMQR, EIGH, SVD = (
     ir.ENUMS["linalg"][n] for n in ("cholesky", "lu", "trsm", "geqrf", "orgqr", "ormqr", "eigh",
@@ -43,11 +43,6 @@ def _b3(h):
     shape = list(h.shape)
     batch = shape[:-2]
     return reshape(h, [_numel(batch)] + shape[-2:]), batch
-
-
-def _linalg(kind, operands, flags=(0, 0, 0)):
-    f = list(flags) + [0] * (3 - len(flags))
-    return op(LINALG, operands, (kind, *f))
 
 
 def _part(packed, off, count, shape):
@@ -99,7 +94,7 @@ def _check_square(x, name):
 def _cholesky_h(x, upper):
     h, batch = _b3(_float_h(x))
     n = x.shape[-1]
-    packed = _linalg(CHOLESKY, [h], (int(bool(upper)),))
+    packed = ir.linalg(h, op=CHOLESKY, flags=(int(bool(upper)), 0, 0))
     L = _part(packed, 0, n * n, batch + [n, n])
     info = _part(packed, n * n, 1, batch)
     if upper:
@@ -125,7 +120,7 @@ def _trsm_h(a, b, upper, unit=False, trans=False):
     a3, batch = _b3(a)
     b3, _ = _b3(b)
     n, r = b.shape[-2], b.shape[-1]
-    x = _linalg(TRSM, [a3, b3], (int(bool(upper)), int(bool(unit)), int(bool(trans))))
+    x = ir.linalg(a3, b3, op=TRSM, flags=(int(bool(upper)), int(bool(unit)), int(bool(trans))))
     return reshape(x, batch + [n, r])
 
 
@@ -162,7 +157,7 @@ def _lu_h(x):
     h, batch = _b3(_float_h(x))
     m, n = x.shape[-2], x.shape[-1]
     k = min(m, n)
-    packed = _linalg(LU, [h])
+    packed = ir.linalg(h, op=LU)
     LU_ = _part(packed, 0, m * n, batch + [m, n])
     piv = _part(packed, m * n, k, batch + [k])
     perm = _part(packed, m * n + k, m, batch + [m])
@@ -391,7 +386,7 @@ def _geqrf_h(x):
     h, batch = _b3(_float_h(x))
     m, n = x.shape[-2], x.shape[-1]
     k = min(m, n)
-    packed = _linalg(GEQRF, [h])
+    packed = ir.linalg(h, op=GEQRF)
     return _part(packed, 0, m * n, batch + [m, n]), _part(packed, m * n, k, batch + [k])
 
 
@@ -406,7 +401,7 @@ def _orgqr_h(a, tau):
     m, n = a.shape[-2], a.shape[-1]
     k = tau.shape[-1]
     t3 = reshape(tau, [_numel(batch), 1, k])
-    return reshape(_linalg(ORGQR, [a3, t3]), batch + [m, n])
+    return reshape(ir.linalg(a3, t3, op=ORGQR), batch + [m, n])
 
 
 @lowers(aten.linalg_householder_product.default)
@@ -434,9 +429,8 @@ def linalg_qr(A, mode="reduced"):
     batch = list(A.shape[:-2])
     if mode == "complete" and m > n:
         # Q is m x m: extend the reflector matrix with zero columns.
-        from torchtpu.lowering.core import PAD
         r = len(a.shape)
-        a = op(PAD, [a], [0] * r + [0] * (r - 1) + [m - n], (0.0,))
+        a = ir.pad(a, lo=[0] * r, hi=[0] * (r - 1) + [m - n], value=0.0)
         q = _orgqr_h(a, tau)
     else:
         q = _orgqr_h(_slice_last2(a, m, k), tau)
@@ -450,7 +444,7 @@ def ormqr(A, tau, C, left=True, transpose=False):
     c3, _ = _b3(C._h)
     k = tau.shape[-1]
     t3 = reshape(tau._h, [_numel(batch), 1, k])
-    out = _linalg(ORMQR, [a3, t3, c3], (int(bool(left)), int(bool(transpose))))
+    out = ir.linalg(a3, t3, c3, op=ORMQR, flags=(int(bool(left)), int(bool(transpose)), 0))
     return wrap(reshape(out, list(C.shape)))
 
 
@@ -460,7 +454,7 @@ def linalg_eigh(A, UPLO="L", compute_v=True):
     _check_square(A, "linalg.eigh")
     n = A.shape[-1]
     h, batch = _b3(_float_h(A))
-    packed = _linalg(EIGH, [h], (int(UPLO.upper() == "U"),))
+    packed = ir.linalg(h, op=EIGH, flags=(int(UPLO.upper() == "U"), 0, 0))
     w = _part(packed, 0, n, batch + [n])
     v = _part(packed, n, n * n, batch + [n, n]) if compute_v else \
         broadcast(scalar(A._h.device, A._h.dtype, 0), [0])
@@ -471,7 +465,7 @@ def _svd_h(x, full_matrices=True):
     h, batch = _b3(_float_h(x))
     m, n = x.shape[-2], x.shape[-1]
     k = min(m, n)
-    packed = _linalg(SVD, [h])
+    packed = ir.linalg(h, op=SVD)
     U = _part(packed, 0, m * m, batch + [m, m])
     S = _part(packed, m * m, k, batch + [k])
     Vh = _part(packed, m * m + k, n * n, batch + [n, n])

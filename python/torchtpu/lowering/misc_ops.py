@@ -7,7 +7,7 @@ import torch
 from torchtpu import _C, bridge, ir
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, IOTA, RNG, RNG_BERNOULLI, RNG_NORMAL, RNG_UNIFORM, TT_BOOL, TT_F32,
-    TT_I64, UN, UNARY, WHERE, aten, broadcast, handle, lowers, op, reshape, scalar, tt, wrap)
+    TT_I64, UN, UNARY, WHERE, aten, broadcast, handle, lowers, reshape, scalar, tt, wrap)
 
 # ------------------------------------------------------------ device RNG
 # One 64-bit state per device, as PyTorch/XLA keeps it. Every random op

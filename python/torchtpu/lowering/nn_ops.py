@@ -10,7 +10,7 @@ from torchtpu.lowering.core import (
     ADAPTIVE_AVG_POOL2D, ADAPTIVE_AVG_POOL2D_BWD, AVG_POOL2D, AVG_POOL2D_BWD, BIN, BINARY,
     BROADCAST, CONV2D, CONV2D_BWD_INPUT, CONV2D_BWD_WEIGHT, DOT, INDEX_ADD, INDEX_SELECT,
     MAX_POOL2D, MAX_POOL2D_BWD, MAX_POOL2D_INDICES, REDUCE, RED_MAX, RED_MEAN, RED_SUM, SOFTMAX,
-    SOFTMAX_BWD, TT_BF16, TT_F16, TT_F32, TT_I64, UN, UNARY, WHERE, PAD, SLICE, aten, broadcast, convert, handle, lowers, norm_dim, op,
+    SOFTMAX_BWD, TT_BF16, TT_F16, TT_F32, TT_I64, UN, UNARY, WHERE, PAD, SLICE, aten, broadcast, convert, handle, lowers, norm_dim,
     iota, is_xla, reshape, result_type, scalar, tt, wrap)
 
 
@@ -900,11 +900,6 @@ def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, t
 # that tap reads (every stride-th padded plane from kd * dilation) are
 # folded into the batch, convolved with the tap's 2-d kernel, and the taps
 # are summed. Backward runs the same fold through the 2-d backward ops.
-def _c3(name):
-    from torchtpu.lowering import core
-    return getattr(core, name)
-
-
 def _conv3d_geom(x, w, stride, padding, dilation):
     s, p, d = (list(v) * 3 if len(v) == 1 else list(v) for v in (stride, padding, dilation))
     N, C, D, H, W = x.shape
@@ -923,7 +918,7 @@ def _conv3d_taps(xh, geom):
     for kd in range(KD):
         lo = kd * d[0]
         xs = ir.slice(xh, start=(0, 0, lo, 0, 0), limit=(N, C, lo + (OD - 1) * s[0] + 1, H, W), step=(1, 1, s[0], 1, 1))
-        xs = op(_c3("TRANSPOSE"), [xs], (0, 2, 1, 3, 4))
+        xs = ir.transpose(xs, perm=(0, 2, 1, 3, 4))
         taps.append(reshape(xs, [N * OD, C, H, W]))
     return taps
 
@@ -959,7 +954,7 @@ def _conv3d_forward(x, w, bias, stride, padding, dilation, groups):
         y = ir.conv2d(xs, _conv3d_weight_tap(w._h, kd), **attrs)
         out = y if out is None else ir.binary(out, y, op=BIN["add"])
     O, OH, OW = out.shape[1], out.shape[2], out.shape[3]
-    out = op(_c3("TRANSPOSE"), [reshape(out, [N, OD, O, OH, OW])], (0, 2, 1, 3, 4))
+    out = ir.transpose(reshape(out, [N, OD, O, OH, OW]), perm=(0, 2, 1, 3, 4))
     if bias is not None:
         out = ir.binary(out, reshape(bias._h, [1, O, 1, 1, 1]), op=BIN["add"])
     return wrap(out)
@@ -975,7 +970,7 @@ def _conv3d_backward(grad, x, w, stride, padding, dilation, groups, output_mask)
     O, Cg, _, KH, KW = w.shape
     OH, OW = grad.shape[3], grad.shape[4]
     attrs = dict(stride=(s[1], s[2]), padding=(p[1], p[2]), dilation=(d[1], d[2]), groups=groups)
-    gf = reshape(op(_c3("TRANSPOSE"), [grad._h], (0, 2, 1, 3, 4)), [N * OD, O, OH, OW])
+    gf = reshape(ir.transpose(grad._h, perm=(0, 2, 1, 3, 4)), [N * OD, O, OH, OW])
     gi = gw = gb = None
     if output_mask[0]:
         acc = None
@@ -983,7 +978,7 @@ def _conv3d_backward(grad, x, w, stride, padding, dilation, groups, output_mask)
         for kd in range(KD):
             g2 = ir.conv2d_bwd_input(gf, _conv3d_weight_tap(w._h, kd), **attrs,
                                      out_dims=(N * OD, C, H, W))
-            g5 = op(_c3("TRANSPOSE"), [reshape(g2, [N, OD, C, H, W])], (0, 2, 1, 3, 4))
+            g5 = ir.transpose(reshape(g2, [N, OD, C, H, W]), perm=(0, 2, 1, 3, 4))
             if s[0] > 1:  # planes land every stride-th position: interleave zeros
                 g6 = ir.pad(reshape(g5, [N, C, OD, 1, H, W]), lo=(0, 0, 0, 0, 0, 0), hi=(0, 0, 0, s[0] - 1, 0, 0), value=0.0)
                 g5 = ir.slice(reshape(g6, [N, C, OD * s[0], H, W]), start=(0, 0, 0, 0, 0), limit=(N, C, span, H, W), step=(1, 1, 1, 1, 1))
@@ -998,7 +993,7 @@ def _conv3d_backward(grad, x, w, stride, padding, dilation, groups, output_mask)
         for xs in _conv3d_taps(x._h, geom):
             gk = ir.conv2d_bwd_weight(gf, xs, **attrs, out_dims=(O, Cg, KH, KW))
             taps.append(reshape(gk, [O, Cg, 1, KH, KW]))
-        gw = wrap(taps[0] if len(taps) == 1 else op(_c3("CONCAT"), taps, (2,)))
+        gw = wrap(taps[0] if len(taps) == 1 else ir.concat(*taps, dim=2))
     if output_mask[2]:
         gb = wrap(ir.reduce(grad._h, op=RED_SUM, dims_mask=1 | 4 | 8 | 16, keepdim=0, dtype=grad._h.dtype))
     return gi, gw, gb

@@ -15,7 +15,7 @@ import torch
 from torchtpu import ir
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, INDEX_ADD, INDEX_SELECT, REDUCE, RED_ARGMAX, RED_MAX, SCATTER,
-    TRANSPOSE, TT_F32, TT_I64, UN, UNARY, GATHER, aten, broadcast, iota, lowers, op, reshape,
+    TRANSPOSE, TT_F32, TT_I64, UN, UNARY, GATHER, aten, broadcast, iota, lowers, reshape,
     scalar, wrap)
 
 

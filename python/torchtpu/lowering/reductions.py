@@ -5,7 +5,7 @@ from torchtpu import ir
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, REDUCE, RED_ALL, RED_ANY, RED_ARGMAX, RED_ARGMIN, RED_MAX, RED_MEAN,
     RED_MIN, RED_PROD, RED_SUM, SCAN, TT_BOOL, TT_I64, aten, convert, lowers, mask_of, norm_dim,
-    norm_dims, op, reshape, scalar, tt, wrap)
+    norm_dims, reshape, scalar, tt, wrap)
 
 
 def _reduce_h(h, red, dims, keepdim, out_dt):

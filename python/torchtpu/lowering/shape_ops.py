@@ -9,7 +9,7 @@ from torchtpu import _C, bridge, ir
 from torchtpu.lowering.core import (
     BIN, BINARY, BROADCAST, CONCAT, CONVERT, FLIP, GATHER, INDEX_ADD, INDEX_SELECT, PAD, RESHAPE,
     SCATTER, SLICE, SLICE_SCATTER, TRANSPOSE, TT_I64, WHERE, XlaTensor, aten, broadcast, handle,
-    UN, UNARY, iota, lowers, mask_of, norm_dim, norm_dims, op, reshape, scalar, tt, wrap)
+    UN, UNARY, iota, lowers, mask_of, norm_dim, norm_dims, reshape, scalar, tt, wrap)
 
 
 def _infer_view_shape(shape, numel):

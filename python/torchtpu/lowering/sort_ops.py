@@ -10,7 +10,7 @@ from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, CUMULATIVE, CUM_LOGSUMEXP, CUM_MAX, CUM_MAX_INDEX, CUM_MIN,
     CUM_MIN_INDEX, GATHER, INDEX_ADD, REDUCE, RED_MAX, RED_MIN, RED_SUM, SEARCHSORTED, SLICE,
     TT_F64, TT_I32, TT_I64, UN, UNARY, WHERE, ARGSORT, XlaTensor, aten, broadcast, convert,
-    device_of, handle, iota, lowers, norm_dim, op, reshape, result_type, scalar, tt, wrap)
+    device_of, handle, iota, lowers, norm_dim, reshape, result_type, scalar, tt, wrap)
 
 
 def _vec(h):

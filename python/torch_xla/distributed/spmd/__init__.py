@@ -23,8 +23,7 @@ from enum import IntEnum
 import numpy as np
 import torch
 
-from torchtpu import _C, bridge
-from torchtpu.lowering import core
+from torchtpu import _C, bridge, ir
 
 __all__ = [
     "Mesh", "HybridMesh", "ShardingType", "ShardingSpec", "mark_sharding", "clear_sharding",
@@ -256,7 +255,7 @@ def get_sharding_type(t):
     return ShardingType.PARTIAL if spec[3] else ShardingType.TILED
 
 
-def _manual_attrs(mesh, partition_spec, rank, what):
+def _manual_sharding(mesh, partition_spec, rank, what):
     if mesh is None:
         mesh = get_global_mesh()
     if mesh is None:
@@ -264,11 +263,14 @@ def _manual_attrs(mesh, partition_spec, rank, what):
     kind, tile_dims, devices, last, n = _spec_of(mesh, partition_spec, rank)
     if kind == "replicated":  # every device holds the whole tensor
         tile_dims, devices, last = (1,) * rank + (n,), tuple(range(n)), True
-    attrs = (len(tile_dims), int(last), *tile_dims, n, *devices)
-    if len(attrs) + rank > 32:  # TT_MAX_IATTRS
+    # The op's spec holds num_tile_dims, the replicate flag, the tile dims,
+    # num_devices, the devices and (leaving a region) the full dims:
+    # TT_MAX_IATTRS ints at most.
+    if 3 + len(tile_dims) + len(devices) + rank > 32:
         raise ValueError(f"{what}: a sharding over {n} devices is too large for a manual region "
                          f"of a rank-{rank} tensor here")
-    return attrs
+    return ir.ManualSharding(tile_dims=tuple(tile_dims), last_tile_dim_replicate=bool(last),
+                             devices=tuple(devices))
 
 
 def enable_manual_sharding(t, partition_spec, *, mesh=None):
@@ -278,9 +280,8 @@ def enable_manual_sharding(t, partition_spec, *, mesh=None):
     device. Returns the shard tensor (PyTorch/XLA: an XLAShardedTensor).
     The engine's own backend runs it only on a one-device mesh."""
     _check_xla(t, "enable_manual_sharding")
-    attrs = _manual_attrs(mesh, partition_spec, t.dim(), "enable_manual_sharding")
-    h = bridge.handle_of(t)
-    return bridge.wrap_user(_C.op(core.SPMD_FULL_TO_SHARD, [h], attrs, (), h.device))
+    spec = _manual_sharding(mesh, partition_spec, t.dim(), "enable_manual_sharding")
+    return bridge.wrap_user(ir.spmd_full_to_shard(bridge.handle_of(t), spec=spec))
 
 
 def disable_manual_sharding(t, partition_spec, full_shape, *, mesh=None):
@@ -288,10 +289,9 @@ def disable_manual_sharding(t, partition_spec, full_shape, *, mesh=None):
     of full_shape, split by partition_spec on mesh."""
     _check_xla(t, "disable_manual_sharding")
     full_shape = tuple(int(d) for d in full_shape)
-    attrs = _manual_attrs(mesh, partition_spec, len(full_shape), "disable_manual_sharding")
-    h = bridge.handle_of(t)
-    return bridge.wrap_user(_C.op(core.SPMD_SHARD_TO_FULL, [h], attrs + full_shape, (),
-                                  h.device))
+    spec = _manual_sharding(mesh, partition_spec, len(full_shape), "disable_manual_sharding")
+    return bridge.wrap_user(ir.spmd_shard_to_full(bridge.handle_of(t),
+                                                  spec=spec._replace(full_dims=full_shape)))
 
 
 def get_1d_mesh(axis_name=None):
