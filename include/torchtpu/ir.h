@@ -217,6 +217,11 @@ struct tt_node_s {
   double fattrs[TT_MAX_FATTRS];
   /* PARAM: the device buffer (owned ref). SCALAR: the value. */
   tt_buffer_t *buffer;
+  /* PARAM made for a lazy tensor's data: that tensor's id (0: none), and
+   * whether the user marked the data for donation (torch_xla's
+   * _set_buffer_donation). Not part of the graph's identity. */
+  int64_t tensor_id;
+  uint8_t donor;
   double scalar_f;
   int64_t scalar_i;
   /* Bookkeeping for a graph cut (guarded by the engine lock). */

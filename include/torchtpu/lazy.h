@@ -56,6 +56,22 @@ tt_status_t tt_tensor_set_sharding(tt_tensor_t *t, const tt_sharding_t *sharding
 /* t's annotation (borrowed; valid until the next set) or NULL. */
 const tt_sharding_t *tt_tensor_sharding(const tt_tensor_t *t);
 
+/* Records that output is an in-place update of input (PyTorch's
+ * functionalization calls _propagate_xla_data for each in-place op): when
+ * input holds data (materialized, or a pending alias of a tensor's data),
+ * output's update replaces that data, else whatever input's own update
+ * replaces. A step's sync counts the graph inputs whose data is replaced
+ * this way (metric InputOutputAliasCount, as PyTorch/XLA's buffer
+ * donors), once per compiled graph. */
+void tt_tensor_propagate_alias(tt_tensor_t *input, tt_tensor_t *output);
+/* Marks t's data for donation (PyTorch/XLA's _set_buffer_donation): counted
+ * among a graph's aliased inputs at a step's sync, and at every sync while
+ * tt_lazy_set_alias_with_donor is on. Returns 0 (and marks nothing) when t
+ * holds no data (a pending value). */
+int tt_tensor_set_donation(tt_tensor_t *t, int donate);
+int tt_tensor_donation(const tt_tensor_t *t);
+void tt_lazy_set_alias_with_donor(int enable);
+
 /* Cuts the given tensors' graph, runs it, then copies t's value to host
  * (nbytes must equal numel*size). */
 tt_status_t tt_tensor_to_host(tt_tensor_t *t, void *host, size_t nbytes);

@@ -134,6 +134,50 @@ static void tt_attach_derived_(const tt_derived_t *d, int32_t nd) {
 }
 
 /* derive: views' bases may stay pending (tt_derive_roots_). */
+static int tt_alias_with_donor_; /* guarded by the engine lock */
+
+void tt_lazy_set_alias_with_donor(int enable) {
+  pthread_mutex_lock(&tt_lazy_lock);
+  tt_alias_with_donor_ = enable != 0;
+  pthread_mutex_unlock(&tt_lazy_lock);
+}
+
+static int tt_by_id_(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* PyTorch/XLA's InputOutputAliasCount, one sample per executed cut: the
+ * graph inputs PyTorch/XLA would make buffer donors. At a step's sync,
+ * those holding data that an output's in-place update replaces
+ * (tt_tensor_propagate_alias); at a step's sync, or any sync while
+ * tt_lazy_set_alias_with_donor is on, those the user marked
+ * (tt_tensor_set_donation). PyTorch/XLA takes the sample when it compiles
+ * (its donors are part of the graph's identity); here it is taken per
+ * execution, whether or not the graph was cached. This engine itself
+ * donates at run time whenever the execution holds an input buffer's
+ * only reference (src/backends/cpu/backend.c, whose counter of the same
+ * name counts those). */
+static void tt_count_alias_inputs_(tt_node_t *const *inputs, int32_t ni,
+                                   tt_tensor_t *const *owners, int32_t nr, int step) {
+  int64_t aliased = 0;
+  int64_t *ids = step ? malloc(sizeof(int64_t) * ((size_t)nr + 1)) : NULL;
+  if (ids) {
+    for (int32_t r = 0; r < nr; ++r) ids[r] = owners[r]->alias_id;
+    qsort(ids, (size_t)nr, sizeof(int64_t), tt_by_id_);
+  }
+  int user = step || tt_alias_with_donor_;
+  for (int32_t i = 0; i < ni; ++i) {
+    const tt_node_t *in = inputs[i];
+    if (in->op != TT_OP_PARAM) continue;
+    aliased += (user && in->donor) ||
+               (ids && in->tensor_id && bsearch(&in->tensor_id, ids, (size_t)nr, sizeof(int64_t),
+                                                tt_by_id_));
+  }
+  free(ids);
+  tt_metric_add("InputOutputAliasCount", TT_UNIT_COUNT, (double)aliased);
+}
+
 tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int derive) {
   tt_node_t **roots = malloc(sizeof(*roots) * (size_t)(n ? n : 1));
   tt_tensor_t **owners = malloc(sizeof(*owners) * (size_t)(n ? n : 1));
@@ -174,6 +218,7 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
   if (st) goto done;
   const tt_graph_t *eg = tt_executable_graph(exe);
   int32_t ni = eg->num_inputs;
+  tt_count_alias_inputs_(inputs, ni, owners, nr, derive);
   tt_input_value_t *vals = calloc((size_t)ni + 1, sizeof(*vals));
   tt_buffer_t **outs = calloc((size_t)nr + 1, sizeof(*outs));
   if (!vals || !outs) {

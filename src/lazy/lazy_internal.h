@@ -18,6 +18,11 @@
 struct tt_tensor_s {
   int32_t refcount; /* atomic */
   int64_t id;
+  /* The tensor whose data an in-place update of this tensor replaces
+   * (tt_tensor_propagate_alias); its own id otherwise. A step's sync counts
+   * its graph inputs that hold such data (InputOutputAliasCount). */
+  int64_t alias_id;
+  uint8_t donor; /* the user marked this tensor's data for donation */
   int32_t device;
   tt_dtype_t dtype;
   tt_shape_t shape;

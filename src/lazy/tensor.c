@@ -19,6 +19,7 @@ tt_tensor_t *tt_tensor_new_locked(int32_t device, tt_dtype_t dtype, const tt_sha
   if (!t) return NULL;
   t->refcount = 1;
   t->id = tt_next_id++;
+  t->alias_id = t->id;
   t->device = device;
   t->dtype = dtype;
   t->shape = *shape;
@@ -85,9 +86,42 @@ tt_node_t *tt_tensor_use_node(tt_tensor_t *t) {
   if (t->node) return t->node;
   if (!t->data_node) {
     t->data_node = tt_node_create_param(t->buffer, t->dtype, &t->shape, t->device);
+    if (t->data_node) {
+      t->data_node->tensor_id = t->id;
+      t->data_node->donor = t->donor;
+    }
     if (t->data_node && t->sharding) t->data_node->sharding = tt_sharding_copy(t->sharding);
   }
   return t->data_node;
+}
+
+int tt_tensor_set_donation(tt_tensor_t *t, int donate) {
+  pthread_mutex_lock(&tt_lazy_lock);
+  int data = !t->node;
+  if (data) {
+    t->donor = donate != 0;
+    if (t->data_node) t->data_node->donor = t->donor;
+  }
+  pthread_mutex_unlock(&tt_lazy_lock);
+  return data;
+}
+
+int tt_tensor_donation(const tt_tensor_t *t) {
+  pthread_mutex_lock(&tt_lazy_lock);
+  int donor = !t->node && t->donor;
+  pthread_mutex_unlock(&tt_lazy_lock);
+  return donor;
+}
+
+void tt_tensor_propagate_alias(tt_tensor_t *input, tt_tensor_t *output) {
+  pthread_mutex_lock(&tt_lazy_lock);
+  if (!input->node)
+    output->alias_id = input->id;
+  else if (input->node->op == TT_OP_PARAM && input->node->tensor_id)
+    output->alias_id = input->node->tensor_id;
+  else
+    output->alias_id = input->alias_id;
+  pthread_mutex_unlock(&tt_lazy_lock);
 }
 
 tt_status_t tt_tensor_set_sharding(tt_tensor_t *t, const tt_sharding_t *sharding) {

@@ -106,6 +106,51 @@ def test_graph_size_and_alias_count_metrics(dev, clean_metrics):
     assert total == 2 and acc == 1.0
 
 
+def test_alias_count_follows_in_place_updates(dev, clean_metrics):
+    """PyTorch/XLA's buffer donors at a step's sync: inputs whose data an
+    output's in-place update replaces; a tensor sharing the data (a clone)
+    keeps its value."""
+    t1 = torch.randn(3, 7).to(dev)
+    t2 = torch.randn(3, 7).to(dev)
+    t3 = torch.randn(3, 7).to(dev)
+    keep = t3.clone()
+    torch_xla.sync(wait=True)
+    expect = (t1.cpu() + t2.cpu(), t3.cpu() * 2)
+    met.clear_metrics()
+    s = t1 + t2
+    t1 *= 2.0
+    t2 += 2.0
+    t3.mul_(2)
+    torch_xla.sync(wait=True)
+    _, acc, _ = met.metric_data("InputOutputAliasCount")
+    assert acc == 3.0
+    torch.testing.assert_close(s.cpu(), expect[0])
+    torch.testing.assert_close(t3.cpu(), expect[1])
+    torch.testing.assert_close(keep.cpu() * 2, expect[1])
+    met.clear_metrics()
+    (t1 + 1).cpu()  # not a step's sync: nothing donated
+    assert met.metric_data("InputOutputAliasCount")[1] == 0.0
+
+
+def test_user_buffer_donation_counts(dev, clean_metrics):
+    xlac = torch_xla._XLAC
+    t0 = torch.randn(2, 9).to(dev)
+    torch_xla.sync(wait=True)
+    assert xlac._set_buffer_donation(t0, True) and xlac._get_buffer_donation(t0)
+    assert not xlac._set_buffer_donation(t0 + 1, True)  # a pending value holds no data
+    assert met.counter_value("XlaSetBufferDonation") == 1
+    for enabled, expect in ((False, 0.0), (True, 1.0)):
+        xlac._xla_set_enable_alias_with_buffer_donor_config(enabled)
+        try:
+            met.clear_metrics()
+            t1 = t0 * 3
+            xlac._xla_sync_multi([t1], [str(dev)], True, False)
+            assert met.metric_data("InputOutputAliasCount")[1] == expect
+        finally:
+            xlac._xla_set_enable_alias_with_buffer_donor_config(False)
+    assert xlac._set_buffer_donation(t0, False) and not xlac._get_buffer_donation(t0)
+
+
 def test_eager_op_metrics(dev, clean_metrics):
     x = torch.randn(11, 3).to(dev)  # a shape no other test compiles x * 2 for
     with torch_xla.experimental.eager_mode_context(True):

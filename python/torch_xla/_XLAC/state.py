@@ -2,16 +2,16 @@
 execution allowed, eager mode, IR debug, graph name.
 
 Buffer donation: the engine decides donation itself (an input buffer is
-reused for an output when the graph holds its only reference,
-src/runtime/executable.c). The per-tensor flag and the alias-with-donor
-configuration are recorded and read back with PyTorch/XLA's results, but
-they do not change what the engine donates (docs/xlac.md)."""
+reused for an output when the execution holds its only reference,
+src/backends/cpu/backend.c). The per-tensor flag and the alias-with-donor
+configuration live in the engine, which counts marked inputs among a
+graph's aliases (the InputOutputAliasCount metric) as PyTorch/XLA does; they
+do not change what the engine donates (docs/xlac.md)."""
 from torchtpu import _C, bridge, modes
 
 _PRECISIONS = ("default", "high", "highest")
 _state = {"mat_mul_precision": "highest", "alias_with_donor": False, "allow_execution": True,
           "ir_debug": False}
-_donate = {}  # engine value id -> should_donate (only values someone marked)
 
 
 def _xla_set_mat_mul_precision(precision):
@@ -30,20 +30,19 @@ def _set_buffer_donation(tensor, should_donate):
     """Records should_donate for tensor's value; True when the tensor holds
     device data (PyTorch/XLA's result: False for a pending graph value
     that is not device data)."""
-    h = bridge.handle_of(tensor)
-    if h.pending:
+    if not _C.set_donation(bridge.handle_of(tensor), bool(should_donate)):
         return False
-    _donate[h.id] = bool(should_donate)
     _C.counter_add("XlaSetBufferDonation", 1)
     return True
 
 
 def _get_buffer_donation(tensor):
-    return _donate.get(bridge.handle_of(tensor).id, False)
+    return _C.get_donation(bridge.handle_of(tensor))
 
 
 def _xla_set_enable_alias_with_buffer_donor_config(enable_user_config_alias=False, device=""):
     _state["alias_with_donor"] = bool(enable_user_config_alias)
+    _C.set_alias_with_donor(_state["alias_with_donor"])
 
 
 def _xla_get_enable_alias_with_buffer_donor_config(device=""):

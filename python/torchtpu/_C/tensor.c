@@ -152,6 +152,41 @@ static PyObject *py_to_device(PyObject *m, PyObject *args) {
   return tt_py_wrap_tensor(r);
 }
 
+static PyObject *py_propagate_alias(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *a, *b;
+  tt_tensor_t *input, *output;
+  if (!PyArg_ParseTuple(args, "OO", &a, &b) || !tt_py_as_tensor(a, &input) ||
+      !tt_py_as_tensor(b, &output))
+    return NULL;
+  tt_tensor_propagate_alias(input, output);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_set_donation(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *a;
+  int donate;
+  tt_tensor_t *t;
+  if (!PyArg_ParseTuple(args, "Op", &a, &donate) || !tt_py_as_tensor(a, &t)) return NULL;
+  return PyBool_FromLong(tt_tensor_set_donation(t, donate));
+}
+
+static PyObject *py_get_donation(PyObject *m, PyObject *a) {
+  (void)m;
+  tt_tensor_t *t;
+  if (!tt_py_as_tensor(a, &t)) return NULL;
+  return PyBool_FromLong(tt_tensor_donation(t));
+}
+
+static PyObject *py_set_alias_with_donor(PyObject *m, PyObject *a) {
+  (void)m;
+  int enable = PyObject_IsTrue(a);
+  if (enable < 0) return NULL;
+  tt_lazy_set_alias_with_donor(enable);
+  Py_RETURN_NONE;
+}
+
 static PyObject *py_live_tensors(PyObject *m, PyObject *a) {
   (void)m;
   (void)a;
@@ -185,6 +220,13 @@ PyMethodDef tt_py_methods_tensor[] = {
     {"to_host", py_to_host, METH_VARARGS, "to_host(t, ptr, nbytes)"},
     {"to_device", py_to_device, METH_VARARGS, "to_device(t, device)"},
     {"live_tensors", py_live_tensors, METH_NOARGS, ""},
+    {"set_donation", py_set_donation, METH_VARARGS,
+     "set_donation(t, donate) -> bool: marks t's data for donation; False when t is pending"},
+    {"get_donation", py_get_donation, METH_O, "get_donation(t) -> bool"},
+    {"set_alias_with_donor", py_set_alias_with_donor, METH_O,
+     "set_alias_with_donor(enable): marked data counts as donated at every sync"},
+    {"propagate_alias", py_propagate_alias, METH_VARARGS,
+     "propagate_alias(input, output): output is an in-place update of input"},
     {NULL, NULL, 0, NULL},
 };
 

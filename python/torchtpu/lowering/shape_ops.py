@@ -45,6 +45,10 @@ def identity(x, *args, **kwargs):
 
 @lowers(aten._propagate_xla_data.default)
 def propagate_xla_data(a, b):
+    # Functionalization calls this for each in-place op: b is a's update.
+    # The engine counts the data such updates replace at a step's sync
+    # (InputOutputAliasCount, PyTorch/XLA's buffer donors).
+    _C.propagate_alias(a._h, b._h)
     return None
 
 

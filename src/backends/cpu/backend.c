@@ -62,7 +62,6 @@ tt_status_t tt_cpu_bind_outputs(const tt_backend_t *self, tt_executable_t *exe, 
   (void)self;
   const tt_cpu_plan_t *e = tt_cpu_plan_of(exe);
   const tt_graph_t *g = tt_executable_graph(exe);
-  int64_t aliased = 0;
   for (int32_t r = 0; r < g->num_outputs; ++r) {
     tt_buffer_t *b = outputs[r];
     int32_t k = e ? e->donor[r] : -1;
@@ -73,7 +72,6 @@ tt_status_t tt_cpu_bind_outputs(const tt_backend_t *self, tt_executable_t *exe, 
       in->donated = 1;
       b->data = in->data;
       tt_counter_add("InputOutputAliasCount", 1);
-      aliased++;
     } else {
       b->data = tt_device_alloc(device, b->nbytes);
       if (!b->data)
@@ -82,8 +80,5 @@ tt_status_t tt_cpu_bind_outputs(const tt_backend_t *self, tt_executable_t *exe, 
     }
     out_data[r] = b->data;
   }
-  /* PyTorch/XLA's metric of the same name: one sample per graph, the
-   * outputs that took an input's buffer (in-place updates). */
-  tt_metric_add("InputOutputAliasCount", TT_UNIT_COUNT, (double)aliased);
   return NULL;
 }
