@@ -224,12 +224,16 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
   if (!vals || !outs) {
     st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (cut)");
   } else {
+    /* PyTorch/XLA's timers of the same names: the graph's input buffers
+     * taken from their nodes, the outputs given to their tensors. */
+    int64_t unwrap_t0 = tt_now_ns();
     for (int32_t i = 0; i < ni; ++i) {
       tt_node_t *in = inputs[i];
       vals[i].buffer = in->op == TT_OP_PARAM ? in->buffer : NULL;
       vals[i].scalar_f = in->scalar_f;
       vals[i].scalar_i = in->scalar_i;
     }
+    tt_metric_add("UnwrapXlaData", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - unwrap_t0));
     for (int32_t r = 0; r < nr; ++r) {
       tt_tensor_t *t = owners[r];
       size_t bytes = (size_t)tt_shape_numel(&t->shape) * tt_dtype_size(t->dtype);
@@ -238,6 +242,7 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
     }
     if (!st) st = tt_executable_enqueue_held(exe, device, vals, ni, outs, nr);
     if (!st) {
+      int64_t wrap_t0 = tt_now_ns();
       for (int32_t r = 0; r < nr; ++r) {
         tt_tensor_t *t = owners[r];
         tt_buffer_release(t->buffer);
@@ -251,6 +256,7 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
         t->derived = 0;
         tt_node_release(old);
       }
+      tt_metric_add("WrapXlaData", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - wrap_t0));
     }
     if (!st) tt_attach_derived_(derived, nderived);
     for (int32_t r = 0; r < nr; ++r) tt_buffer_release(outs[r]);
@@ -273,9 +279,13 @@ tt_status_t tt_lazy_sync(int32_t device, int wait, const char *name) {
   tt_status_t st = NULL;
   int64_t trace_t0 = tt_trace_now();
   int32_t ndev = tt_runtime_device_count();
-  /* Before the engine lock: the device may need it to finish its work. */
+  /* Before the engine lock: the device may need it to finish its work.
+   * PyTorch/XLA's DeviceLockWait: the time a step's sync waits for the
+   * device (earlier steps in flight) and the engine. */
+  int64_t lock_t0 = tt_now_ns();
   tt_runtime_throttle(device);
   pthread_mutex_lock(&tt_lazy_lock);
+  tt_metric_add("DeviceLockWait", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - lock_t0));
   int64_t cap = tt_lazy_live_count_locked() + 1;
   tt_tensor_t **ts = malloc(sizeof(*ts) * (size_t)cap);
   if (!ts) {
