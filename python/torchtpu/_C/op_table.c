@@ -257,7 +257,7 @@ static PyObject *py_op_table(PyObject *self, PyObject *noargs) {
   return out;
 }
 
-PyMethodDef tt_py_extra_methods_op_table[] = {
+PyMethodDef tt_py_methods_op_table[] = {
     {"op_table", py_op_table, METH_NOARGS,
      "op_table() -> [(name, min_operands, max_operands, flags, fields)] indexed by op code"},
     {"enums", py_enums, METH_NOARGS, "enums() -> {enumeration: {name: value}}"},
