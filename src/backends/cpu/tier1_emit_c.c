@@ -36,46 +36,38 @@ static void put(tt_strbuf_t *s, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* The C expressions of the elementwise functions (their rows in
+ * torchtpu/kernels.h): a format with one %s per operand, "" where
+ * tt_emit_unary writes the function out (TT_EW_TIER1_SPECIAL), NULL where
+ * tier 1 has none (TT_EW_TIER0_ONLY). */
+#define TT_C_EW_EXPR_(prefix, suffix, tier1) [prefix##suffix] = tier1,
+#define TT_C_UNARY_(suffix, name, stablehlo, tier1) TT_C_EW_EXPR_(TT_UN_, suffix, tier1)
+#define TT_C_BINARY_(suffix, name, stablehlo, tier1) TT_C_EW_EXPR_(TT_BIN_, suffix, tier1)
+static const char *const tt_unary_exprs_[TT_UN_COUNT] = {TT_UNARY_OPS(TT_C_UNARY_)};
+static const char *const tt_binary_exprs_[TT_BIN_COUNT] = {TT_BINARY_OPS(TT_C_BINARY_)};
+#undef TT_C_UNARY_
+#undef TT_C_BINARY_
+#undef TT_C_EW_EXPR_
+
 static const char *tt_unary_expr(int64_t code) {
-  switch (code) {
-    case TT_UN_NEG: return "(-%s)";
-    case TT_UN_ABS: return "fabsf(%s)";
-    case TT_UN_EXP: return "tt_expf_fast(%s)";
-    case TT_UN_LOG: return "logf(%s)";
-    case TT_UN_LOG1P: return "log1pf(%s)";
-    case TT_UN_EXPM1: return "expm1f(%s)";
-    case TT_UN_SQRT: return "sqrtf(%s)";
-    case TT_UN_RSQRT: return "(1.0f / sqrtf(%s))";
-    case TT_UN_SIN: return "sinf(%s)";
-    case TT_UN_COS: return "cosf(%s)";
-    case TT_UN_TANH: return "tt_tanhf_fast(%s)";
-    case TT_UN_SIGMOID: return "tt_sigmoid(%s)";
-    case TT_UN_RELU: return "tt_relu(%s)";
-    case TT_UN_GELU_ERF: return "tt_gelu_erf(%s)";
-    case TT_UN_GELU_TANH: return "tt_gelu_tanh(%s)";
-    case TT_UN_SILU: return "tt_silu(%s)";
-    case TT_UN_ERF: return "tt_erff_fast(%s)";
-    case TT_UN_FLOOR: return "floorf(%s)";
-    case TT_UN_CEIL: return "ceilf(%s)";
-    case TT_UN_ROUND: return "nearbyintf(%s)";
-    case TT_UN_TRUNC: return "truncf(%s)";
-    case TT_UN_RECIPROCAL: return "(1.0f / %s)";
-    case TT_UN_LOGICAL_NOT: return "(%s == 0.0f ? 1.0f : 0.0f)";
-    case TT_UN_SQUARE: return "tt_square(%s)";
-    default: return NULL;
-  }
+  const char *e = code >= 0 && code < TT_UN_COUNT ? tt_unary_exprs_[code] : NULL;
+  return e && e[0] ? e : NULL;
 }
 
-/* Unary ops with parameters (alpha, beta as float, as tier 0's f32
- * kernel takes them) or several uses of the argument, written out by
- * tt_emit_unary; the expressions are tier 0's (src/kernels/unary.c). */
-static int tt_unary_param(int64_t code) {
-  return code == TT_UN_LEAKY_RELU || code == TT_UN_HARDTANH || code == TT_UN_HARDSIGMOID ||
-         code == TT_UN_HARDSWISH;
+/* The TT_EW_TIER1_SPECIAL functions: parameters (alpha, beta as float, as
+ * tier 0's f32 kernel takes them) or several uses of the argument, written
+ * out by tt_emit_unary; the expressions are tier 0's (src/kernels/unary.c). */
+static int tt_unary_special(int64_t code) {
+  return code == TT_UN_LEAKY_RELU || code == TT_UN_HARDTANH || code == TT_UN_HARDSWISH;
 }
 
 static int tt_unary_supported(int64_t code) {
-  return tt_unary_expr(code) != NULL || tt_unary_param(code);
+  return tt_unary_expr(code) != NULL || tt_unary_special(code);
+}
+
+static const char *tt_binary_expr(int64_t code) {
+  const char *e = code >= 0 && code < TT_BIN_COUNT ? tt_binary_exprs_[code] : NULL;
+  return e && e[0] ? e : NULL;
 }
 
 /* A float constant as an exact C literal. */
@@ -104,31 +96,8 @@ static void tt_emit_unary(tt_strbuf_t *s, const tt_fused_op_t *op, const char *x
       tt_put_float(s, b);
       put(s, " : %s))", x);
       break;
-    case TT_UN_HARDSIGMOID: put(s, "tt_hardsigmoid(%s)", x); break;
     case TT_UN_HARDSWISH: put(s, "(%s * tt_hard6(%s) / 6.0f)", x, x); break;
     default: put(s, tt_unary_expr(op->code), x); break;
-  }
-}
-
-static const char *tt_binary_expr(int64_t code) {
-  switch (code) {
-    case TT_BIN_ADD: return "(%s + %s)";
-    case TT_BIN_SUB: return "(%s - %s)";
-    case TT_BIN_MUL: return "(%s * %s)";
-    case TT_BIN_DIV: return "(%s / %s)";
-    case TT_BIN_POW: return "powf(%s, %s)";
-    case TT_BIN_MAXIMUM_NAN: return "tt_maximum(%s, %s)";
-    case TT_BIN_MINIMUM_NAN: return "tt_minimum(%s, %s)";
-    case TT_BIN_EQ: return "(%s == %s ? 1.0f : 0.0f)";
-    case TT_BIN_NE: return "(%s != %s ? 1.0f : 0.0f)";
-    case TT_BIN_LT: return "(%s < %s ? 1.0f : 0.0f)";
-    case TT_BIN_LE: return "(%s <= %s ? 1.0f : 0.0f)";
-    case TT_BIN_GT: return "(%s > %s ? 1.0f : 0.0f)";
-    case TT_BIN_GE: return "(%s >= %s ? 1.0f : 0.0f)";
-    case TT_BIN_LOGICAL_AND: return "((%s != 0.0f && %s != 0.0f) ? 1.0f : 0.0f)";
-    case TT_BIN_LOGICAL_OR: return "((%s != 0.0f || %s != 0.0f) ? 1.0f : 0.0f)";
-    case TT_BIN_LOGICAL_XOR: return "(((%s != 0.0f) != (%s != 0.0f)) ? 1.0f : 0.0f)";
-    default: return NULL;
   }
 }
 
