@@ -32,25 +32,84 @@ typedef struct tt_view_s {
 } tt_view_t;
 
 /* ---- elementwise -------------------------------------------------------
- * Unary: out has x's shape. Output dtype: same as x, except where noted.
+ * The elementwise functions, one row each: X(suffix, name, stablehlo, tier1)
+ *   suffix     the enum constant TT_UN_<suffix> / TT_BIN_<suffix>. Rows are
+ *              in code order, and codes are stored in graphs (graph hashes,
+ *              cache keys): add rows at the end, never reorder.
+ *   name       the name the Python lowering uses (torchtpu._C.enums()).
+ *   stablehlo  the StableHLO op (src/backends/stablehlo/emit_elementwise.c)
+ *              applied to the operands when the lowering is that one op:
+ *              for a unary function of a float x (integer x has its own
+ *              cases there); for a binary function the dtype rules (bool
+ *              ADD as "or", operand dtypes without a lowering) are cases
+ *              there. NULL: a composite lowering, a case there.
+ *   tier1      the C expression tier-1 code computes it with
+ *              (src/backends/cpu/tier1_emit_c.c), in float: a printf
+ *              format with one %s per operand, each used once;
+ *              TT_EW_TIER1_SPECIAL: written out there (parameters, an
+ *              operand used twice); TT_EW_TIER0_ONLY: no tier-1 form (a
+ *              fused program using it runs on tier 0).
+ * tests/c/test_elementwise_table.c checks every row against the backends. */
+#define TT_EW_TIER0_ONLY NULL
+#define TT_EW_TIER1_SPECIAL ""
+
+/* Unary: out has x's shape. Output dtype: same as x, except where noted.
  * `alpha`/`beta` are op parameters (see each op). */
-typedef enum tt_unary_op_e {
-  TT_UN_NEG, TT_UN_ABS, TT_UN_EXP, TT_UN_LOG, TT_UN_LOG1P, TT_UN_EXPM1,
-  TT_UN_SQRT, TT_UN_RSQRT, TT_UN_SIN, TT_UN_COS, TT_UN_TAN, TT_UN_TANH,
-  TT_UN_SIGMOID, TT_UN_RELU, TT_UN_GELU_ERF, TT_UN_GELU_TANH, TT_UN_SILU,
-  TT_UN_ERF, TT_UN_FLOOR, TT_UN_CEIL, TT_UN_ROUND /* half to even */,
-  TT_UN_TRUNC, TT_UN_SIGN, TT_UN_RECIPROCAL, TT_UN_LOGICAL_NOT /* out BOOL */,
-  TT_UN_ISNAN /* out BOOL */, TT_UN_BITWISE_NOT /* ints; bool = logical */,
-  TT_UN_ASIN, TT_UN_ACOS, TT_UN_ATAN, TT_UN_SINH, TT_UN_COSH, TT_UN_ASINH,
-  TT_UN_ACOSH, TT_UN_ATANH, TT_UN_LOG2, TT_UN_LOG10, TT_UN_EXP2, TT_UN_ERFINV,
-  TT_UN_SQUARE,
-  TT_UN_LEAKY_RELU /* x>0 ? x : alpha*x */,
-  TT_UN_ELU /* x>0 ? x : alpha*(exp(x)-1) */,
-  TT_UN_HARDTANH /* clamp(x, alpha, beta) */,
-  TT_UN_SOFTPLUS /* beta=threshold: x*alpha>beta ? x : log1p(exp(alpha*x))/alpha */,
-  TT_UN_HARDSIGMOID, TT_UN_HARDSWISH, TT_UN_MISH, TT_UN_LGAMMA, TT_UN_DIGAMMA,
-  TT_UN_COUNT
-} tt_unary_op_t;
+#define TT_UNARY_OPS(X)                                                              \
+  X(NEG, "neg", "negate", "(-%s)")                                                   \
+  X(ABS, "abs", "abs", "fabsf(%s)")                                                  \
+  X(EXP, "exp", "exponential", "tt_expf_fast(%s)")                                   \
+  X(LOG, "log", "log", "logf(%s)")                                                   \
+  X(LOG1P, "log1p", "log_plus_one", "log1pf(%s)")                                    \
+  X(EXPM1, "expm1", "exponential_minus_one", "expm1f(%s)")                           \
+  X(SQRT, "sqrt", "sqrt", "sqrtf(%s)")                                               \
+  X(RSQRT, "rsqrt", "rsqrt", "(1.0f / sqrtf(%s))")                                   \
+  X(SIN, "sin", "sine", "sinf(%s)")                                                  \
+  X(COS, "cos", "cosine", "cosf(%s)")                                                \
+  X(TAN, "tan", NULL, TT_EW_TIER0_ONLY)                                              \
+  X(TANH, "tanh", "tanh", "tt_tanhf_fast(%s)")                                       \
+  X(SIGMOID, "sigmoid", "logistic", "tt_sigmoid(%s)")                                \
+  X(RELU, "relu", NULL, "tt_relu(%s)")                                               \
+  X(GELU_ERF, "gelu_erf", NULL, "tt_gelu_erf(%s)")                                   \
+  X(GELU_TANH, "gelu_tanh", NULL, "tt_gelu_tanh(%s)")                                \
+  X(SILU, "silu", NULL, "tt_silu(%s)")                                               \
+  X(ERF, "erf", "chlo.erf", "tt_erff_fast(%s)")                                      \
+  X(FLOOR, "floor", "floor", "floorf(%s)")                                           \
+  X(CEIL, "ceil", "ceil", "ceilf(%s)")                                               \
+  X(ROUND /* half to even */, "round", "round_nearest_even", "nearbyintf(%s)")       \
+  X(TRUNC, "trunc", NULL, "truncf(%s)")                                              \
+  X(SIGN, "sign", NULL, TT_EW_TIER0_ONLY)                                            \
+  X(RECIPROCAL, "reciprocal", NULL, "(1.0f / %s)")                                   \
+  X(LOGICAL_NOT /* out BOOL */, "logical_not", NULL, "(%s == 0.0f ? 1.0f : 0.0f)")   \
+  X(ISNAN /* out BOOL */, "isnan", NULL, TT_EW_TIER0_ONLY)                           \
+  X(BITWISE_NOT /* ints; bool = logical */, "bitwise_not", NULL, TT_EW_TIER0_ONLY)   \
+  X(ASIN, "asin", NULL, TT_EW_TIER0_ONLY)                                            \
+  X(ACOS, "acos", NULL, TT_EW_TIER0_ONLY)                                            \
+  X(ATAN, "atan", NULL, TT_EW_TIER0_ONLY)                                            \
+  X(SINH, "sinh", NULL, TT_EW_TIER0_ONLY)                                            \
+  X(COSH, "cosh", NULL, TT_EW_TIER0_ONLY)                                            \
+  X(ASINH, "asinh", NULL, TT_EW_TIER0_ONLY)                                          \
+  X(ACOSH, "acosh", NULL, TT_EW_TIER0_ONLY)                                          \
+  X(ATANH, "atanh", NULL, TT_EW_TIER0_ONLY)                                          \
+  X(LOG2, "log2", NULL, TT_EW_TIER0_ONLY)                                            \
+  X(LOG10, "log10", NULL, TT_EW_TIER0_ONLY)                                          \
+  X(EXP2, "exp2", NULL, TT_EW_TIER0_ONLY)                                            \
+  X(ERFINV, "erfinv", "chlo.erf_inv", TT_EW_TIER0_ONLY)                              \
+  X(SQUARE, "square", NULL, "tt_square(%s)")                                         \
+  X(LEAKY_RELU /* x>0 ? x : alpha*x */, "leaky_relu", NULL, TT_EW_TIER1_SPECIAL)     \
+  X(ELU /* x>0 ? x : alpha*(exp(x)-1) */, "elu", NULL, TT_EW_TIER0_ONLY)             \
+  X(HARDTANH /* clamp(x, alpha, beta) */, "hardtanh", NULL, TT_EW_TIER1_SPECIAL)     \
+  X(SOFTPLUS /* beta=threshold: x*alpha>beta ? x : log1p(exp(alpha*x))/alpha */,     \
+    "softplus", NULL, TT_EW_TIER0_ONLY)                                              \
+  X(HARDSIGMOID, "hardsigmoid", NULL, "tt_hardsigmoid(%s)")                          \
+  X(HARDSWISH, "hardswish", NULL, TT_EW_TIER1_SPECIAL)                               \
+  X(MISH, "mish", NULL, TT_EW_TIER0_ONLY)                                            \
+  X(LGAMMA, "lgamma", "chlo.lgamma", TT_EW_TIER0_ONLY)                               \
+  X(DIGAMMA, "digamma", "chlo.digamma", TT_EW_TIER0_ONLY)
+
+#define TT_UN_ENUM_(suffix, name, stablehlo, tier1) TT_UN_##suffix,
+typedef enum tt_unary_op_e { TT_UNARY_OPS(TT_UN_ENUM_) TT_UN_COUNT } tt_unary_op_t;
+#undef TT_UN_ENUM_
 
 tt_status_t tt_kernel_unary(tt_unary_op_t op, const tt_view_t *x, double alpha,
                             double beta, tt_view_t *out);
@@ -61,18 +120,43 @@ tt_status_t tt_kernel_unary(tt_unary_op_t op, const tt_view_t *x, double alpha,
  * logical ops. Integer DIV is not provided (lowering converts to float);
  * FLOOR_DIV and REMAINDER follow Python's sign rules (PyTorch semantics);
  * integer division by zero returns 0 (no trap). MAX/MIN ignore a NaN
- * operand (torch.fmax/fmin); MAXIMUM_NAN/MINIMUM_NAN propagate it. */
-typedef enum tt_binary_op_e {
-  TT_BIN_ADD, TT_BIN_SUB, TT_BIN_MUL, TT_BIN_DIV, TT_BIN_POW, TT_BIN_MAX,
-  TT_BIN_MIN, TT_BIN_EQ, TT_BIN_NE, TT_BIN_LT, TT_BIN_LE, TT_BIN_GT, TT_BIN_GE,
-  TT_BIN_LOGICAL_AND, TT_BIN_LOGICAL_OR, TT_BIN_LOGICAL_XOR,
-  TT_BIN_BITWISE_AND, TT_BIN_BITWISE_OR, TT_BIN_BITWISE_XOR,
-  TT_BIN_ATAN2, TT_BIN_REMAINDER, TT_BIN_FMOD, TT_BIN_FLOOR_DIV,
-  TT_BIN_SHIFT_LEFT, TT_BIN_SHIFT_RIGHT, TT_BIN_HYPOT,
-  TT_BIN_MAXIMUM_NAN /* max that propagates NaN, as torch.maximum */,
-  TT_BIN_MINIMUM_NAN,
-  TT_BIN_COUNT
-} tt_binary_op_t;
+ * operand (torch.fmax/fmin); MAXIMUM_NAN/MINIMUM_NAN propagate it. Rows as
+ * for TT_UNARY_OPS. */
+#define TT_BINARY_OPS(X)                                                             \
+  X(ADD, "add", "add", "(%s + %s)")                                                  \
+  X(SUB, "sub", "subtract", "(%s - %s)")                                             \
+  X(MUL, "mul", "multiply", "(%s * %s)")                                             \
+  X(DIV, "div", "divide", "(%s / %s)")                                               \
+  X(POW, "pow", "power", "powf(%s, %s)")                                             \
+  X(MAX, "max", NULL, TT_EW_TIER0_ONLY)                                              \
+  X(MIN, "min", NULL, TT_EW_TIER0_ONLY)                                              \
+  X(EQ, "eq", NULL, "(%s == %s ? 1.0f : 0.0f)")                                      \
+  X(NE, "ne", NULL, "(%s != %s ? 1.0f : 0.0f)")                                      \
+  X(LT, "lt", NULL, "(%s < %s ? 1.0f : 0.0f)")                                       \
+  X(LE, "le", NULL, "(%s <= %s ? 1.0f : 0.0f)")                                      \
+  X(GT, "gt", NULL, "(%s > %s ? 1.0f : 0.0f)")                                       \
+  X(GE, "ge", NULL, "(%s >= %s ? 1.0f : 0.0f)")                                      \
+  X(LOGICAL_AND, "logical_and", NULL, "((%s != 0.0f && %s != 0.0f) ? 1.0f : 0.0f)")  \
+  X(LOGICAL_OR, "logical_or", NULL, "((%s != 0.0f || %s != 0.0f) ? 1.0f : 0.0f)")    \
+  X(LOGICAL_XOR, "logical_xor", NULL,                                                \
+    "(((%s != 0.0f) != (%s != 0.0f)) ? 1.0f : 0.0f)")                                \
+  X(BITWISE_AND, "bitwise_and", "and", TT_EW_TIER0_ONLY)                             \
+  X(BITWISE_OR, "bitwise_or", "or", TT_EW_TIER0_ONLY)                                \
+  X(BITWISE_XOR, "bitwise_xor", "xor", TT_EW_TIER0_ONLY)                             \
+  X(ATAN2, "atan2", "atan2", TT_EW_TIER0_ONLY)                                       \
+  X(REMAINDER, "remainder", NULL, TT_EW_TIER0_ONLY)                                  \
+  X(FMOD, "fmod", NULL, TT_EW_TIER0_ONLY)                                            \
+  X(FLOOR_DIV, "floor_div", NULL, TT_EW_TIER0_ONLY)                                  \
+  X(SHIFT_LEFT, "shift_left", "shift_left", TT_EW_TIER0_ONLY)                        \
+  X(SHIFT_RIGHT, "shift_right", NULL, TT_EW_TIER0_ONLY)                              \
+  X(HYPOT, "hypot", NULL, TT_EW_TIER0_ONLY)                                          \
+  X(MAXIMUM_NAN /* max that propagates NaN, as torch.maximum */, "maximum",          \
+    "maximum", "tt_maximum(%s, %s)")                                                 \
+  X(MINIMUM_NAN, "minimum", "minimum", "tt_minimum(%s, %s)")
+
+#define TT_BIN_ENUM_(suffix, name, stablehlo, tier1) TT_BIN_##suffix,
+typedef enum tt_binary_op_e { TT_BINARY_OPS(TT_BIN_ENUM_) TT_BIN_COUNT } tt_binary_op_t;
+#undef TT_BIN_ENUM_
 
 tt_status_t tt_kernel_binary(tt_binary_op_t op, const tt_view_t *a,
                              const tt_view_t *b, tt_view_t *out);

@@ -14,46 +14,6 @@
  * caller (the lazy core) serialises builds under its lock. */
 static uint64_t tt_graph_epoch_ = 0;
 
-typedef struct tt_bytes_s {
-  uint8_t *data;
-  size_t size, cap;
-} tt_bytes_t;
-
-static int tt_bytes_put(tt_bytes_t *b, const void *p, size_t n) {
-  if (b->size + n > b->cap) {
-    size_t ncap = b->cap ? b->cap * 2 : 4096;
-    while (ncap < b->size + n) ncap *= 2;
-    uint8_t *nd = realloc(b->data, ncap);
-    if (!nd) return 0;
-    b->data = nd;
-    b->cap = ncap;
-  }
-  memcpy(b->data + b->size, p, n);
-  b->size += n;
-  return 1;
-}
-
-static uint64_t tt_hash_bytes(const uint8_t *p, size_t n) {
-  /* FNV-1a over 8-byte words where possible, then a final mix. */
-  uint64_t h = 1469598103934665603ull;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, p + i, 8);
-    h ^= w;
-    h *= 1099511628211ull;
-    h ^= h >> 29;
-  }
-  for (; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  return h;
-}
-
 tt_status_t tt_graph_build(tt_node_t *const *roots, int32_t num_roots,
                            tt_graph_t **out_graph, tt_node_t ***out_inputs) {
   *out_graph = NULL;
@@ -131,8 +91,7 @@ tt_status_t tt_graph_build(tt_node_t *const *roots, int32_t num_roots,
     tt_graph_destroy(g);
     goto oom;
   }
-  tt_bytes_t key = {0};
-  int ok = 1;
+  tt_strbuf_t key = {0};
   for (size_t i = 0; i < count; ++i) {
     tt_node_t *n = order[i];
     tt_instr_t *in = &g->instrs[i];
@@ -158,21 +117,21 @@ tt_status_t tt_graph_build(tt_node_t *const *roots, int32_t num_roots,
       ++g->num_inputs;
     }
     int32_t head[4] = {(int32_t)n->op, (int32_t)n->dtype, n->shape.rank, n->num_operands};
-    ok &= tt_bytes_put(&key, head, sizeof(head));
-    ok &= tt_bytes_put(&key, n->shape.dims, sizeof(int64_t) * (size_t)n->shape.rank);
-    ok &= tt_bytes_put(&key, in->operands, sizeof(int32_t) * (size_t)n->num_operands);
-    ok &= tt_bytes_put(&key, &n->num_iattrs, sizeof(n->num_iattrs));
-    ok &= tt_bytes_put(&key, n->iattrs, sizeof(int64_t) * (size_t)n->num_iattrs);
-    ok &= tt_bytes_put(&key, n->fattrs, sizeof(n->fattrs));
+    tt_strbuf_put(&key, head, sizeof(head));
+    tt_strbuf_put(&key, n->shape.dims, sizeof(int64_t) * (size_t)n->shape.rank);
+    tt_strbuf_put(&key, in->operands, sizeof(int32_t) * (size_t)n->num_operands);
+    tt_strbuf_put(&key, &n->num_iattrs, sizeof(n->num_iattrs));
+    tt_strbuf_put(&key, n->iattrs, sizeof(int64_t) * (size_t)n->num_iattrs);
+    tt_strbuf_put(&key, n->fattrs, sizeof(n->fattrs));
     if (n->sharding) {
       /* A negative marker cannot be read as the next node's op. */
       const tt_sharding_t *sh = n->sharding;
       int32_t mark[5] = {-0x5348, (int32_t)sh->kind, sh->num_tile_dims,
                          sh->last_tile_dim_replicate, sh->num_devices};
-      ok &= tt_bytes_put(&key, mark, sizeof(mark));
-      ok &= tt_bytes_put(&key, sh->tile_dims, sizeof(int64_t) * (size_t)sh->num_tile_dims);
+      tt_strbuf_put(&key, mark, sizeof(mark));
+      tt_strbuf_put(&key, sh->tile_dims, sizeof(int64_t) * (size_t)sh->num_tile_dims);
       if (sh->kind == TT_SHARDING_TILED)
-        ok &= tt_bytes_put(&key, sh->devices, sizeof(int32_t) * (size_t)sh->num_devices);
+        tt_strbuf_put(&key, sh->devices, sizeof(int32_t) * (size_t)sh->num_devices);
     }
   }
   g->num_outputs = num_roots;
@@ -180,17 +139,17 @@ tt_status_t tt_graph_build(tt_node_t *const *roots, int32_t num_roots,
     g->output_instr[r] = roots[r]->visit_index;
     /* Outputs live to the end of the graph. */
     g->instrs[g->output_instr[r]].last_use = g->num_instrs;
-    ok &= tt_bytes_put(&key, &g->output_instr[r], sizeof(int32_t));
+    tt_strbuf_put(&key, &g->output_instr[r], sizeof(int32_t));
   }
-  if (!ok) {
-    free(key.data);
+  if (key.failed) {
+    tt_strbuf_release(&key);
     free(inputs);
     tt_graph_destroy(g);
     goto oom;
   }
-  g->key = key.data;
-  g->key_size = key.size;
-  g->hash = tt_hash_bytes(key.data, key.size);
+  g->key = (uint8_t *)key.data;
+  g->key_size = key.len;
+  g->hash = tt_hash_key(key.data, key.len);
   free(order);
   *out_graph = g;
   if (out_inputs) *out_inputs = inputs;
@@ -210,78 +169,51 @@ void tt_graph_destroy(tt_graph_t *graph) {
   free(graph);
 }
 
-static void tt_append(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-#include <stdarg.h>
-static void tt_append(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
-  va_list ap;
-  for (;;) {
-    va_start(ap, fmt);
-    int n = vsnprintf(*buf ? *buf + *len : NULL, *buf ? *cap - *len : 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if (*buf && *len + (size_t)n < *cap) {
-      *len += (size_t)n;
-      return;
-    }
-    size_t ncap = *cap ? *cap * 2 : 1024;
-    while (ncap <= *len + (size_t)n) ncap *= 2;
-    char *nb = realloc(*buf, ncap);
-    if (!nb) return;
-    *buf = nb;
-    *cap = ncap;
-  }
-}
-
-static void tt_append_instr(char **buf, size_t *len, size_t *cap, const tt_graph_t *g,
-                            int32_t i) {
+static void tt_append_instr(tt_strbuf_t *b, const tt_graph_t *g, int32_t i) {
   const tt_instr_t *in = &g->instrs[i];
-  tt_append(buf, len, cap, "%s[", tt_dtype_name(in->dtype));
+  tt_strbuf_printf(b, "%s[", tt_dtype_name(in->dtype));
   for (int d = 0; d < in->shape.rank; ++d)
-    tt_append(buf, len, cap, d ? ",%lld" : "%lld", (long long)in->shape.dims[d]);
-  tt_append(buf, len, cap, "] %s(", tt_op_name(in->op));
+    tt_strbuf_printf(b, d ? ",%lld" : "%lld", (long long)in->shape.dims[d]);
+  tt_strbuf_printf(b, "] %s(", tt_op_name(in->op));
   for (int k = 0; k < in->num_operands; ++k)
-    tt_append(buf, len, cap, k ? ", %%%d" : "%%%d", in->operands[k]);
-  tt_append(buf, len, cap, ")");
+    tt_strbuf_printf(b, k ? ", %%%d" : "%%%d", in->operands[k]);
+  tt_strbuf_printf(b, ")");
   if (in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR)
-    tt_append(buf, len, cap, ", input=%d", in->input_index);
+    tt_strbuf_printf(b, ", input=%d", in->input_index);
   if (in->num_iattrs) {
-    tt_append(buf, len, cap, ", i={");
+    tt_strbuf_printf(b, ", i={");
     for (int k = 0; k < in->num_iattrs; ++k)
-      tt_append(buf, len, cap, k ? ",%lld" : "%lld", (long long)in->iattrs[k]);
-    tt_append(buf, len, cap, "}");
+      tt_strbuf_printf(b, k ? ",%lld" : "%lld", (long long)in->iattrs[k]);
+    tt_strbuf_printf(b, "}");
   }
   if (in->fattrs[0] != 0 || in->fattrs[1] != 0)
-    tt_append(buf, len, cap, ", f={%g,%g}", in->fattrs[0], in->fattrs[1]);
+    tt_strbuf_printf(b, ", f={%g,%g}", in->fattrs[0], in->fattrs[1]);
 }
 
 char *tt_graph_to_text(const tt_graph_t *g) {
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  tt_append(&buf, &len, &cap, "IR {  # hash=%016llx\n", (unsigned long long)g->hash);
+  tt_strbuf_t b = {0};
+  tt_strbuf_printf(&b, "IR {  # hash=%016llx\n", (unsigned long long)g->hash);
   for (int32_t i = 0; i < g->num_instrs; ++i) {
-    tt_append(&buf, &len, &cap, "  %%%d = ", i);
-    tt_append_instr(&buf, &len, &cap, g, i);
+    tt_strbuf_printf(&b, "  %%%d = ", i);
+    tt_append_instr(&b, g, i);
     for (int32_t r = 0; r < g->num_outputs; ++r)
-      if (g->output_instr[r] == i) tt_append(&buf, &len, &cap, ", ROOT=%d", r);
-    tt_append(&buf, &len, &cap, "\n");
+      if (g->output_instr[r] == i) tt_strbuf_printf(&b, ", ROOT=%d", r);
+    tt_strbuf_printf(&b, "\n");
   }
-  tt_append(&buf, &len, &cap, "}\n");
-  return buf;
+  tt_strbuf_printf(&b, "}\n");
+  return tt_strbuf_take(&b);
 }
 
 char *tt_graph_to_dot(const tt_graph_t *g) {
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  tt_append(&buf, &len, &cap, "digraph G {\n");
+  tt_strbuf_t b = {0};
+  tt_strbuf_printf(&b, "digraph G {\n");
   for (int32_t i = 0; i < g->num_instrs; ++i) {
-    tt_append(&buf, &len, &cap, "  node%d [label=\"%%%d = ", i, i);
-    tt_append_instr(&buf, &len, &cap, g, i);
-    tt_append(&buf, &len, &cap, "\"];\n");
+    tt_strbuf_printf(&b, "  node%d [label=\"%%%d = ", i, i);
+    tt_append_instr(&b, g, i);
+    tt_strbuf_printf(&b, "\"];\n");
     for (int k = 0; k < g->instrs[i].num_operands; ++k)
-      tt_append(&buf, &len, &cap, "  node%d -> node%d;\n", g->instrs[i].operands[k], i);
+      tt_strbuf_printf(&b, "  node%d -> node%d;\n", g->instrs[i].operands[k], i);
   }
-  tt_append(&buf, &len, &cap, "}\n");
-  return buf;
+  tt_strbuf_printf(&b, "}\n");
+  return tt_strbuf_take(&b);
 }

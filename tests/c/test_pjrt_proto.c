@@ -11,11 +11,11 @@
 #include "torchtpu/pjrt.h"
 
 static int bytes_equal(const tt_proto_writer_t *w, const uint8_t *expected, size_t n) {
-  if (w->size != n) {
-    fprintf(stderr, "size %zu, expected %zu\n", w->size, n);
+  if (w->bytes.len != n) {
+    fprintf(stderr, "size %zu, expected %zu\n", w->bytes.len, n);
     return 0;
   }
-  return memcmp(w->data, expected, n) == 0;
+  return memcmp(w->bytes.data, expected, n) == 0;
 }
 
 static void test_varints(void) {
@@ -61,10 +61,10 @@ static void test_fields(void) {
   tt_proto_write_int64_field(&inner, 5, 2);
   tt_proto_write_message_field(&outer, 3, &inner);
   tt_proto_write_message_field(&outer, 6, &w); /* an empty-sized write is fine too */
-  CHECK(outer.size == 4 + 2 + sizeof(expected));
-  CHECK(outer.data[0] == 0x1a && outer.data[1] == 0x02 && outer.data[2] == 0x28 &&
-        outer.data[3] == 0x02);
-  CHECK(outer.data[4] == 0x32 && outer.data[5] == sizeof(expected));
+  CHECK(outer.bytes.len == 4 + 2 + sizeof(expected));
+  const uint8_t *od = (const uint8_t *)outer.bytes.data;
+  CHECK(od[0] == 0x1a && od[1] == 0x02 && od[2] == 0x28 && od[3] == 0x02);
+  CHECK(od[4] == 0x32 && od[5] == sizeof(expected));
   tt_proto_writer_release(&inner);
   tt_proto_writer_release(&outer);
   tt_proto_writer_release(&w);

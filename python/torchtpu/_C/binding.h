@@ -48,12 +48,10 @@ extern PyMethodDef tt_py_methods_cache[];
 extern PyMethodDef tt_py_methods_blas[];
 extern PyMethodDef tt_py_methods_debug[];
 extern PyMethodDef tt_py_methods_trace[];
-
-/* Extra method tables, each defined by one binding file. */
-extern PyMethodDef tt_py_extra_methods_stablehlo[];
-extern PyMethodDef tt_py_extra_methods_pjrt[];
-extern PyMethodDef tt_py_extra_methods_spmd[];
-extern PyMethodDef tt_py_extra_methods_op_table[];
+extern PyMethodDef tt_py_methods_stablehlo[];
+extern PyMethodDef tt_py_methods_pjrt[];
+extern PyMethodDef tt_py_methods_spmd[];
+extern PyMethodDef tt_py_methods_op_table[];
 
 /* A sharding as Python data: None, or (kind, tile_dims, devices,
  * last_tile_dim_replicate, num_devices) with kind "replicated", "tiled" or

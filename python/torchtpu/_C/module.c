@@ -13,11 +13,11 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "torchtpu._C",
 
 PyMODINIT_FUNC PyInit__C(void) {
   PyMethodDef *tables[] = {
-      tt_py_methods_tensor,  tt_py_methods_record,         tt_py_methods_runtime,
-      tt_py_methods_graph,   tt_py_methods_metrics,        tt_py_methods_capture,
-      tt_py_methods_cache,   tt_py_methods_blas,           tt_py_methods_debug,
-      tt_py_methods_trace,   tt_py_extra_methods_stablehlo, tt_py_extra_methods_pjrt,
-      tt_py_extra_methods_spmd, tt_py_extra_methods_op_table,
+      tt_py_methods_tensor,    tt_py_methods_record,    tt_py_methods_runtime,
+      tt_py_methods_graph,     tt_py_methods_metrics,   tt_py_methods_capture,
+      tt_py_methods_cache,     tt_py_methods_blas,      tt_py_methods_debug,
+      tt_py_methods_trace,     tt_py_methods_stablehlo, tt_py_methods_pjrt,
+      tt_py_methods_spmd,      tt_py_methods_op_table,
   };
   PyObject *mod = PyModule_Create(&moduledef);
   if (!mod) return NULL;

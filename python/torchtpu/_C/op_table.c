@@ -18,67 +18,16 @@ typedef struct tt_py_enum_entry_s {
   int64_t value;
 } tt_py_enum_entry_t;
 
-static const tt_py_enum_entry_t unary_[] = {
-    {"neg", TT_UN_NEG},           {"abs", TT_UN_ABS},
-    {"exp", TT_UN_EXP},           {"log", TT_UN_LOG},
-    {"log1p", TT_UN_LOG1P},       {"expm1", TT_UN_EXPM1},
-    {"sqrt", TT_UN_SQRT},         {"rsqrt", TT_UN_RSQRT},
-    {"sin", TT_UN_SIN},           {"cos", TT_UN_COS},
-    {"tan", TT_UN_TAN},           {"tanh", TT_UN_TANH},
-    {"sigmoid", TT_UN_SIGMOID},   {"relu", TT_UN_RELU},
-    {"gelu_erf", TT_UN_GELU_ERF}, {"gelu_tanh", TT_UN_GELU_TANH},
-    {"silu", TT_UN_SILU},         {"erf", TT_UN_ERF},
-    {"floor", TT_UN_FLOOR},       {"ceil", TT_UN_CEIL},
-    {"round", TT_UN_ROUND},       {"trunc", TT_UN_TRUNC},
-    {"sign", TT_UN_SIGN},         {"reciprocal", TT_UN_RECIPROCAL},
-    {"logical_not", TT_UN_LOGICAL_NOT}, {"isnan", TT_UN_ISNAN},
-    {"bitwise_not", TT_UN_BITWISE_NOT}, {"asin", TT_UN_ASIN},
-    {"acos", TT_UN_ACOS},         {"atan", TT_UN_ATAN},
-    {"sinh", TT_UN_SINH},         {"cosh", TT_UN_COSH},
-    {"asinh", TT_UN_ASINH},       {"acosh", TT_UN_ACOSH},
-    {"atanh", TT_UN_ATANH},       {"log2", TT_UN_LOG2},
-    {"log10", TT_UN_LOG10},       {"exp2", TT_UN_EXP2},
-    {"erfinv", TT_UN_ERFINV},     {"square", TT_UN_SQUARE},
-    {"leaky_relu", TT_UN_LEAKY_RELU}, {"elu", TT_UN_ELU},
-    {"hardtanh", TT_UN_HARDTANH}, {"softplus", TT_UN_SOFTPLUS},
-    {"hardsigmoid", TT_UN_HARDSIGMOID}, {"hardswish", TT_UN_HARDSWISH},
-    {"mish", TT_UN_MISH},         {"lgamma", TT_UN_LGAMMA},
-    {"digamma", TT_UN_DIGAMMA},
-};
-_Static_assert(sizeof(unary_) / sizeof(unary_[0]) == TT_UN_COUNT, "a unary op has no Python name");
-
-static const tt_py_enum_entry_t binary_[] = {
-    {"add", TT_BIN_ADD},
-    {"sub", TT_BIN_SUB},
-    {"mul", TT_BIN_MUL},
-    {"div", TT_BIN_DIV},
-    {"pow", TT_BIN_POW},
-    {"max", TT_BIN_MAX},
-    {"min", TT_BIN_MIN},
-    {"eq", TT_BIN_EQ},
-    {"ne", TT_BIN_NE},
-    {"lt", TT_BIN_LT},
-    {"le", TT_BIN_LE},
-    {"gt", TT_BIN_GT},
-    {"ge", TT_BIN_GE},
-    {"logical_and", TT_BIN_LOGICAL_AND},
-    {"logical_or", TT_BIN_LOGICAL_OR},
-    {"logical_xor", TT_BIN_LOGICAL_XOR},
-    {"bitwise_and", TT_BIN_BITWISE_AND},
-    {"bitwise_or", TT_BIN_BITWISE_OR},
-    {"bitwise_xor", TT_BIN_BITWISE_XOR},
-    {"atan2", TT_BIN_ATAN2},
-    {"remainder", TT_BIN_REMAINDER},
-    {"fmod", TT_BIN_FMOD},
-    {"floor_div", TT_BIN_FLOOR_DIV},
-    {"shift_left", TT_BIN_SHIFT_LEFT},
-    {"shift_right", TT_BIN_SHIFT_RIGHT},
-    {"hypot", TT_BIN_HYPOT},
-    {"maximum", TT_BIN_MAXIMUM_NAN},
-    {"minimum", TT_BIN_MINIMUM_NAN},
-};
-_Static_assert(sizeof(binary_) / sizeof(binary_[0]) == TT_BIN_COUNT,
-               "a binary op has no Python name");
+/* The elementwise functions' names come from their rows in
+ * torchtpu/kernels.h (dict order = code order). */
+#define TT_PY_EW_ENTRY_(prefix, suffix, name) {name, prefix##suffix},
+#define TT_PY_UNARY_(suffix, name, stablehlo, tier1) TT_PY_EW_ENTRY_(TT_UN_, suffix, name)
+#define TT_PY_BINARY_(suffix, name, stablehlo, tier1) TT_PY_EW_ENTRY_(TT_BIN_, suffix, name)
+static const tt_py_enum_entry_t unary_[] = {TT_UNARY_OPS(TT_PY_UNARY_)};
+static const tt_py_enum_entry_t binary_[] = {TT_BINARY_OPS(TT_PY_BINARY_)};
+#undef TT_PY_UNARY_
+#undef TT_PY_BINARY_
+#undef TT_PY_EW_ENTRY_
 
 static const tt_py_enum_entry_t reduce_[] = {
     {"sum", TT_RED_SUM}, {"mean", TT_RED_MEAN},     {"prod", TT_RED_PROD},
@@ -257,7 +206,7 @@ static PyObject *py_op_table(PyObject *self, PyObject *noargs) {
   return out;
 }
 
-PyMethodDef tt_py_extra_methods_op_table[] = {
+PyMethodDef tt_py_methods_op_table[] = {
     {"op_table", py_op_table, METH_NOARGS,
      "op_table() -> [(name, min_operands, max_operands, flags, fields)] indexed by op code"},
     {"enums", py_enums, METH_NOARGS, "enums() -> {enumeration: {name: value}}"},

@@ -636,7 +636,7 @@ static PyObject *py_pjrt_topology_compile(PyObject *m, PyObject *args, PyObject 
   return out;
 }
 
-PyMethodDef tt_py_extra_methods_pjrt[] = {
+PyMethodDef tt_py_methods_pjrt[] = {
     {"pjrt_engine_enable", py_pjrt_engine_enable, METH_VARARGS,
      "pjrt_engine_enable(client, fallback=False): run the lazy engine's graphs through client"},
     {"pjrt_engine_info", py_pjrt_engine_info, METH_NOARGS,

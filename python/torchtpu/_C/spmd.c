@@ -157,7 +157,7 @@ static PyObject *py_op_names(PyObject *m, PyObject *a) {
   return list;
 }
 
-PyMethodDef tt_py_extra_methods_spmd[] = {
+PyMethodDef tt_py_methods_spmd[] = {
     {"sharding_set", py_sharding_set, METH_VARARGS,
      "sharding_set(tensor, spec): annotate (spec None clears)"},
     {"sharding_get", py_sharding_get, METH_O, "sharding_get(tensor) -> spec or None"},

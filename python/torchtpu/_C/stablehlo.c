@@ -233,7 +233,7 @@ static PyObject *py_stablehlo_lowering_table(PyObject *m, PyObject *a) {
   return list;
 }
 
-PyMethodDef tt_py_extra_methods_stablehlo[] = {
+PyMethodDef tt_py_methods_stablehlo[] = {
     {"stablehlo_text", py_stablehlo_text, METH_VARARGS,
      "stablehlo_text(tensors) -> StableHLO text of the graph computing tensors"},
     {"stablehlo_emit", py_stablehlo_emit, METH_VARARGS,

@@ -86,15 +86,6 @@ tt_status_t tt_persistent_cache_init(const char *path, int readonly) {
 
 const char *tt_persistent_cache_path(void) { return tt_cache_dir_; }
 
-static uint64_t tt_fnv(const uint8_t *p, size_t n, uint64_t seed) {
-  uint64_t h = seed;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 static const char *tt_cpu_features(void) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
@@ -113,14 +104,14 @@ static uint64_t tt_structure_hash(const tt_graph_t *g, uint64_t h) {
   for (int32_t i = 0; i < g->num_instrs; ++i) {
     const tt_instr_t *in = &g->instrs[i];
     int64_t head[3] = {in->op, in->num_operands, in->num_iattrs};
-    h = tt_fnv((const uint8_t *)head, sizeof(head), h);
-    h = tt_fnv((const uint8_t *)in->operands, sizeof(int32_t) * (size_t)in->num_operands, h);
-    h = tt_fnv((const uint8_t *)in->iattrs, sizeof(int64_t) * (size_t)in->num_iattrs, h);
+    h = tt_hash_fnv1a(head, sizeof(head), h);
+    h = tt_hash_fnv1a(in->operands, sizeof(int32_t) * (size_t)in->num_operands, h);
+    h = tt_hash_fnv1a(in->iattrs, sizeof(int64_t) * (size_t)in->num_iattrs, h);
     if (in->op != TT_OP_FUSED || !in->fused) continue;
     for (int32_t s = 0; s < in->fused->num_ops; ++s) {
       const tt_fused_op_t *op = &in->fused->ops[s];
       int64_t step[6] = {op->op, op->dtype, op->args[0], op->args[1], op->args[2], op->code};
-      h = tt_fnv((const uint8_t *)step, sizeof(step), h);
+      h = tt_hash_fnv1a(step, sizeof(step), h);
     }
   }
   return h;
@@ -132,8 +123,8 @@ static void tt_identity(const tt_graph_t *g, char *key, size_t key_size, char *s
   /* The shared math the generated code embeds is part of its identity: a
    * library built with other exp/tanh/erf is never loaded. */
   static const char fastmath[] = TT_FASTMATH_SOURCE;
-  uint64_t h2 = tt_fnv((const uint8_t *)fastmath, sizeof fastmath - 1, 0x84222325cbf29ce4ull);
-  h2 = tt_structure_hash(g, tt_fnv(g->key, g->key_size, h2));
+  uint64_t h2 = tt_hash_fnv1a(fastmath, sizeof fastmath - 1, 0x84222325cbf29ce4ull);
+  h2 = tt_structure_hash(g, tt_hash_fnv1a(g->key, g->key_size, h2));
   snprintf(key, key_size, "torchtpu-%s|%s|%s|%016llx|%016llx", TT_ENGINE_VERSION, TT_CFLAGS,
            tt_cpu_features(), (unsigned long long)g->hash, (unsigned long long)h2);
   snprintf(stem, stem_size, "%016llx-%016llx-%s-%s", (unsigned long long)g->hash,

@@ -26,90 +26,58 @@
 #include "torchtpu/kernels.h"
 #include "torchtpu/op_attrs.h"
 
-typedef struct tt_src_s {
-  char *data;
-  size_t len, cap;
-  int failed;
-} tt_src_t;
-
-static void put(tt_src_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(tt_src_t *s, const char *fmt, ...) {
-  if (s->failed) return;
+/* The emitters below write hundreds of fragments; a short name for the
+ * engine's string buffer append keeps them readable. */
+static void put(tt_strbuf_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(tt_strbuf_t *s, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
+  tt_strbuf_vprintf(s, fmt, ap);
   va_end(ap);
-  if (n < 0) {
-    s->failed = 1;
-    return;
-  }
-  if (s->len + (size_t)n + 1 > s->cap) {
-    size_t ncap = s->cap ? s->cap * 2 : 8192;
-    while (ncap < s->len + (size_t)n + 1) ncap *= 2;
-    char *nd = realloc(s->data, ncap);
-    if (!nd) {
-      s->failed = 1;
-      return;
-    }
-    s->data = nd;
-    s->cap = ncap;
-  }
-  va_start(ap, fmt);
-  vsnprintf(s->data + s->len, s->cap - s->len, fmt, ap);
-  va_end(ap);
-  s->len += (size_t)n;
 }
+
+/* The C expressions of the elementwise functions (their rows in
+ * torchtpu/kernels.h): a format with one %s per operand, "" where
+ * tt_emit_unary writes the function out (TT_EW_TIER1_SPECIAL), NULL where
+ * tier 1 has none (TT_EW_TIER0_ONLY). */
+#define TT_C_EW_EXPR_(prefix, suffix, tier1) [prefix##suffix] = tier1,
+#define TT_C_UNARY_(suffix, name, stablehlo, tier1) TT_C_EW_EXPR_(TT_UN_, suffix, tier1)
+#define TT_C_BINARY_(suffix, name, stablehlo, tier1) TT_C_EW_EXPR_(TT_BIN_, suffix, tier1)
+static const char *const tt_unary_exprs_[TT_UN_COUNT] = {TT_UNARY_OPS(TT_C_UNARY_)};
+static const char *const tt_binary_exprs_[TT_BIN_COUNT] = {TT_BINARY_OPS(TT_C_BINARY_)};
+#undef TT_C_UNARY_
+#undef TT_C_BINARY_
+#undef TT_C_EW_EXPR_
 
 static const char *tt_unary_expr(int64_t code) {
-  switch (code) {
-    case TT_UN_NEG: return "(-%s)";
-    case TT_UN_ABS: return "fabsf(%s)";
-    case TT_UN_EXP: return "tt_expf_fast(%s)";
-    case TT_UN_LOG: return "logf(%s)";
-    case TT_UN_LOG1P: return "log1pf(%s)";
-    case TT_UN_EXPM1: return "expm1f(%s)";
-    case TT_UN_SQRT: return "sqrtf(%s)";
-    case TT_UN_RSQRT: return "(1.0f / sqrtf(%s))";
-    case TT_UN_SIN: return "sinf(%s)";
-    case TT_UN_COS: return "cosf(%s)";
-    case TT_UN_TANH: return "tt_tanhf_fast(%s)";
-    case TT_UN_SIGMOID: return "tt_sigmoid(%s)";
-    case TT_UN_RELU: return "tt_relu(%s)";
-    case TT_UN_GELU_ERF: return "tt_gelu_erf(%s)";
-    case TT_UN_GELU_TANH: return "tt_gelu_tanh(%s)";
-    case TT_UN_SILU: return "tt_silu(%s)";
-    case TT_UN_ERF: return "tt_erff_fast(%s)";
-    case TT_UN_FLOOR: return "floorf(%s)";
-    case TT_UN_CEIL: return "ceilf(%s)";
-    case TT_UN_ROUND: return "nearbyintf(%s)";
-    case TT_UN_TRUNC: return "truncf(%s)";
-    case TT_UN_RECIPROCAL: return "(1.0f / %s)";
-    case TT_UN_LOGICAL_NOT: return "(%s == 0.0f ? 1.0f : 0.0f)";
-    case TT_UN_SQUARE: return "tt_square(%s)";
-    default: return NULL;
-  }
+  const char *e = code >= 0 && code < TT_UN_COUNT ? tt_unary_exprs_[code] : NULL;
+  return e && e[0] ? e : NULL;
 }
 
-/* Unary ops with parameters (alpha, beta as float, as tier 0's f32
- * kernel takes them) or several uses of the argument, written out by
- * tt_emit_unary; the expressions are tier 0's (src/kernels/unary.c). */
-static int tt_unary_param(int64_t code) {
-  return code == TT_UN_LEAKY_RELU || code == TT_UN_HARDTANH || code == TT_UN_HARDSIGMOID ||
-         code == TT_UN_HARDSWISH;
+/* The TT_EW_TIER1_SPECIAL functions: parameters (alpha, beta as float, as
+ * tier 0's f32 kernel takes them) or several uses of the argument, written
+ * out by tt_emit_unary; the expressions are tier 0's (src/kernels/unary.c). */
+static int tt_unary_special(int64_t code) {
+  return code == TT_UN_LEAKY_RELU || code == TT_UN_HARDTANH || code == TT_UN_HARDSWISH;
 }
 
 static int tt_unary_supported(int64_t code) {
-  return tt_unary_expr(code) != NULL || tt_unary_param(code);
+  return tt_unary_expr(code) != NULL || tt_unary_special(code);
+}
+
+static const char *tt_binary_expr(int64_t code) {
+  const char *e = code >= 0 && code < TT_BIN_COUNT ? tt_binary_exprs_[code] : NULL;
+  return e && e[0] ? e : NULL;
 }
 
 /* A float constant as an exact C literal. */
-static void tt_put_float(tt_src_t *s, float v) {
+static void tt_put_float(tt_strbuf_t *s, float v) {
   if (v != v) put(s, "NAN");
   else if (isinf(v)) put(s, v > 0 ? "INFINITY" : "(-INFINITY)");
   else put(s, "(%af)", (double)v);
 }
 
-static void tt_emit_unary(tt_src_t *s, const tt_fused_op_t *op, const char *x) {
+static void tt_emit_unary(tt_strbuf_t *s, const tt_fused_op_t *op, const char *x) {
   float a = (float)op->alpha, b = (float)op->beta;
   switch (op->code) {
     case TT_UN_LEAKY_RELU:
@@ -128,31 +96,8 @@ static void tt_emit_unary(tt_src_t *s, const tt_fused_op_t *op, const char *x) {
       tt_put_float(s, b);
       put(s, " : %s))", x);
       break;
-    case TT_UN_HARDSIGMOID: put(s, "tt_hardsigmoid(%s)", x); break;
     case TT_UN_HARDSWISH: put(s, "(%s * tt_hard6(%s) / 6.0f)", x, x); break;
     default: put(s, tt_unary_expr(op->code), x); break;
-  }
-}
-
-static const char *tt_binary_expr(int64_t code) {
-  switch (code) {
-    case TT_BIN_ADD: return "(%s + %s)";
-    case TT_BIN_SUB: return "(%s - %s)";
-    case TT_BIN_MUL: return "(%s * %s)";
-    case TT_BIN_DIV: return "(%s / %s)";
-    case TT_BIN_POW: return "powf(%s, %s)";
-    case TT_BIN_MAXIMUM_NAN: return "tt_maximum(%s, %s)";
-    case TT_BIN_MINIMUM_NAN: return "tt_minimum(%s, %s)";
-    case TT_BIN_EQ: return "(%s == %s ? 1.0f : 0.0f)";
-    case TT_BIN_NE: return "(%s != %s ? 1.0f : 0.0f)";
-    case TT_BIN_LT: return "(%s < %s ? 1.0f : 0.0f)";
-    case TT_BIN_LE: return "(%s <= %s ? 1.0f : 0.0f)";
-    case TT_BIN_GT: return "(%s > %s ? 1.0f : 0.0f)";
-    case TT_BIN_GE: return "(%s >= %s ? 1.0f : 0.0f)";
-    case TT_BIN_LOGICAL_AND: return "((%s != 0.0f && %s != 0.0f) ? 1.0f : 0.0f)";
-    case TT_BIN_LOGICAL_OR: return "((%s != 0.0f || %s != 0.0f) ? 1.0f : 0.0f)";
-    case TT_BIN_LOGICAL_XOR: return "(((%s != 0.0f) != (%s != 0.0f)) ? 1.0f : 0.0f)";
-    default: return NULL;
   }
 }
 
@@ -252,15 +197,15 @@ static const char *tt_round_fn(tt_dtype_t dt) {
 
 /* Index expression of input x (shape xs) for flat output index `i` of
  * output shape os. */
-static void tt_emit_index_of(tt_src_t *s, const tt_shape_t *xs, const tt_shape_t *os,
+static void tt_emit_index_of(tt_strbuf_t *s, const tt_shape_t *xs, const tt_shape_t *os,
                              const char *var);
 
-static void tt_emit_index(tt_src_t *s, const tt_shape_t *xs, const tt_shape_t *os) {
+static void tt_emit_index(tt_strbuf_t *s, const tt_shape_t *xs, const tt_shape_t *os) {
   tt_emit_index_of(s, xs, os, "i");
 }
 
 /* The same for the flat output index held in `var`. */
-static void tt_emit_index_of(tt_src_t *s, const tt_shape_t *xs, const tt_shape_t *os,
+static void tt_emit_index_of(tt_strbuf_t *s, const tt_shape_t *xs, const tt_shape_t *os,
                              const char *var) {
   int64_t xn = tt_shape_numel(xs), on = tt_shape_numel(os);
   if (xn == on) {
@@ -323,7 +268,7 @@ static const char tt_prelude[] =
 
 /* Loads `float a<k>` of the inputs with used[k], indexed by `i` over
  * shape os (indent: leading spaces). */
-static void tt_emit_loads(tt_src_t *s, const tt_graph_t *g, const tt_instr_t *in,
+static void tt_emit_loads(tt_strbuf_t *s, const tt_graph_t *g, const tt_instr_t *in,
                           const uint8_t *used, const tt_shape_t *os, const char *indent) {
   for (int32_t k = 0; k < in->num_operands; ++k) {
     if (used && !used[k]) continue;
@@ -335,7 +280,7 @@ static void tt_emit_loads(tt_src_t *s, const tt_graph_t *g, const tt_instr_t *in
 }
 
 /* Steps [s0, s1) as `float s<n>` expressions. */
-static void tt_emit_steps(tt_src_t *s, const tt_fused_t *f, int32_t s0, int32_t s1,
+static void tt_emit_steps(tt_strbuf_t *s, const tt_fused_t *f, int32_t s0, int32_t s1,
                           const char *indent) {
   for (int32_t st = s0; st < s1; ++st) {
     const tt_fused_op_t *op = &f->ops[st];
@@ -355,7 +300,7 @@ static void tt_emit_steps(tt_src_t *s, const tt_fused_t *f, int32_t s0, int32_t 
   }
 }
 
-static void tt_emit_store(tt_src_t *s, tt_dtype_t dt, const char *value, const char *indent) {
+static void tt_emit_store(tt_strbuf_t *s, tt_dtype_t dt, const char *value, const char *indent) {
   switch (dt) {
     case TT_BF16: put(s, "%so[i] = tt_st_bf16(%s);\n", indent, value); break;
     case TT_F16: put(s, "%so[i] = tt_st_f16(%s);\n", indent, value); break;
@@ -387,7 +332,7 @@ static int tt_row_mode(const tt_shape_t *xs, const tt_shape_t *os, int t) {
  * as one value per row). A row is the longest run of the output's last
  * dims over which every input is read one way: [C,1,1] against
  * [N,C,H,W] gives rows of H*W. */
-static int tt_emit_elementwise_rows(tt_src_t *s, const tt_graph_t *g, int32_t i) {
+static int tt_emit_elementwise_rows(tt_strbuf_t *s, const tt_graph_t *g, int32_t i) {
   const tt_instr_t *in = &g->instrs[i];
   const tt_fused_t *f = in->fused;
   const tt_shape_t *os = &in->shape;
@@ -436,7 +381,7 @@ static int tt_emit_elementwise_rows(tt_src_t *s, const tt_graph_t *g, int32_t i)
   return 1;
 }
 
-static void tt_emit_elementwise(tt_src_t *s, const tt_graph_t *g, int32_t i) {
+static void tt_emit_elementwise(tt_strbuf_t *s, const tt_graph_t *g, int32_t i) {
   const tt_instr_t *in = &g->instrs[i];
   const tt_fused_t *f = in->fused;
   if (tt_emit_elementwise_rows(s, g, i)) return;
@@ -452,7 +397,7 @@ static void tt_emit_elementwise(tt_src_t *s, const tt_graph_t *g, int32_t i) {
 /* Loads of a fused reduction's prologue inputs at domain index i of row
  * r0 (rows of R): a value per row reads index r0, a value per position in
  * the row reads i - r0 * R, so neither divides per element. */
-static void tt_emit_row_loads(tt_src_t *s, const tt_graph_t *g, const tt_instr_t *in,
+static void tt_emit_row_loads(tt_strbuf_t *s, const tt_graph_t *g, const tt_instr_t *in,
                               const uint8_t *used, const tt_shape_t *dom, uint32_t mask,
                               const char *indent) {
   for (int32_t k = 0; k < in->num_operands; ++k) {
@@ -495,7 +440,7 @@ static void tt_split_uses(const tt_fused_t *f, int32_t red, uint8_t *used_pro,
 
 /* A fused reduction over rows of R (tt_reduce_row): the prologue value at
  * domain index i is a static inline function, folded per result row. */
-static void tt_emit_reduce(tt_src_t *s, const tt_graph_t *g, int32_t i) {
+static void tt_emit_reduce(tt_strbuf_t *s, const tt_graph_t *g, int32_t i) {
   const tt_instr_t *in = &g->instrs[i];
   const tt_fused_t *f = in->fused;
   tt_shape_t dom = tt_fused_domain(in);
@@ -578,7 +523,7 @@ static int tt_col_input_kind(const tt_shape_t *xs, const tt_shape_t *dom, uint32
 }
 
 /* A fused reduction in the column form (tt_reduce_cols): see the header. */
-static void tt_emit_reduce_cols(tt_src_t *s, const tt_graph_t *g, int32_t i) {
+static void tt_emit_reduce_cols(tt_strbuf_t *s, const tt_graph_t *g, int32_t i) {
   const tt_instr_t *in = &g->instrs[i];
   const tt_fused_t *f = in->fused;
   tt_shape_t dom = tt_fused_domain(in);
@@ -654,7 +599,7 @@ static void tt_emit_reduce_cols(tt_src_t *s, const tt_graph_t *g, int32_t i) {
 }
 
 char *tt_codegen_emit(const tt_graph_t *g, const char *key) {
-  tt_src_t s = {0};
+  tt_strbuf_t s = {0};
   int any = 0;
   put(&s, "/* Generated by torchtpu tier 1. */\n%s", tt_prelude);
   put(&s, "const char tt_gen_key[] = \"%s\";\n", key);
@@ -679,8 +624,8 @@ char *tt_codegen_emit(const tt_graph_t *g, const char *key) {
     put(&s, "}\n");
   }
   if (s.failed || !any) {
-    free(s.data);
+    tt_strbuf_release(&s);
     return NULL;
   }
-  return s.data;
+  return tt_strbuf_take(&s);
 }

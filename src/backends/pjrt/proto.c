@@ -1,38 +1,22 @@
 /* Protocol-buffer wire-format writer for the PJRT compile options. */
 #include "backends/pjrt/proto.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 enum { TT_PROTO_WIRE_VARINT = 0, TT_PROTO_WIRE_LEN = 2 };
 
 void tt_proto_writer_init(tt_proto_writer_t *w) { memset(w, 0, sizeof(*w)); }
 
-void tt_proto_writer_release(tt_proto_writer_t *w) {
-  free(w->data);
-  memset(w, 0, sizeof(*w));
-}
+void tt_proto_writer_release(tt_proto_writer_t *w) { tt_strbuf_release(&w->bytes); }
 
 tt_status_t tt_proto_writer_status(const tt_proto_writer_t *w) {
-  if (w->failed) return tt_status_make(TT_RESOURCE_EXHAUSTED, "protobuf writer: out of memory");
+  if (w->bytes.failed)
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "protobuf writer: out of memory");
   return NULL;
 }
 
 static void append(tt_proto_writer_t *w, const void *bytes, size_t n) {
-  if (w->failed || n == 0) return;
-  if (w->size + n > w->capacity) {
-    size_t cap = w->capacity ? w->capacity : 64;
-    while (cap < w->size + n) cap *= 2;
-    uint8_t *grown = realloc(w->data, cap);
-    if (!grown) {
-      w->failed = 1;
-      return;
-    }
-    w->data = grown;
-    w->capacity = cap;
-  }
-  memcpy(w->data + w->size, bytes, n);
-  w->size += n;
+  if (n) tt_strbuf_put(&w->bytes, bytes, n);
 }
 
 void tt_proto_write_varint(tt_proto_writer_t *w, uint64_t value) {
@@ -69,8 +53,8 @@ void tt_proto_write_bytes_field(tt_proto_writer_t *w, uint32_t field, const void
 
 void tt_proto_write_message_field(tt_proto_writer_t *w, uint32_t field,
                                   const tt_proto_writer_t *message) {
-  if (message->failed) w->failed = 1;
-  tt_proto_write_bytes_field(w, field, message->data, message->size);
+  if (message->bytes.failed) w->bytes.failed = 1;
+  tt_proto_write_bytes_field(w, field, message->bytes.data, message->bytes.len);
 }
 
 /* Field numbers of xla.CompileOptionsProto and its
@@ -156,7 +140,7 @@ tt_status_t tt_pjrt_compile_options_encode(const tt_pjrt_compile_config_t *confi
     tt_proto_writer_release(&options);
     return st;
   }
-  *out_bytes = options.data; /* ownership moves to the caller */
-  *out_size = options.size;
+  *out_size = options.bytes.len;
+  *out_bytes = (uint8_t *)tt_strbuf_take(&options.bytes); /* ownership moves to the caller */
   return NULL;
 }

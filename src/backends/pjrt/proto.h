@@ -18,14 +18,12 @@
 #include "torchtpu/base.h"
 #include "torchtpu/pjrt.h"
 
-/* A growing byte buffer. Zero-initialise (or tt_proto_writer_init), write,
- * check tt_proto_writer_status once at the end, then release. An allocation
+/* A growing byte buffer (the engine's tt_strbuf_t: bytes.data, bytes.len).
+ * Zero-initialise (or tt_proto_writer_init), write, check
+ * tt_proto_writer_status once at the end, then release. An allocation
  * failure makes every later write a no-op and the status an error. */
 typedef struct tt_proto_writer_s {
-  uint8_t *data;
-  size_t size;
-  size_t capacity;
-  int failed;
+  tt_strbuf_t bytes;
 } tt_proto_writer_t;
 
 void tt_proto_writer_init(tt_proto_writer_t *w);

@@ -11,36 +11,14 @@
 
 /* ---- text ---- */
 
-static void tt_shlo_vappend(tt_shlo_t *c, const char *fmt, va_list ap) {
-  if (c->err) return;
-  for (;;) {
-    va_list aq;
-    va_copy(aq, ap);
-    size_t room = c->cap - c->len;
-    int n = vsnprintf(c->buf ? c->buf + c->len : NULL, c->buf ? room : 0, fmt, aq);
-    va_end(aq);
-    if (n < 0) return;
-    if (c->buf && (size_t)n < room) {
-      c->len += (size_t)n;
-      return;
-    }
-    size_t ncap = c->cap ? c->cap * 2 : 16384;
-    while (ncap <= c->len + (size_t)n) ncap *= 2;
-    char *nb = realloc(c->buf, ncap);
-    if (!nb) {
-      c->err = tt_status_make(TT_RESOURCE_EXHAUSTED, "stablehlo: out of memory writing text");
-      return;
-    }
-    c->buf = nb;
-    c->cap = ncap;
-  }
-}
-
 void tt_shlo_printf(tt_shlo_t *c, const char *fmt, ...) {
   va_list ap;
+  if (c->err) return;
   va_start(ap, fmt);
-  tt_shlo_vappend(c, fmt, ap);
+  tt_strbuf_vprintf(&c->text, fmt, ap);
   va_end(ap);
+  if (c->text.failed)
+    c->err = tt_status_make(TT_RESOURCE_EXHAUSTED, "stablehlo: out of memory writing text");
 }
 
 void tt_shlo_line_start(tt_shlo_t *c) {
@@ -887,7 +865,7 @@ static tt_shv_t tt_shlo_lower_instr(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 /* ---- the module ---- */
 
 static void tt_shlo_free(tt_shlo_t *c) {
-  free(c->buf);
+  tt_strbuf_release(&c->text);
   free(c->vals);
   tt_status_free(c->err);
 }
@@ -999,8 +977,7 @@ tt_status_t tt_stablehlo_emit_graph(const tt_graph_t *g, const char *module_name
     tt_shlo_free(&c);
     return st;
   }
-  *out_text = c.buf;
-  c.buf = NULL;
+  *out_text = tt_strbuf_take(&c.text);
   tt_shlo_free(&c);
   return NULL;
 }
@@ -1014,11 +991,7 @@ typedef struct tt_shlo_map_s {
 } tt_shlo_map_t;
 
 static size_t tt_shlo_hash_ptr(const void *p, size_t cap) {
-  uint64_t h = (uint64_t)(uintptr_t)p;
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  return (size_t)h & (cap - 1);
+  return (size_t)tt_hash_finish((uint64_t)(uintptr_t)p) & (cap - 1);
 }
 
 static int32_t tt_shlo_map_get(const tt_shlo_map_t *m, const tt_node_t *n) {

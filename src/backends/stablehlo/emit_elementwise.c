@@ -2,7 +2,9 @@
  * elementwise programs (TT_OP_FUSED, expanded step by step). Semantics
  * follow the engine's kernels (src/kernels/unary.c, binary.c): half types
  * compute transcendental functions in f32; MAX/MIN ignore a NaN operand;
- * integer division and remainder by zero give 0. */
+ * integer division and remainder by zero give 0. A function whose lowering
+ * is one StableHLO op takes it from its row in torchtpu/kernels.h; the
+ * cases here are the composite lowerings and the dtype rules. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -25,23 +27,24 @@ static tt_shv_t tt_shlo_log1p_exp(tt_shlo_t *c, tt_shv_t x) {
   return tt_shlo_un(c, "log_plus_one", tt_shlo_un(c, "exponential", x));
 }
 
+/* The single-op lowerings of the elementwise functions (their rows in
+ * torchtpu/kernels.h); NULL where a case below writes the lowering out. */
+#define TT_SHLO_EW_OP_(prefix, suffix, stablehlo) [prefix##suffix] = stablehlo,
+#define TT_SHLO_UNARY_(suffix, name, stablehlo, tier1) TT_SHLO_EW_OP_(TT_UN_, suffix, stablehlo)
+#define TT_SHLO_BINARY_(suffix, name, stablehlo, tier1) TT_SHLO_EW_OP_(TT_BIN_, suffix, stablehlo)
+static const char *const tt_shlo_unary_ops_[TT_UN_COUNT] = {TT_UNARY_OPS(TT_SHLO_UNARY_)};
+static const char *const tt_shlo_binary_ops_[TT_BIN_COUNT] = {TT_BINARY_OPS(TT_SHLO_BINARY_)};
+#undef TT_SHLO_UNARY_
+#undef TT_SHLO_BINARY_
+#undef TT_SHLO_EW_OP_
+
 static tt_shv_t tt_shlo_unary_float(tt_shlo_t *c, int64_t code, double alpha, double beta,
                                     tt_shv_t x) {
+  if (code >= 0 && code < TT_UN_COUNT && tt_shlo_unary_ops_[code])
+    return tt_shlo_un(c, tt_shlo_unary_ops_[code], x);
   switch ((tt_unary_op_t)code) {
-    case TT_UN_NEG: return tt_shlo_un(c, "negate", x);
-    case TT_UN_ABS: return tt_shlo_un(c, "abs", x);
-    case TT_UN_EXP: return tt_shlo_un(c, "exponential", x);
-    case TT_UN_LOG: return tt_shlo_un(c, "log", x);
-    case TT_UN_LOG1P: return tt_shlo_un(c, "log_plus_one", x);
-    case TT_UN_EXPM1: return tt_shlo_un(c, "exponential_minus_one", x);
-    case TT_UN_SQRT: return tt_shlo_un(c, "sqrt", x);
-    case TT_UN_RSQRT: return tt_shlo_un(c, "rsqrt", x);
-    case TT_UN_SIN: return tt_shlo_un(c, "sine", x);
-    case TT_UN_COS: return tt_shlo_un(c, "cosine", x);
     case TT_UN_TAN:
       return tt_shlo_bin(c, "divide", tt_shlo_un(c, "sine", x), tt_shlo_un(c, "cosine", x));
-    case TT_UN_TANH: return tt_shlo_un(c, "tanh", x);
-    case TT_UN_SIGMOID: return tt_shlo_un(c, "logistic", x);
     case TT_UN_RELU: {
       tt_shv_t zero = tt_shlo_like(c, x, 0);
       return tt_shlo_select(c, tt_shlo_cmp(c, "LT", x, zero), zero, x);
@@ -59,10 +62,6 @@ static tt_shv_t tt_shlo_unary_float(tt_shlo_t *c, int64_t code, double alpha, do
       return tt_shlo_bin(c, "multiply", h, tt_shlo_bin_k(c, "add", t, 1.0));
     }
     case TT_UN_SILU: return tt_shlo_bin(c, "multiply", x, tt_shlo_un(c, "logistic", x));
-    case TT_UN_ERF: return tt_shlo_un(c, "chlo.erf", x);
-    case TT_UN_FLOOR: return tt_shlo_un(c, "floor", x);
-    case TT_UN_CEIL: return tt_shlo_un(c, "ceil", x);
-    case TT_UN_ROUND: return tt_shlo_un(c, "round_nearest_even", x);
     case TT_UN_TRUNC:
       return tt_shlo_select(c, tt_shlo_cmp(c, "LT", x, tt_shlo_like(c, x, 0)),
                             tt_shlo_un(c, "ceil", x), tt_shlo_un(c, "floor", x));
@@ -112,7 +111,6 @@ static tt_shv_t tt_shlo_unary_float(tt_shlo_t *c, int64_t code, double alpha, do
     case TT_UN_LOG10:
       return tt_shlo_bin_k(c, "multiply", tt_shlo_un(c, "log", x), 1.0 / TT_LN10);
     case TT_UN_EXP2: return tt_shlo_un(c, "exponential", tt_shlo_bin_k(c, "multiply", x, TT_LN2));
-    case TT_UN_ERFINV: return tt_shlo_un(c, "chlo.erf_inv", x);
     case TT_UN_SQUARE: return tt_shlo_bin(c, "multiply", x, x);
     case TT_UN_LEAKY_RELU:
       return tt_shlo_select(c, tt_shlo_cmp(c, "GT", x, tt_shlo_like(c, x, 0)), x,
@@ -142,10 +140,7 @@ static tt_shv_t tt_shlo_unary_float(tt_shlo_t *c, int64_t code, double alpha, do
     }
     case TT_UN_MISH:
       return tt_shlo_bin(c, "multiply", x, tt_shlo_un(c, "tanh", tt_shlo_log1p_exp(c, x)));
-    case TT_UN_LGAMMA: return tt_shlo_un(c, "chlo.lgamma", x);
-    case TT_UN_DIGAMMA: return tt_shlo_un(c, "chlo.digamma", x);
-    case TT_UN_BITWISE_NOT:
-    case TT_UN_COUNT:
+    default:
       break;
   }
   return tt_shlo_unimplemented_un(c, code, tt_shlo_dtype(c, x));
@@ -207,11 +202,18 @@ tt_shv_t tt_shlo_lower_binary(tt_shlo_t *c, int64_t code, tt_shv_t a, tt_shv_t b
   int is_float = tt_dtype_is_float(dt);
   int is_int = !is_float && dt != TT_BOOL;
   switch ((tt_binary_op_t)code) {
-    case TT_BIN_ADD: return tt_shlo_bin(c, dt == TT_BOOL ? "or" : "add", a, b);
-    case TT_BIN_SUB: if (dt == TT_BOOL) break; return tt_shlo_bin(c, "subtract", a, b);
-    case TT_BIN_MUL: return tt_shlo_bin(c, dt == TT_BOOL ? "and" : "multiply", a, b);
-    case TT_BIN_DIV: if (!is_float) break; return tt_shlo_bin(c, "divide", a, b);
-    case TT_BIN_POW: if (dt == TT_BOOL) break; return tt_shlo_bin(c, "power", a, b);
+    /* The dtype rules of the single-op lowerings (the table's, below). */
+    case TT_BIN_ADD: if (dt == TT_BOOL) return tt_shlo_bin(c, "or", a, b); break;
+    case TT_BIN_MUL: if (dt == TT_BOOL) return tt_shlo_bin(c, "and", a, b); break;
+    case TT_BIN_MAXIMUM_NAN: if (dt == TT_BOOL) return tt_shlo_bin(c, "or", a, b); break;
+    case TT_BIN_MINIMUM_NAN: if (dt == TT_BOOL) return tt_shlo_bin(c, "and", a, b); break;
+    case TT_BIN_SUB: case TT_BIN_POW: if (dt == TT_BOOL) goto unimplemented; break;
+    case TT_BIN_DIV: case TT_BIN_ATAN2: if (!is_float) goto unimplemented; break;
+    case TT_BIN_BITWISE_AND: case TT_BIN_BITWISE_OR: case TT_BIN_BITWISE_XOR:
+      if (is_float) goto unimplemented;
+      break;
+    case TT_BIN_SHIFT_LEFT: if (!is_int) goto unimplemented; break;
+    /* Composite lowerings. */
     case TT_BIN_MAX:
     case TT_BIN_MIN: {
       tt_shv_t m = tt_shlo_bin(c, code == TT_BIN_MAX ? "maximum" : "minimum", a, b);
@@ -232,14 +234,10 @@ tt_shv_t tt_shlo_lower_binary(tt_shlo_t *c, int64_t code, tt_shv_t a, tt_shv_t b
       const char *name = code == TT_BIN_LOGICAL_AND ? "and" : code == TT_BIN_LOGICAL_OR ? "or" : "xor";
       return tt_shlo_bin(c, name, tt_shlo_convert(c, a, TT_BOOL), tt_shlo_convert(c, b, TT_BOOL));
     }
-    case TT_BIN_BITWISE_AND: if (is_float) break; return tt_shlo_bin(c, "and", a, b);
-    case TT_BIN_BITWISE_OR: if (is_float) break; return tt_shlo_bin(c, "or", a, b);
-    case TT_BIN_BITWISE_XOR: if (is_float) break; return tt_shlo_bin(c, "xor", a, b);
-    case TT_BIN_ATAN2: if (!is_float) break; return tt_shlo_bin(c, "atan2", a, b);
     case TT_BIN_REMAINDER:
     case TT_BIN_FMOD:
     case TT_BIN_FLOOR_DIV: {
-      if (dt == TT_BOOL) break;
+      if (dt == TT_BOOL) goto unimplemented;
       tt_shv_t zero = tt_shlo_like(c, b, 0), bz = -1, bs = b;
       if (is_int) {
         /* Integer division by zero gives 0 (the kernels' rule), and must
@@ -262,18 +260,18 @@ tt_shv_t tt_shlo_lower_binary(tt_shlo_t *c, int64_t code, tt_shv_t a, tt_shv_t b
       }
       return is_int ? tt_shlo_select(c, bz, zero, r) : r;
     }
-    case TT_BIN_SHIFT_LEFT: if (!is_int) break; return tt_shlo_bin(c, "shift_left", a, b);
     case TT_BIN_SHIFT_RIGHT:
-      if (!is_int) break;
+      if (!is_int) goto unimplemented;
       return tt_shlo_bin(c, dt == TT_U8 ? "shift_right_logical" : "shift_right_arithmetic", a, b);
     case TT_BIN_HYPOT:
-      if (!is_float) break;
+      if (!is_float) goto unimplemented;
       return tt_shlo_un(c, "sqrt", tt_shlo_bin(c, "add", tt_shlo_bin(c, "multiply", a, a),
                                                tt_shlo_bin(c, "multiply", b, b)));
-    case TT_BIN_MAXIMUM_NAN: return tt_shlo_bin(c, dt == TT_BOOL ? "or" : "maximum", a, b);
-    case TT_BIN_MINIMUM_NAN: return tt_shlo_bin(c, dt == TT_BOOL ? "and" : "minimum", a, b);
-    case TT_BIN_COUNT: break;
+    default: break;
   }
+  if (code >= 0 && code < TT_BIN_COUNT && tt_shlo_binary_ops_[code])
+    return tt_shlo_bin(c, tt_shlo_binary_ops_[code], a, b);
+unimplemented:
   (void)out_dt;
   tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED,
                                  "stablehlo: binary op %lld has no lowering for dtype %s",

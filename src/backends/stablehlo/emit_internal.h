@@ -33,8 +33,7 @@ typedef struct tt_shv_info_s {
 } tt_shv_info_t;
 
 typedef struct tt_shlo_s {
-  char *buf;
-  size_t len, cap;
+  tt_strbuf_t text;
   int32_t indent;
   int32_t next_ssa;
   tt_shv_info_t *vals;
