@@ -1,152 +1,17 @@
-/* The op table (include/torchtpu/op_table.h): one entry per IR op, and
- * the attribute codec that reads each entry's schema. Shape inference
- * lives in the family files src/ir/infer_*.c, declared in src/ir/infer.h. */
+/* The op table (include/torchtpu/op_table.h): one entry per row of
+ * torchtpu/ops.def, and the attribute codec that reads each entry's
+ * schema. The schemas are defined here, from op_attrs.h (hence
+ * TT_OP_ATTRS_SCHEMAS before any include: every header here includes
+ * op_attrs.h). Shape inference lives in the family files
+ * src/ir/infer_*.c, declared in src/ir/infer.h. */
+#define TT_OP_ATTRS_SCHEMAS
+
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir/infer.h"
 #include "torchtpu/op_table.h"
-
-/* Schema fields: name, kind, count, flags, offset in the op's struct. */
-#define INT(S, f) {#f, TT_ATTR_INT, 1, 0, offsetof(S, f)}
-#define INT_OPT(S, f) {#f, TT_ATTR_INT, 1, TT_ATTR_OPTIONAL, offsetof(S, f)}
-#define INTS(S, f, k) {#f, TT_ATTR_INTS, k, 0, offsetof(S, f)}
-#define INTS_RESERVED(S, f, k) {#f, TT_ATTR_INTS, k, TT_ATTR_RESERVED, offsetof(S, f)}
-#define INT_RESERVED(S, f) {#f, TT_ATTR_INT, 1, TT_ATTR_RESERVED, offsetof(S, f)}
-#define INT_PASS(S, f) {#f, TT_ATTR_INT, 1, TT_ATTR_PASS_ONLY, offsetof(S, f)}
-#define INT_OPT_PASS(S, f) \
-  {#f, TT_ATTR_INT, 1, TT_ATTR_OPTIONAL | TT_ATTR_PASS_ONLY, offsetof(S, f)}
-#define INTS_PASS(S, f, k) {#f, TT_ATTR_INTS, k, TT_ATTR_PASS_ONLY, offsetof(S, f)}
-#define LIST(S, f) {#f, TT_ATTR_LIST, 1, 0, offsetof(S, f)}
-#define LIST_OPT(S, f) {#f, TT_ATTR_LIST, 1, TT_ATTR_OPTIONAL, offsetof(S, f)}
-#define FLOAT(S, f) {#f, TT_ATTR_FLOAT, 1, 0, offsetof(S, f)}
-
-static const tt_attr_field_t tt_unary_attrs_schema[] = {INT(tt_unary_attrs_t, op),
-                                          FLOAT(tt_unary_attrs_t, alpha),
-                                          FLOAT(tt_unary_attrs_t, beta)};
-static const tt_attr_field_t tt_binary_attrs_schema[] = {INT(tt_binary_attrs_t, op)};
-static const tt_attr_field_t tt_convert_attrs_schema[] = {INT(tt_convert_attrs_t, dtype)};
-static const tt_attr_field_t tt_special_attrs_schema[] = {INT(tt_special_attrs_t, op)};
-static const tt_attr_field_t tt_dims_attrs_schema[] = {LIST(tt_dims_attrs_t, dims)};
-static const tt_attr_field_t tt_transpose_attrs_schema[] = {LIST(tt_transpose_attrs_t, perm)};
-static const tt_attr_field_t tt_slice_attrs_schema[] = {LIST(tt_slice_attrs_t, start),
-                                          LIST(tt_slice_attrs_t, limit),
-                                          LIST(tt_slice_attrs_t, step)};
-static const tt_attr_field_t tt_concat_attrs_schema[] = {INT(tt_concat_attrs_t, dim)};
-static const tt_attr_field_t tt_pad_attrs_schema[] = {LIST(tt_pad_attrs_t, lo), LIST(tt_pad_attrs_t, hi),
-                                        FLOAT(tt_pad_attrs_t, value)};
-static const tt_attr_field_t tt_flip_attrs_schema[] = {INT(tt_flip_attrs_t, dims_mask)};
-static const tt_attr_field_t tt_bitcast_attrs_schema[] = {INT(tt_bitcast_attrs_t, dtype),
-                                            LIST(tt_bitcast_attrs_t, dims)};
-static const tt_attr_field_t tt_iota_attrs_schema[] = {INT(tt_iota_attrs_t, dtype), INT(tt_iota_attrs_t, n),
-                                         FLOAT(tt_iota_attrs_t, start),
-                                         FLOAT(tt_iota_attrs_t, step)};
-static const tt_attr_field_t tt_rng_attrs_schema[] = {INT(tt_rng_attrs_t, op), INT(tt_rng_attrs_t, dtype),
-                                        LIST(tt_rng_attrs_t, dims), FLOAT(tt_rng_attrs_t, a),
-                                        FLOAT(tt_rng_attrs_t, b)};
-static const tt_attr_field_t tt_reduce_attrs_schema[] = {INT(tt_reduce_attrs_t, op),
-                                           INT(tt_reduce_attrs_t, dims_mask),
-                                           INT(tt_reduce_attrs_t, keepdim),
-                                           INT(tt_reduce_attrs_t, dtype)};
-static const tt_attr_field_t tt_scan_attrs_schema[] = {INT(tt_scan_attrs_t, op), INT(tt_scan_attrs_t, dim),
-                                         INT(tt_scan_attrs_t, dtype)};
-static const tt_attr_field_t tt_cumulative_attrs_schema[] = {INT(tt_cumulative_attrs_t, op),
-                                               INT(tt_cumulative_attrs_t, dim)};
-static const tt_attr_field_t tt_argsort_attrs_schema[] = {INT(tt_argsort_attrs_t, dim),
-                                            INT(tt_argsort_attrs_t, descending)};
-static const tt_attr_field_t tt_searchsorted_attrs_schema[] = {INT(tt_searchsorted_attrs_t, right),
-                                                 INT(tt_searchsorted_attrs_t, dtype)};
-static const tt_attr_field_t tt_dim_attrs_schema[] = {INT(tt_dim_attrs_t, dim)};
-static const tt_attr_field_t tt_scatter_attrs_schema[] = {INT(tt_scatter_attrs_t, dim),
-                                            INT(tt_scatter_attrs_t, reduce)};
-static const tt_attr_field_t tt_scatter_reduce_attrs_schema[] = {INT(tt_scatter_reduce_attrs_t, dim),
-                                                   INT(tt_scatter_reduce_attrs_t, reduce),
-                                                   INT(tt_scatter_reduce_attrs_t, include_self)};
-static const tt_attr_field_t tt_dot_attrs_schema[] = {INT(tt_dot_attrs_t, trans_a),
-                                        INT(tt_dot_attrs_t, trans_b)};
-static const tt_attr_field_t tt_linalg_attrs_schema[] = {INT(tt_linalg_attrs_t, op),
-                                           INTS(tt_linalg_attrs_t, flags, 3)};
-static const tt_attr_field_t tt_fft_attrs_schema[] = {INT(tt_fft_attrs_t, kind), INT(tt_fft_attrs_t, n),
-                                        FLOAT(tt_fft_attrs_t, scale)};
-static const tt_attr_field_t tt_conv2d_attrs_schema[] = {
-    INTS(tt_conv2d_attrs_t, stride, 2), INTS(tt_conv2d_attrs_t, padding, 2),
-    INTS(tt_conv2d_attrs_t, dilation, 2), INT(tt_conv2d_attrs_t, groups)};
-static const tt_attr_field_t tt_conv2d_bwd_attrs_schema[] = {
-    INTS(tt_conv2d_bwd_attrs_t, stride, 2), INTS(tt_conv2d_bwd_attrs_t, padding, 2),
-    INTS(tt_conv2d_bwd_attrs_t, dilation, 2), INT(tt_conv2d_bwd_attrs_t, groups),
-    INTS(tt_conv2d_bwd_attrs_t, out_dims, 4)};
-static const tt_attr_field_t tt_max_pool2d_attrs_schema[] = {
-    INTS(tt_max_pool2d_attrs_t, kernel, 2), INTS(tt_max_pool2d_attrs_t, stride, 2),
-    INTS(tt_max_pool2d_attrs_t, padding, 2), INTS(tt_max_pool2d_attrs_t, dilation, 2),
-    INT(tt_max_pool2d_attrs_t, ceil_mode)};
-static const tt_attr_field_t tt_avg_pool2d_attrs_schema[] = {
-    INTS(tt_avg_pool2d_attrs_t, kernel, 2), INTS(tt_avg_pool2d_attrs_t, stride, 2),
-    INTS(tt_avg_pool2d_attrs_t, padding, 2), INT(tt_avg_pool2d_attrs_t, ceil_mode),
-    INT(tt_avg_pool2d_attrs_t, count_include_pad), INT(tt_avg_pool2d_attrs_t, divisor)};
-static const tt_attr_field_t tt_avg_pool2d_bwd_attrs_schema[] = {
-    INTS(tt_avg_pool2d_bwd_attrs_t, kernel, 2), INTS(tt_avg_pool2d_bwd_attrs_t, stride, 2),
-    INTS(tt_avg_pool2d_bwd_attrs_t, padding, 2), INT(tt_avg_pool2d_bwd_attrs_t, ceil_mode),
-    INT(tt_avg_pool2d_bwd_attrs_t, count_include_pad),
-    INT(tt_avg_pool2d_bwd_attrs_t, divisor), LIST(tt_avg_pool2d_bwd_attrs_t, dims)};
-static const tt_attr_field_t tt_adaptive_avg_pool2d_attrs_schema[] = {
-    INTS(tt_adaptive_avg_pool2d_attrs_t, out_size, 2)};
-static const tt_attr_field_t tt_softmax_attrs_schema[] = {INT(tt_softmax_attrs_t, dim),
-                                            INT(tt_softmax_attrs_t, log),
-                                            INT_OPT(tt_softmax_attrs_t, packed)};
-static const tt_attr_field_t tt_softmax_bwd_attrs_schema[] = {INT(tt_softmax_bwd_attrs_t, dim),
-                                                INT(tt_softmax_bwd_attrs_t, log)};
-static const tt_attr_field_t tt_layer_norm_attrs_schema[] = {
-    INT(tt_layer_norm_attrs_t, axis), INT(tt_layer_norm_attrs_t, has_weight),
-    INT(tt_layer_norm_attrs_t, has_bias), INT(tt_layer_norm_attrs_t, form),
-    FLOAT(tt_layer_norm_attrs_t, eps)};
-static const tt_attr_field_t tt_layer_norm_bwd_attrs_schema[] = {INT(tt_layer_norm_bwd_attrs_t, axis),
-                                                   INT(tt_layer_norm_bwd_attrs_t, want_grad_x)};
-static const tt_attr_field_t tt_attention_attrs_schema[] = {
-    INT(tt_attention_attrs_t, causal), INT_OPT(tt_attention_attrs_t, lse),
-    INT_OPT_PASS(tt_attention_attrs_t, B), INT_PASS(tt_attention_attrs_t, H),
-    INT_PASS(tt_attention_attrs_t, L), INT_PASS(tt_attention_attrs_t, S),
-    INT_PASS(tt_attention_attrs_t, E), INT_PASS(tt_attention_attrs_t, Ev),
-    INTS_PASS(tt_attention_attrs_t, q_layout, 4), INTS_PASS(tt_attention_attrs_t, k_layout, 4),
-    INTS_PASS(tt_attention_attrs_t, v_layout, 4),
-    INTS_PASS(tt_attention_attrs_t, out_layout, 4), FLOAT(tt_attention_attrs_t, scale)};
-static const tt_attr_field_t tt_attention_bwd_attrs_schema[] = {
-    INT(tt_attention_bwd_attrs_t, causal), INT_OPT_PASS(tt_attention_bwd_attrs_t, B),
-    INT_PASS(tt_attention_bwd_attrs_t, H), INT_PASS(tt_attention_bwd_attrs_t, L),
-    INT_PASS(tt_attention_bwd_attrs_t, S), INT_PASS(tt_attention_bwd_attrs_t, E),
-    INT_PASS(tt_attention_bwd_attrs_t, Ev),
-    INTS_PASS(tt_attention_bwd_attrs_t, grad_out_layout, 4),
-    INTS_PASS(tt_attention_bwd_attrs_t, q_layout, 4),
-    INTS_PASS(tt_attention_bwd_attrs_t, k_layout, 4),
-    INTS_PASS(tt_attention_bwd_attrs_t, v_layout, 4),
-    INTS_PASS(tt_attention_bwd_attrs_t, grads_layout, 4),
-    FLOAT(tt_attention_bwd_attrs_t, scale)};
-static const tt_attr_field_t tt_fused_attrs_schema[] = {INT_OPT(tt_fused_attrs_t, kind),
-                                          INT(tt_fused_attrs_t, dims_mask),
-                                          INT(tt_fused_attrs_t, rank),
-                                          LIST(tt_fused_attrs_t, dims)};
-static const tt_attr_field_t tt_all_reduce_attrs_schema[] = {
-    INT(tt_all_reduce_attrs_t, reduce), INTS_RESERVED(tt_all_reduce_attrs_t, reserved, 2),
-    INT(tt_all_reduce_attrs_t, channel_id), INT(tt_all_reduce_attrs_t, group_size),
-    LIST(tt_all_reduce_attrs_t, groups)};
-static const tt_attr_field_t tt_all_gather_attrs_schema[] = {
-    INT(tt_all_gather_attrs_t, dim), INT(tt_all_gather_attrs_t, shard_count),
-    INT_RESERVED(tt_all_gather_attrs_t, reserved), INT(tt_all_gather_attrs_t, channel_id),
-    INT(tt_all_gather_attrs_t, group_size), LIST(tt_all_gather_attrs_t, groups)};
-static const tt_attr_field_t tt_reduce_scatter_attrs_schema[] = {
-    INT(tt_reduce_scatter_attrs_t, reduce), INT(tt_reduce_scatter_attrs_t, dim),
-    INT(tt_reduce_scatter_attrs_t, shard_count), INT(tt_reduce_scatter_attrs_t, channel_id),
-    INT(tt_reduce_scatter_attrs_t, group_size), LIST(tt_reduce_scatter_attrs_t, groups)};
-static const tt_attr_field_t tt_all_to_all_attrs_schema[] = {
-    INT(tt_all_to_all_attrs_t, split_dim), INT(tt_all_to_all_attrs_t, concat_dim),
-    INT(tt_all_to_all_attrs_t, split_count), INT(tt_all_to_all_attrs_t, channel_id),
-    INT(tt_all_to_all_attrs_t, group_size), LIST(tt_all_to_all_attrs_t, groups)};
-static const tt_attr_field_t tt_collective_permute_attrs_schema[] = {
-    INTS_RESERVED(tt_collective_permute_attrs_t, reserved, 3),
-    INT(tt_collective_permute_attrs_t, channel_id),
-    INT(tt_collective_permute_attrs_t, group_size),
-    LIST(tt_collective_permute_attrs_t, groups)};
-static const tt_attr_field_t tt_spmd_manual_attrs_schema[] = {LIST(tt_spmd_manual_attrs_t, spec)};
 
 /* The entries, one per row of torchtpu/ops.def (the enum's order, so an
  * op's entry is tt_op_table_[op]). */
@@ -162,10 +27,11 @@ static const tt_op_info_t tt_op_table_[] = {
 _Static_assert(sizeof(tt_op_table_) / sizeof(tt_op_table_[0]) == TT_OP_COUNT,
                "every IR op needs an op table entry");
 _Static_assert(TT_OP_PARAM == 0, "ops.def's first row is op code 0");
-_Static_assert(sizeof(tt_slice_attrs_t) <= TT_ATTRS_MAX_SIZE &&
-                   sizeof(tt_pad_attrs_t) <= TT_ATTRS_MAX_SIZE &&
-                   sizeof(tt_avg_pool2d_bwd_attrs_t) <= TT_ATTRS_MAX_SIZE,
-               "TT_ATTRS_MAX_SIZE must hold every attribute struct");
+/* Code decoding an op it does not know decodes into TT_ATTRS_MAX_SIZE bytes. */
+#define TT_OP(id, nm, lo, hi, fl, attrs, fn)                   \
+  _Static_assert(sizeof(tt_##attrs##_attrs_t) <= TT_ATTRS_MAX_SIZE, \
+                 "TT_ATTRS_MAX_SIZE must hold tt_" #attrs "_attrs_t");
+#include "torchtpu/ops.def"
 
 const tt_op_info_t *tt_op_info(tt_op_t op) {
   if ((unsigned)op >= TT_OP_COUNT || !tt_op_table_[op].name) return NULL;
