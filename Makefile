@@ -8,7 +8,7 @@ CC ?= cc
 CFLAGS_COMMON = -std=c11 -D_GNU_SOURCE -fno-trapping-math -Wall -Wextra -Werror -Iinclude -Isrc -pthread
 SAN = -fsanitize=address,undefined -fno-omit-frame-pointer
 SRCS = $(shell find src -name '*.c' | sort)
-HDRS = $(shell find include src -name '*.h')
+HDRS = $(shell find include src -name '*.h' -o -name '*.def')
 # The engine is compiled once (sanitized objects) and linked into every test;
 # compiling all of it again per test made most of the suite's time.
 OBJS = $(patsubst src/%.c,build/ctest/obj/%.o,$(SRCS))

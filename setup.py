@@ -14,7 +14,8 @@ import glob
 from setuptools import Extension, setup
 
 sources = sorted(glob.glob("src/**/*.c", recursive=True)) + sorted(glob.glob("python/torchtpu/_C/*.c"))
-headers = sorted(glob.glob("include/**/*.h", recursive=True) + glob.glob("src/**/*.h", recursive=True) +
+headers = sorted(glob.glob("include/**/*.h", recursive=True) + glob.glob("include/**/*.def", recursive=True) +
+                 glob.glob("src/**/*.h", recursive=True) +
                  glob.glob("python/torchtpu/_C/*.h"))
 
 ext = Extension(

@@ -19,101 +19,12 @@
 extern "C" {
 #endif
 
-/* The op table. Attribute conventions (iattrs = int64 list, fattrs = double
- * list) are given per op; r is the operand's rank. The numbering is part of
- * the Python binding's contract: append only. */
+/* The op codes: TT_OP_<id> for each row of torchtpu/ops.def, in its
+ * order (the numbering is part of the Python binding's contract: append
+ * only). The rows' comments give each op's operands and attributes. */
 typedef enum tt_op_e {
-  TT_OP_PARAM = 0,     /* device data input. no operands */
-  TT_OP_SCALAR,        /* runtime scalar input (0-d); value not hashed */
-  TT_OP_UNARY,         /* i: [tt_unary_op_t]  f: [alpha, beta] */
-  TT_OP_BINARY,        /* i: [tt_binary_op_t]; broadcasting */
-  TT_OP_WHERE,         /* (cond, a, b); broadcasting */
-  TT_OP_CONVERT,       /* i: [dtype] */
-  TT_OP_BROADCAST,     /* i: out dims */
-  TT_OP_RESHAPE,       /* i: out dims (numel preserved) */
-  TT_OP_IOTA,          /* i: [dtype, n]  f: [start, step] */
-  TT_OP_REDUCE,        /* i: [tt_reduce_op_t, dims_mask, keepdim, out dtype] */
-  TT_OP_SCAN,          /* i: [tt_scan_op_t, dim, out dtype] */
-  TT_OP_DOT,           /* (a, b) rank 3; i: [trans_a, trans_b] */
-  TT_OP_CONV2D,        /* (x, w); i: [s0,s1,p0,p1,d0,d1,groups] */
-  TT_OP_CONV2D_BWD_INPUT,  /* (grad_out, w); i: conv + [N,C,H,W] of x */
-  TT_OP_CONV2D_BWD_WEIGHT, /* (grad_out, x); i: conv + [O,C/g,kh,kw] of w */
-  TT_OP_MAX_POOL2D,    /* (x); i: [k0,k1,s0,s1,p0,p1,d0,d1,ceil] */
-  TT_OP_MAX_POOL2D_INDICES, /* same attrs; I64 output */
-  TT_OP_MAX_POOL2D_BWD,     /* (grad_out, indices); i: x dims */
-  TT_OP_AVG_POOL2D,    /* (x); i: [k0,k1,s0,s1,p0,p1,ceil,count_include_pad,divisor] */
-  TT_OP_AVG_POOL2D_BWD,/* (grad_out); i: avg attrs + x dims */
-  TT_OP_ADAPTIVE_AVG_POOL2D,     /* (x); i: [oh, ow] */
-  TT_OP_ADAPTIVE_AVG_POOL2D_BWD, /* (grad_out); i: x dims */
-  TT_OP_TRANSPOSE,     /* i: perm */
-  TT_OP_SLICE,         /* i: start[r], limit[r], step[r] */
-  TT_OP_SLICE_SCATTER, /* (base, src); i: start[r], limit[r], step[r] */
-  TT_OP_CONCAT,        /* (x0..xn); i: [dim] */
-  TT_OP_PAD,           /* i: lo[r], hi[r]  f: [value] */
-  TT_OP_FLIP,          /* i: [dims_mask] */
-  TT_OP_INDEX_SELECT,  /* (x, idx); i: [dim] */
-  TT_OP_INDEX_ADD,     /* (base, idx, src); i: [dim] */
-  TT_OP_GATHER,        /* (x, idx); i: [dim] */
-  TT_OP_SCATTER,       /* (base, idx, src); i: [dim, reduce] */
-  TT_OP_SOFTMAX,       /* (x[, bias]); i: [dim, log[, packed]]; a bias (one value per
-                        * element of the last dim, F32, dim the last) only from
-                        * simplify.c; packed 1 (log, F32, dim the last): the result is
-                        * [2, x...], log_softmax then softmax */
-  TT_OP_SOFTMAX_BWD,   /* (grad_out, y); i: [dim, log] */
-  TT_OP_RNG,           /* (seed scalar I64); i: [tt_rng_op_t, dtype, dims...] f: [a, b] */
-  TT_OP_FUSED,         /* (inputs...); made by the fusion pass only: see tt_fused_t */
-  /* Ops for the lowering table's extra kernels: shape inference in
-   * src/ir/infer_*.c (op_table.c names each op's), execution in
-   * the CPU backend's src/backends/cpu/exec_*.c (exec_table.c). */
-  TT_OP_ARGSORT,       /* (x); i: [dim, descending]; I64, x's shape; stable */
-  TT_OP_SEARCHSORTED,  /* (sorted, values); i: [right, out dtype]; values' shape */
-  TT_OP_SCATTER_REDUCE,/* (base, idx, src); i: [dim, tt_scatter_reduce_t, include_self] */
-  TT_OP_CUMULATIVE,    /* (x); i: [tt_cumulative_t, dim]; x's shape (I64 for *_INDEX) */
-  TT_OP_LINALG,        /* (a[, b]); i: [tt_linalg_op_t, ...]; packed results (kernels.h) */
-  TT_OP_BITCAST,       /* (x); i: [dtype, out dims...]; the bytes reinterpreted */
-  TT_OP_SPECIAL,       /* (x[, y]); i: [tt_special_op_t]; special functions, elementwise */
-  TT_OP_FFT,           /* (x); i: [tt_fft_kind_t, n]  f: [scale]; along the last dim (kernels.h) */
-  /* Collectives (src/ir/infer_collective.c): i: [a, b, c, channel_id,
-   * group_size, ids...]. The ids (num_iattrs - TT_COLLECTIVE_HEADER of
-   * them) are the replica groups, group_size ids each; none means one group
-   * of every participant. channel_id 0: no channel handle.
-   * Execution on the engine's own backend: only with one participant per
-   * group (the single-process case), where each is an identity copy. */
-  TT_OP_ALL_REDUCE,    /* (x); a: tt_reduce_op_t (SUM/PROD/MAX/MIN/ANY/ALL); x's shape */
-  TT_OP_ALL_GATHER,    /* (x); a: dim, b: shard_count; dim grows shard_count times */
-  TT_OP_REDUCE_SCATTER,/* (x); a: tt_reduce_op_t, b: dim, c: shard_count; dim / shard_count */
-  TT_OP_ALL_TO_ALL,    /* (x); a: split_dim, b: concat_dim, c: split_count */
-  TT_OP_COLLECTIVE_PERMUTE, /* (x); group_size 2: (source, target) pairs; x's shape */
-  /* Manual SPMD regions (src/ir/infer_collective.c): i: [num_tile_dims,
-   * last_tile_dim_replicate, tile dims..., num_devices, devices...] (a
-   * tiled sharding, as tt_sharding_t), then for SHARD_TO_FULL the full
-   * dims. Executed by the own backend only for a single device (a copy). */
-  TT_OP_SPMD_FULL_TO_SHARD, /* (x); x split by the sharding: each device's shard, ceil(dim / tiles) */
-  TT_OP_SPMD_SHARD_TO_FULL, /* (shard); the full tensor of the sharding (its dims follow) */
-  /* Fused scaled dot-product attention (src/kernels/attention.c). q [B, H,
-   * L, E], k [B, H, S, E], v [B, H, S, Ev] share a float dtype; mask is
-   * rank 4, broadcasting to [B, H, L, S], any float dtype. */
-  TT_OP_ATTENTION,     /* (q, k, v[, mask]); i: [causal, lse]  f: [scale]; lse 0: out
-                        * [B, H, L, Ev] in q's dtype; lse 1: logsumexp [B, H, L] F32 */
-  TT_OP_ATTENTION_BWD, /* (grad_out, q, k, v[, mask]); i: [causal]  f: [scale];
-                        * [numel(q) + numel(k) + numel(v)] in q's dtype: grad_q, grad_k
-                        * and grad_v flattened, one after another */
-  /* Both have strided forms, made only by src/passes/attention_layout.c
-   * (never recorded): the operands are the buffers q, k, v (and grad_out)
-   * are views of, i: [causal, 0, B, H, L, S, E, Ev, q, k, v, out] and
-   * [causal, B, H, L, S, E, Ev, grad_out, q, k, v, grads], each layout
-   * four values (off, sb, sh, sr) as tt_att_layout_t (kernels.h); grads
-   * is (sw, sb, sh, sr), the three gradients at offsets 0, sw, 2*sw. The
-   * results keep the shapes above; their bytes follow the layouts. */
-  TT_OP_LAYER_NORM,     /* (x[, weight][, bias]); i: [axis, has_weight, has_bias, form]
-                         * f: [eps]; F32 x normalised over dims [axis, rank) (R rows of C):
-                         * form 0: the output, x's shape, F32; 1: F32 [2R], the mean and
-                         * then the rstd of each row; 2: F32 [R*C + 2R], the output
-                         * flattened, then mean and rstd (kernels.h) */
-  TT_OP_LAYER_NORM_BWD, /* (grad_out, x, mean, rstd[, weight]); i: [axis, want_grad_x];
-                         * F32 [R*C + 2C]: grad_x (zeros unless wanted), grad_weight and
-                         * grad_bias, one after another */
-  /* New ops go here, above TT_OP_COUNT. */
+#define TT_OP(id, ...) TT_OP_##id,
+#include "torchtpu/ops.def"
   TT_OP_COUNT
 } tt_op_t;
 

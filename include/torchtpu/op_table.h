@@ -1,13 +1,16 @@
-/* The op table: one descriptor per IR op (src/ir/op_table.c).
+/* The op table: one descriptor per IR op (src/ir/op_table.c), generated
+ * from the op list torchtpu/ops.def like the tt_op_t enum itself.
  *
  * Everything the engine knows about an op that is not how to execute it
  * lives in its entry: its name, how many operands it takes, its attribute
  * schema (field names and kinds, op_attrs.h), what kind of op it is, and
- * its shape inference. Backends keep their own per-op tables (the CPU
- * backend's tier-0 executors, the StableHLO lowering), each checked against
- * TT_OP_COUNT at compile time and by tests/c/test_op_table.c at run time,
- * so an op added to the enum without an entry anywhere fails the build or
- * the tests, never a user's program.
+ * its shape inference. Backends keep their own per-op tables: the
+ * StableHLO lowering's is checked against TT_OP_COUNT at compile time, the
+ * CPU backend's executors are registered by its family files and checked
+ * when the backend prepares a graph (src/backends/cpu/exec_table.c), and
+ * tests/c/test_op_table.c checks both, so an op added to ops.def without
+ * an entry anywhere fails the build or the tests, never a user's program
+ * silently.
  *
  * Adding an op: docs/architecture.md, "Adding an op".
  */

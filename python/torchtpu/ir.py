@@ -6,7 +6,10 @@ table's schema (include/torchtpu/op_attrs.h, src/ir/op_table.c).
     ir.layer_norm(x, w, b, axis=1, has_weight=1, has_bias=1, form=0, eps=1e-5)
 
 Each builder packs its fields in the schema's storage order and records the
-op with one call into the engine. The op codes, the schema, and the kernel
+op with one call into the engine. An op without a handwritten builder here
+gets one generated from its schema at import (make_builder), so a new op
+needs no edit in this file; a handwritten one is for a friendlier
+signature (defaults, named operands). The op codes, the schema, and the kernel
 enumerations come from the extension (`_C.op_table()`, `_C.enums()`), and
 `check_against_engine()`, run at import, compares every builder here with
 the op table: a builder missing for an op, a field renamed, reordered,
@@ -335,6 +338,84 @@ def spmd_shard_to_full(x, *, spec):
 _NOT_RECORDED = {"param", "scalar", "fused"}
 # Keyword-only builder parameters that are not attribute fields.
 _NOT_FIELDS = {"device"}
+
+
+# ------------------------------------------------------- generated builders
+def make_builder(name):
+    """A builder for op `name` made from its schema alone: operands
+    positional, attribute fields keyword-only in storage order (reserved
+    and pass-only fields are not taken: stored as 0 and never recorded),
+    optional fields defaulting to None (absent: they and every int field
+    after them are not stored), ops without operands taking `device=0`.
+    Python's binding rules refuse an unknown or a missing attribute with
+    a TypeError naming it; an `ints` field of the wrong length is a
+    ValueError naming it. Installed for every recorded op without a
+    handwritten builder above, so a new op needs no edit here."""
+    code = OPS[name]
+    _name, _lo, hi, _flags, fields = _TABLE[code]
+    params = [inspect.Parameter("operands", inspect.Parameter.VAR_POSITIONAL)]
+    optional = False
+    for fname, _kind, _count, fflags in fields:
+        if fflags & (_RESERVED | _PASS_ONLY):
+            continue
+        optional = optional or bool(fflags & _OPTIONAL)
+        default = None if optional and _kind != "float" else inspect.Parameter.empty
+        params.append(inspect.Parameter(fname, inspect.Parameter.KEYWORD_ONLY, default=default))
+    if hi == 0:
+        params.append(inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, default=0))
+    sig = inspect.Signature(params)
+
+    def builder(*operands, **attrs):
+        try:
+            bound = sig.bind(*operands, **attrs)
+        except TypeError as e:
+            raise TypeError(f"{name}(): {e}") from None
+        bound.apply_defaults()
+        given = bound.arguments
+        ints, floats, absent = [], [], None
+        for fname, kind, count, fflags in fields:
+            if kind == "float":
+                floats.append(given[fname])
+                continue
+            if fflags & _PASS_ONLY:
+                absent = absent or fname  # the strided forms only passes write
+                continue
+            if fflags & _RESERVED:
+                value = (0,) * count
+            else:
+                value = given[fname]
+                if value is None:  # an optional field left out
+                    absent = absent or fname
+                    continue
+            if absent:
+                raise TypeError(f"{name}(): {fname} given without the optional {absent} "
+                                "before it")
+            if kind == "int":
+                ints.append(value)
+            elif kind == "ints":
+                value = _ints(value)
+                if len(value) != count:
+                    raise ValueError(f"{name}(): {fname} takes {count} values, got "
+                                     f"{len(value)}")
+                ints.extend(value)
+            else:
+                ints.extend(_ints(value))
+        device = (given.get("device", 0),) if hi == 0 else ()
+        return _record(code, list(operands), tuple(ints), tuple(floats), *device)
+
+    builder.__name__ = builder.__qualname__ = name
+    builder.__signature__ = sig
+    builder.__doc__ = f"The {name} op, built from its schema (torchtpu.ir.make_builder)."
+    return builder
+
+
+def _install_generated_builders(namespace):
+    for name, *_rest in _TABLE:
+        if name not in _NOT_RECORDED and name not in namespace:
+            namespace[name] = make_builder(name)
+
+
+_install_generated_builders(globals())
 
 
 def check_against_engine(namespace=None):

@@ -32,65 +32,14 @@ tt_status_t tt_infer_check_dim(int64_t dim, int32_t rank, const char *what);
  * of range for rank R" of the ops PyTorch has no message for. */
 tt_status_t tt_infer_dim_in_rank(const char *name, int64_t dim, int32_t rank);
 
-/* ---- per op ---- */
-tt_status_t tt_infer_unary(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_binary(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_where(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_convert(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_special(tt_node_t *n, const void *attrs);
-
-tt_status_t tt_infer_iota(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_rng(tt_node_t *n, const void *attrs);
-
-tt_status_t tt_infer_broadcast(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_reshape(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_transpose(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_slice(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_slice_scatter(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_concat(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_pad(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_flip(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_bitcast(tt_node_t *n, const void *attrs);
-
-tt_status_t tt_infer_index_select(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_index_add(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_gather(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_scatter(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_scatter_reduce(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_argsort(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_searchsorted(tt_node_t *n, const void *attrs);
-
-tt_status_t tt_infer_reduce(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_scan(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_cumulative(tt_node_t *n, const void *attrs);
-
-tt_status_t tt_infer_conv2d(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_conv2d_bwd(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_max_pool2d(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_max_pool2d_bwd(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_avg_pool2d(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_avg_pool2d_bwd(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_adaptive_avg_pool2d(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_adaptive_avg_pool2d_bwd(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_softmax(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_softmax_bwd(tt_node_t *n, const void *attrs);
-
-tt_status_t tt_infer_attention(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_attention_bwd(tt_node_t *n, const void *attrs);
-
-tt_status_t tt_infer_layer_norm(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_layer_norm_bwd(tt_node_t *n, const void *attrs);
-
-tt_status_t tt_infer_dot(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_linalg(tt_node_t *n, const void *attrs);
-
-tt_status_t tt_infer_fft(tt_node_t *n, const void *attrs);
-
-tt_status_t tt_infer_collective(tt_node_t *n, const void *attrs);
-tt_status_t tt_infer_spmd_manual(tt_node_t *n, const void *attrs);
-
-/* Fused instructions are made by the fusion passes on linearised graphs,
- * never recorded: TT_INTERNAL. */
-tt_status_t tt_infer_fused(tt_node_t *n, const void *attrs);
+/* ---- per op ----
+ * The infer function each row of torchtpu/ops.def names, declared from
+ * that list (ops may share one: the collectives, conv2d's backwards).
+ * Fused instructions are made by the fusion passes on linearised graphs,
+ * never recorded: tt_infer_fused returns TT_INTERNAL. */
+#define TT_OP(id, name, min_operands, max_operands, flags, attrs, infer) \
+  tt_status_t infer(tt_node_t *n, const void *attrs_struct);
+#define TT_OP_INPUT(id, name, flags) /* graph inputs have none */
+#include "torchtpu/ops.def"
 
 #endif /* TORCHTPU_IR_INFER_H_ */

@@ -1,6 +1,11 @@
-/* The op table (include/torchtpu/op_table.h): one entry per IR op, and
- * the attribute codec that reads each entry's schema. Shape inference
- * lives in the family files src/ir/infer_*.c, declared in src/ir/infer.h. */
+/* The op table (include/torchtpu/op_table.h): one entry per row of
+ * torchtpu/ops.def, and the attribute codec that reads each entry's
+ * schema. The schemas are defined here, from op_attrs.h (hence
+ * TT_OP_ATTRS_SCHEMAS before any include: every header here includes
+ * op_attrs.h). Shape inference lives in the family files
+ * src/ir/infer_*.c, declared in src/ir/infer.h. */
+#define TT_OP_ATTRS_SCHEMAS
+
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,264 +13,25 @@
 #include "ir/infer.h"
 #include "torchtpu/op_table.h"
 
-/* Schema fields: name, kind, count, flags, offset in the op's struct. */
-#define INT(S, f) {#f, TT_ATTR_INT, 1, 0, offsetof(S, f)}
-#define INT_OPT(S, f) {#f, TT_ATTR_INT, 1, TT_ATTR_OPTIONAL, offsetof(S, f)}
-#define INTS(S, f, k) {#f, TT_ATTR_INTS, k, 0, offsetof(S, f)}
-#define INTS_RESERVED(S, f, k) {#f, TT_ATTR_INTS, k, TT_ATTR_RESERVED, offsetof(S, f)}
-#define INT_RESERVED(S, f) {#f, TT_ATTR_INT, 1, TT_ATTR_RESERVED, offsetof(S, f)}
-#define INT_PASS(S, f) {#f, TT_ATTR_INT, 1, TT_ATTR_PASS_ONLY, offsetof(S, f)}
-#define INT_OPT_PASS(S, f) \
-  {#f, TT_ATTR_INT, 1, TT_ATTR_OPTIONAL | TT_ATTR_PASS_ONLY, offsetof(S, f)}
-#define INTS_PASS(S, f, k) {#f, TT_ATTR_INTS, k, TT_ATTR_PASS_ONLY, offsetof(S, f)}
-#define LIST(S, f) {#f, TT_ATTR_LIST, 1, 0, offsetof(S, f)}
-#define LIST_OPT(S, f) {#f, TT_ATTR_LIST, 1, TT_ATTR_OPTIONAL, offsetof(S, f)}
-#define FLOAT(S, f) {#f, TT_ATTR_FLOAT, 1, 0, offsetof(S, f)}
-
-static const tt_attr_field_t unary_f[] = {INT(tt_unary_attrs_t, op),
-                                          FLOAT(tt_unary_attrs_t, alpha),
-                                          FLOAT(tt_unary_attrs_t, beta)};
-static const tt_attr_field_t binary_f[] = {INT(tt_binary_attrs_t, op)};
-static const tt_attr_field_t convert_f[] = {INT(tt_convert_attrs_t, dtype)};
-static const tt_attr_field_t special_f[] = {INT(tt_special_attrs_t, op)};
-static const tt_attr_field_t dims_f[] = {LIST(tt_dims_attrs_t, dims)};
-static const tt_attr_field_t transpose_f[] = {LIST(tt_transpose_attrs_t, perm)};
-static const tt_attr_field_t slice_f[] = {LIST(tt_slice_attrs_t, start),
-                                          LIST(tt_slice_attrs_t, limit),
-                                          LIST(tt_slice_attrs_t, step)};
-static const tt_attr_field_t concat_f[] = {INT(tt_concat_attrs_t, dim)};
-static const tt_attr_field_t pad_f[] = {LIST(tt_pad_attrs_t, lo), LIST(tt_pad_attrs_t, hi),
-                                        FLOAT(tt_pad_attrs_t, value)};
-static const tt_attr_field_t flip_f[] = {INT(tt_flip_attrs_t, dims_mask)};
-static const tt_attr_field_t bitcast_f[] = {INT(tt_bitcast_attrs_t, dtype),
-                                            LIST(tt_bitcast_attrs_t, dims)};
-static const tt_attr_field_t iota_f[] = {INT(tt_iota_attrs_t, dtype), INT(tt_iota_attrs_t, n),
-                                         FLOAT(tt_iota_attrs_t, start),
-                                         FLOAT(tt_iota_attrs_t, step)};
-static const tt_attr_field_t rng_f[] = {INT(tt_rng_attrs_t, op), INT(tt_rng_attrs_t, dtype),
-                                        LIST(tt_rng_attrs_t, dims), FLOAT(tt_rng_attrs_t, a),
-                                        FLOAT(tt_rng_attrs_t, b)};
-static const tt_attr_field_t reduce_f[] = {INT(tt_reduce_attrs_t, op),
-                                           INT(tt_reduce_attrs_t, dims_mask),
-                                           INT(tt_reduce_attrs_t, keepdim),
-                                           INT(tt_reduce_attrs_t, dtype)};
-static const tt_attr_field_t scan_f[] = {INT(tt_scan_attrs_t, op), INT(tt_scan_attrs_t, dim),
-                                         INT(tt_scan_attrs_t, dtype)};
-static const tt_attr_field_t cumulative_f[] = {INT(tt_cumulative_attrs_t, op),
-                                               INT(tt_cumulative_attrs_t, dim)};
-static const tt_attr_field_t argsort_f[] = {INT(tt_argsort_attrs_t, dim),
-                                            INT(tt_argsort_attrs_t, descending)};
-static const tt_attr_field_t searchsorted_f[] = {INT(tt_searchsorted_attrs_t, right),
-                                                 INT(tt_searchsorted_attrs_t, dtype)};
-static const tt_attr_field_t dim_f[] = {INT(tt_dim_attrs_t, dim)};
-static const tt_attr_field_t scatter_f[] = {INT(tt_scatter_attrs_t, dim),
-                                            INT(tt_scatter_attrs_t, reduce)};
-static const tt_attr_field_t scatter_reduce_f[] = {INT(tt_scatter_reduce_attrs_t, dim),
-                                                   INT(tt_scatter_reduce_attrs_t, reduce),
-                                                   INT(tt_scatter_reduce_attrs_t, include_self)};
-static const tt_attr_field_t dot_f[] = {INT(tt_dot_attrs_t, trans_a),
-                                        INT(tt_dot_attrs_t, trans_b)};
-static const tt_attr_field_t linalg_f[] = {INT(tt_linalg_attrs_t, op),
-                                           INTS(tt_linalg_attrs_t, flags, 3)};
-static const tt_attr_field_t fft_f[] = {INT(tt_fft_attrs_t, kind), INT(tt_fft_attrs_t, n),
-                                        FLOAT(tt_fft_attrs_t, scale)};
-static const tt_attr_field_t conv2d_f[] = {
-    INTS(tt_conv2d_attrs_t, stride, 2), INTS(tt_conv2d_attrs_t, padding, 2),
-    INTS(tt_conv2d_attrs_t, dilation, 2), INT(tt_conv2d_attrs_t, groups)};
-static const tt_attr_field_t conv2d_bwd_f[] = {
-    INTS(tt_conv2d_bwd_attrs_t, stride, 2), INTS(tt_conv2d_bwd_attrs_t, padding, 2),
-    INTS(tt_conv2d_bwd_attrs_t, dilation, 2), INT(tt_conv2d_bwd_attrs_t, groups),
-    INTS(tt_conv2d_bwd_attrs_t, out_dims, 4)};
-static const tt_attr_field_t max_pool2d_f[] = {
-    INTS(tt_max_pool2d_attrs_t, kernel, 2), INTS(tt_max_pool2d_attrs_t, stride, 2),
-    INTS(tt_max_pool2d_attrs_t, padding, 2), INTS(tt_max_pool2d_attrs_t, dilation, 2),
-    INT(tt_max_pool2d_attrs_t, ceil_mode)};
-static const tt_attr_field_t avg_pool2d_f[] = {
-    INTS(tt_avg_pool2d_attrs_t, kernel, 2), INTS(tt_avg_pool2d_attrs_t, stride, 2),
-    INTS(tt_avg_pool2d_attrs_t, padding, 2), INT(tt_avg_pool2d_attrs_t, ceil_mode),
-    INT(tt_avg_pool2d_attrs_t, count_include_pad), INT(tt_avg_pool2d_attrs_t, divisor)};
-static const tt_attr_field_t avg_pool2d_bwd_f[] = {
-    INTS(tt_avg_pool2d_bwd_attrs_t, kernel, 2), INTS(tt_avg_pool2d_bwd_attrs_t, stride, 2),
-    INTS(tt_avg_pool2d_bwd_attrs_t, padding, 2), INT(tt_avg_pool2d_bwd_attrs_t, ceil_mode),
-    INT(tt_avg_pool2d_bwd_attrs_t, count_include_pad),
-    INT(tt_avg_pool2d_bwd_attrs_t, divisor), LIST(tt_avg_pool2d_bwd_attrs_t, dims)};
-static const tt_attr_field_t adaptive_avg_pool2d_f[] = {
-    INTS(tt_adaptive_avg_pool2d_attrs_t, out_size, 2)};
-static const tt_attr_field_t softmax_f[] = {INT(tt_softmax_attrs_t, dim),
-                                            INT(tt_softmax_attrs_t, log),
-                                            INT_OPT(tt_softmax_attrs_t, packed)};
-static const tt_attr_field_t softmax_bwd_f[] = {INT(tt_softmax_bwd_attrs_t, dim),
-                                                INT(tt_softmax_bwd_attrs_t, log)};
-static const tt_attr_field_t layer_norm_f[] = {
-    INT(tt_layer_norm_attrs_t, axis), INT(tt_layer_norm_attrs_t, has_weight),
-    INT(tt_layer_norm_attrs_t, has_bias), INT(tt_layer_norm_attrs_t, form),
-    FLOAT(tt_layer_norm_attrs_t, eps)};
-static const tt_attr_field_t layer_norm_bwd_f[] = {INT(tt_layer_norm_bwd_attrs_t, axis),
-                                                   INT(tt_layer_norm_bwd_attrs_t, want_grad_x)};
-static const tt_attr_field_t attention_f[] = {
-    INT(tt_attention_attrs_t, causal), INT_OPT(tt_attention_attrs_t, lse),
-    INT_OPT_PASS(tt_attention_attrs_t, B), INT_PASS(tt_attention_attrs_t, H),
-    INT_PASS(tt_attention_attrs_t, L), INT_PASS(tt_attention_attrs_t, S),
-    INT_PASS(tt_attention_attrs_t, E), INT_PASS(tt_attention_attrs_t, Ev),
-    INTS_PASS(tt_attention_attrs_t, q_layout, 4), INTS_PASS(tt_attention_attrs_t, k_layout, 4),
-    INTS_PASS(tt_attention_attrs_t, v_layout, 4),
-    INTS_PASS(tt_attention_attrs_t, out_layout, 4), FLOAT(tt_attention_attrs_t, scale)};
-static const tt_attr_field_t attention_bwd_f[] = {
-    INT(tt_attention_bwd_attrs_t, causal), INT_OPT_PASS(tt_attention_bwd_attrs_t, B),
-    INT_PASS(tt_attention_bwd_attrs_t, H), INT_PASS(tt_attention_bwd_attrs_t, L),
-    INT_PASS(tt_attention_bwd_attrs_t, S), INT_PASS(tt_attention_bwd_attrs_t, E),
-    INT_PASS(tt_attention_bwd_attrs_t, Ev),
-    INTS_PASS(tt_attention_bwd_attrs_t, grad_out_layout, 4),
-    INTS_PASS(tt_attention_bwd_attrs_t, q_layout, 4),
-    INTS_PASS(tt_attention_bwd_attrs_t, k_layout, 4),
-    INTS_PASS(tt_attention_bwd_attrs_t, v_layout, 4),
-    INTS_PASS(tt_attention_bwd_attrs_t, grads_layout, 4),
-    FLOAT(tt_attention_bwd_attrs_t, scale)};
-static const tt_attr_field_t fused_f[] = {INT_OPT(tt_fused_attrs_t, kind),
-                                          INT(tt_fused_attrs_t, dims_mask),
-                                          INT(tt_fused_attrs_t, rank),
-                                          LIST(tt_fused_attrs_t, dims)};
-static const tt_attr_field_t all_reduce_f[] = {
-    INT(tt_all_reduce_attrs_t, reduce), INTS_RESERVED(tt_all_reduce_attrs_t, reserved, 2),
-    INT(tt_all_reduce_attrs_t, channel_id), INT(tt_all_reduce_attrs_t, group_size),
-    LIST(tt_all_reduce_attrs_t, groups)};
-static const tt_attr_field_t all_gather_f[] = {
-    INT(tt_all_gather_attrs_t, dim), INT(tt_all_gather_attrs_t, shard_count),
-    INT_RESERVED(tt_all_gather_attrs_t, reserved), INT(tt_all_gather_attrs_t, channel_id),
-    INT(tt_all_gather_attrs_t, group_size), LIST(tt_all_gather_attrs_t, groups)};
-static const tt_attr_field_t reduce_scatter_f[] = {
-    INT(tt_reduce_scatter_attrs_t, reduce), INT(tt_reduce_scatter_attrs_t, dim),
-    INT(tt_reduce_scatter_attrs_t, shard_count), INT(tt_reduce_scatter_attrs_t, channel_id),
-    INT(tt_reduce_scatter_attrs_t, group_size), LIST(tt_reduce_scatter_attrs_t, groups)};
-static const tt_attr_field_t all_to_all_f[] = {
-    INT(tt_all_to_all_attrs_t, split_dim), INT(tt_all_to_all_attrs_t, concat_dim),
-    INT(tt_all_to_all_attrs_t, split_count), INT(tt_all_to_all_attrs_t, channel_id),
-    INT(tt_all_to_all_attrs_t, group_size), LIST(tt_all_to_all_attrs_t, groups)};
-static const tt_attr_field_t collective_permute_f[] = {
-    INTS_RESERVED(tt_collective_permute_attrs_t, reserved, 3),
-    INT(tt_collective_permute_attrs_t, channel_id),
-    INT(tt_collective_permute_attrs_t, group_size),
-    LIST(tt_collective_permute_attrs_t, groups)};
-static const tt_attr_field_t spmd_manual_f[] = {LIST(tt_spmd_manual_attrs_t, spec)};
-
-/* An entry: name, operand range, flags, schema, attribute struct, infer. */
-#define ENTRY(nm, lo, hi, fl, fields, S, fn) \
-  {nm, lo, hi, fl, fields, (int32_t)(sizeof(fields) / sizeof(fields[0])), sizeof(S), fn, NULL}
-#define ENTRY0(nm, lo, hi, fl, fn) {nm, lo, hi, fl, NULL, 0, sizeof(tt_no_attrs_t), fn, NULL}
-
-enum {
-  EW = TT_OPF_ELEMENTWISE,
-  MOVE = TT_OPF_MOVEMENT,
-  CPLX = TT_OPF_COMPLEX_OK,
-  FUSE = TT_OPF_FUSIBLE,
-  COLL = TT_OPF_COLLECTIVE,
-};
-
+/* The entries, one per row of torchtpu/ops.def (the enum's order, so an
+ * op's entry is tt_op_table_[op]). */
+#define TT_OP(id, nm, lo, hi, fl, attrs, fn)                                             \
+  [TT_OP_##id] = {nm, lo, hi, fl, tt_##attrs##_attrs_schema,                              \
+                  (int32_t)(sizeof(tt_##attrs##_attrs_schema) / sizeof(tt_attr_field_t)), \
+                  sizeof(tt_##attrs##_attrs_t), fn, NULL},
+#define TT_OP_NO_ATTRS(id, nm, lo, hi, fl, fn) \
+  [TT_OP_##id] = {nm, lo, hi, fl, NULL, 0, sizeof(tt_no_attrs_t), fn, NULL},
 static const tt_op_info_t tt_op_table_[] = {
-    [TT_OP_PARAM] = ENTRY0("param", 0, 0, TT_OPF_INPUT | CPLX, NULL),
-    [TT_OP_SCALAR] = ENTRY0("scalar", 0, 0, TT_OPF_INPUT, NULL),
-    [TT_OP_UNARY] = ENTRY("unary", 1, 1, EW | FUSE, unary_f, tt_unary_attrs_t, tt_infer_unary),
-    [TT_OP_BINARY] =
-        ENTRY("binary", 2, 2, EW | FUSE, binary_f, tt_binary_attrs_t, tt_infer_binary),
-    [TT_OP_WHERE] = ENTRY0("where", 3, 3, EW | FUSE, tt_infer_where),
-    [TT_OP_CONVERT] =
-        ENTRY("convert", 1, 1, EW | FUSE, convert_f, tt_convert_attrs_t, tt_infer_convert),
-    [TT_OP_BROADCAST] =
-        ENTRY("broadcast", 1, 1, MOVE | CPLX, dims_f, tt_dims_attrs_t, tt_infer_broadcast),
-    [TT_OP_RESHAPE] =
-        ENTRY("reshape", 1, 1, MOVE | CPLX, dims_f, tt_dims_attrs_t, tt_infer_reshape),
-    [TT_OP_IOTA] = ENTRY("iota", 0, 0, 0, iota_f, tt_iota_attrs_t, tt_infer_iota),
-    [TT_OP_REDUCE] = ENTRY("reduce", 1, 1, 0, reduce_f, tt_reduce_attrs_t, tt_infer_reduce),
-    [TT_OP_SCAN] = ENTRY("scan", 1, 1, 0, scan_f, tt_scan_attrs_t, tt_infer_scan),
-    [TT_OP_DOT] = ENTRY("dot", 2, 2, 0, dot_f, tt_dot_attrs_t, tt_infer_dot),
-    [TT_OP_CONV2D] = ENTRY("conv2d", 2, 2, 0, conv2d_f, tt_conv2d_attrs_t, tt_infer_conv2d),
-    [TT_OP_CONV2D_BWD_INPUT] = ENTRY("conv2d_bwd_input", 2, 2, 0, conv2d_bwd_f,
-                                     tt_conv2d_bwd_attrs_t, tt_infer_conv2d_bwd),
-    [TT_OP_CONV2D_BWD_WEIGHT] = ENTRY("conv2d_bwd_weight", 2, 2, 0, conv2d_bwd_f,
-                                      tt_conv2d_bwd_attrs_t, tt_infer_conv2d_bwd),
-    [TT_OP_MAX_POOL2D] = ENTRY("max_pool2d", 1, 1, 0, max_pool2d_f, tt_max_pool2d_attrs_t,
-                               tt_infer_max_pool2d),
-    [TT_OP_MAX_POOL2D_INDICES] = ENTRY("max_pool2d_indices", 1, 1, 0, max_pool2d_f,
-                                       tt_max_pool2d_attrs_t, tt_infer_max_pool2d),
-    [TT_OP_MAX_POOL2D_BWD] = ENTRY("max_pool2d_bwd", 2, 2, 0, dims_f, tt_dims_attrs_t,
-                                   tt_infer_max_pool2d_bwd),
-    [TT_OP_AVG_POOL2D] = ENTRY("avg_pool2d", 1, 1, 0, avg_pool2d_f, tt_avg_pool2d_attrs_t,
-                               tt_infer_avg_pool2d),
-    [TT_OP_AVG_POOL2D_BWD] = ENTRY("avg_pool2d_bwd", 1, 1, 0, avg_pool2d_bwd_f,
-                                   tt_avg_pool2d_bwd_attrs_t, tt_infer_avg_pool2d_bwd),
-    [TT_OP_ADAPTIVE_AVG_POOL2D] =
-        ENTRY("adaptive_avg_pool2d", 1, 1, 0, adaptive_avg_pool2d_f,
-              tt_adaptive_avg_pool2d_attrs_t, tt_infer_adaptive_avg_pool2d),
-    [TT_OP_ADAPTIVE_AVG_POOL2D_BWD] = ENTRY("adaptive_avg_pool2d_bwd", 1, 1, 0, dims_f,
-                                            tt_dims_attrs_t, tt_infer_adaptive_avg_pool2d_bwd),
-    [TT_OP_TRANSPOSE] = ENTRY("transpose", 1, 1, MOVE | CPLX, transpose_f,
-                              tt_transpose_attrs_t, tt_infer_transpose),
-    [TT_OP_SLICE] = ENTRY("slice", 1, 1, MOVE | CPLX, slice_f, tt_slice_attrs_t, tt_infer_slice),
-    [TT_OP_SLICE_SCATTER] = ENTRY("slice_scatter", 2, 2, MOVE | CPLX, slice_f, tt_slice_attrs_t,
-                                  tt_infer_slice_scatter),
-    /* No operands is refused by tt_infer_concat, with PyTorch's message. */
-    [TT_OP_CONCAT] =
-        ENTRY("concat", 0, -1, MOVE | CPLX, concat_f, tt_concat_attrs_t, tt_infer_concat),
-    [TT_OP_PAD] = ENTRY("pad", 1, 1, MOVE, pad_f, tt_pad_attrs_t, tt_infer_pad),
-    [TT_OP_FLIP] = ENTRY("flip", 1, 1, MOVE | CPLX, flip_f, tt_flip_attrs_t, tt_infer_flip),
-    [TT_OP_INDEX_SELECT] =
-        ENTRY("index_select", 2, 2, CPLX, dim_f, tt_dim_attrs_t, tt_infer_index_select),
-    [TT_OP_INDEX_ADD] = ENTRY("index_add", 3, 3, 0, dim_f, tt_dim_attrs_t, tt_infer_index_add),
-    [TT_OP_GATHER] = ENTRY("gather", 2, 2, 0, dim_f, tt_dim_attrs_t, tt_infer_gather),
-    [TT_OP_SCATTER] =
-        ENTRY("scatter", 3, 3, 0, scatter_f, tt_scatter_attrs_t, tt_infer_scatter),
-    [TT_OP_SOFTMAX] =
-        ENTRY("softmax", 1, 1, 0, softmax_f, tt_softmax_attrs_t, tt_infer_softmax),
-    [TT_OP_SOFTMAX_BWD] = ENTRY("softmax_bwd", 2, 2, 0, softmax_bwd_f, tt_softmax_bwd_attrs_t,
-                                tt_infer_softmax_bwd),
-    [TT_OP_RNG] = ENTRY("rng", 1, 1, TT_OPF_RANDOM, rng_f, tt_rng_attrs_t, tt_infer_rng),
-    [TT_OP_FUSED] = ENTRY("fused", 0, -1, 0, fused_f, tt_fused_attrs_t, tt_infer_fused),
-    [TT_OP_ARGSORT] =
-        ENTRY("argsort", 1, 1, 0, argsort_f, tt_argsort_attrs_t, tt_infer_argsort),
-    [TT_OP_SEARCHSORTED] = ENTRY("searchsorted", 2, 2, 0, searchsorted_f,
-                                 tt_searchsorted_attrs_t, tt_infer_searchsorted),
-    [TT_OP_SCATTER_REDUCE] = ENTRY("scatter_reduce", 3, 3, 0, scatter_reduce_f,
-                                   tt_scatter_reduce_attrs_t, tt_infer_scatter_reduce),
-    [TT_OP_CUMULATIVE] = ENTRY("cumulative", 1, 1, 0, cumulative_f, tt_cumulative_attrs_t,
-                               tt_infer_cumulative),
-    [TT_OP_LINALG] = ENTRY("linalg", 1, 3, 0, linalg_f, tt_linalg_attrs_t, tt_infer_linalg),
-    [TT_OP_BITCAST] =
-        ENTRY("bitcast", 1, 1, MOVE | CPLX, bitcast_f, tt_bitcast_attrs_t, tt_infer_bitcast),
-    [TT_OP_SPECIAL] =
-        ENTRY("special", 2, 2, EW, special_f, tt_special_attrs_t, tt_infer_special),
-    [TT_OP_FFT] = ENTRY("fft", 1, 1, CPLX, fft_f, tt_fft_attrs_t, tt_infer_fft),
-    [TT_OP_ALL_REDUCE] = ENTRY("all_reduce", 1, 1, COLL, all_reduce_f, tt_all_reduce_attrs_t,
-                               tt_infer_collective),
-    [TT_OP_ALL_GATHER] = ENTRY("all_gather", 1, 1, COLL, all_gather_f, tt_all_gather_attrs_t,
-                               tt_infer_collective),
-    [TT_OP_REDUCE_SCATTER] = ENTRY("reduce_scatter", 1, 1, COLL, reduce_scatter_f,
-                                   tt_reduce_scatter_attrs_t, tt_infer_collective),
-    [TT_OP_ALL_TO_ALL] = ENTRY("all_to_all", 1, 1, COLL, all_to_all_f, tt_all_to_all_attrs_t,
-                               tt_infer_collective),
-    [TT_OP_COLLECTIVE_PERMUTE] =
-        ENTRY("collective_permute", 1, 1, COLL, collective_permute_f,
-              tt_collective_permute_attrs_t, tt_infer_collective),
-    [TT_OP_SPMD_FULL_TO_SHARD] =
-        ENTRY("spmd_full_to_shard", 1, 1, TT_OPF_SPMD_MANUAL, spmd_manual_f,
-              tt_spmd_manual_attrs_t, tt_infer_spmd_manual),
-    [TT_OP_SPMD_SHARD_TO_FULL] =
-        ENTRY("spmd_shard_to_full", 1, 1, TT_OPF_SPMD_MANUAL, spmd_manual_f,
-              tt_spmd_manual_attrs_t, tt_infer_spmd_manual),
-    [TT_OP_ATTENTION] = ENTRY("attention", 3, 4, 0, attention_f, tt_attention_attrs_t,
-                              tt_infer_attention),
-    [TT_OP_ATTENTION_BWD] = ENTRY("attention_bwd", 4, 5, 0, attention_bwd_f,
-                                  tt_attention_bwd_attrs_t, tt_infer_attention_bwd),
-    [TT_OP_LAYER_NORM] = ENTRY("layer_norm", 1, 3, 0, layer_norm_f, tt_layer_norm_attrs_t,
-                               tt_infer_layer_norm),
-    [TT_OP_LAYER_NORM_BWD] = ENTRY("layer_norm_bwd", 4, 5, 0, layer_norm_bwd_f,
-                                   tt_layer_norm_bwd_attrs_t, tt_infer_layer_norm_bwd),
+#include "torchtpu/ops.def"
 };
 _Static_assert(sizeof(tt_op_table_) / sizeof(tt_op_table_[0]) == TT_OP_COUNT,
                "every IR op needs an op table entry");
-_Static_assert(sizeof(tt_slice_attrs_t) <= TT_ATTRS_MAX_SIZE &&
-                   sizeof(tt_pad_attrs_t) <= TT_ATTRS_MAX_SIZE &&
-                   sizeof(tt_avg_pool2d_bwd_attrs_t) <= TT_ATTRS_MAX_SIZE,
-               "TT_ATTRS_MAX_SIZE must hold every attribute struct");
+_Static_assert(TT_OP_PARAM == 0, "ops.def's first row is op code 0");
+/* Code decoding an op it does not know decodes into TT_ATTRS_MAX_SIZE bytes. */
+#define TT_OP(id, nm, lo, hi, fl, attrs, fn)                   \
+  _Static_assert(sizeof(tt_##attrs##_attrs_t) <= TT_ATTRS_MAX_SIZE, \
+                 "TT_ATTRS_MAX_SIZE must hold tt_" #attrs "_attrs_t");
+#include "torchtpu/ops.def"
 
 const tt_op_info_t *tt_op_info(tt_op_t op) {
   if ((unsigned)op >= TT_OP_COUNT || !tt_op_table_[op].name) return NULL;

@@ -1,7 +1,9 @@
 /* The op table and its per-backend companions: every op has an entry with
  * a name, an operand range, an attribute schema that fits its struct and
  * (but graph inputs) a shape inference; every op has a StableHLO lowering
- * and every op but the graph inputs a CPU tier-0 executor. The attribute
+ * and every op but the graph inputs exactly one CPU tier-0 executor
+ * registered (and the registration check names an op registered twice,
+ * missing, or a graph input registered). The attribute
  * codec: round trips, storage order, optional fields, floats, and the
  * layouts it refuses. Node creation: the operand range and attribute
  * layout checks that come from the table, and the complex-dtype rule. */
@@ -46,6 +48,8 @@ static size_t field_size(const tt_attr_field_t *f) {
   } while (0)
 
 static void test_entries(void) {
+  /* An op without an executor (or with two) fails here, naming it. */
+  CHECK_OK(tt_cpu_exec_table_check());
   CHECK(tt_op_info((tt_op_t)TT_OP_COUNT) == NULL);
   CHECK(tt_op_info((tt_op_t)-1) == NULL);
   CHECK(strcmp(tt_op_name((tt_op_t)TT_OP_COUNT), "?") == 0);
@@ -85,12 +89,67 @@ static void test_entries(void) {
     CHECK_OP(op, floats <= TT_MAX_FATTRS);
     /* The backends' tables. */
     CHECK_OP(op, tt_stablehlo_op_lowering((tt_op_t)op) != NULL);
+    CHECK_OP(op, input ? tt_cpu_executor((tt_op_t)op) == NULL : 1);
     if (!input) CHECK_OP(op, tt_cpu_executor((tt_op_t)op) != NULL);
   }
   CHECK(tt_op_has_flag(TT_OP_PARAM, TT_OPF_INPUT));
   CHECK(tt_op_has_flag(TT_OP_ALL_GATHER, TT_OPF_COLLECTIVE));
   CHECK(!tt_op_has_flag(TT_OP_DOT, TT_OPF_COLLECTIVE));
   CHECK(!tt_op_has_flag((tt_op_t)TT_OP_COUNT, TT_OPF_INPUT));
+}
+
+static tt_status_t dummy_exec(const tt_cpu_exec_t *c, tt_view_t *out) {
+  (void)c;
+  (void)out;
+  return NULL;
+}
+
+/* The registration check on lists made here: the backend's own lists
+ * build the backend's table; one more row for conv2d, the lists without
+ * the family that registers conv2d, and a row for a graph input are each
+ * refused, naming the op. */
+static void test_cpu_exec_registrations(void) {
+  tt_cpu_exec_fn table[TT_OP_COUNT];
+  const tt_cpu_exec_row_t *lists[32];
+  int n = 0, conv_family = -1;
+  for (; tt_cpu_exec_families[n]; ++n) {
+    lists[n] = tt_cpu_exec_families[n];
+    for (const tt_cpu_exec_row_t *r = lists[n]; r->fn; ++r)
+      if (r->op == TT_OP_CONV2D) conv_family = n;
+  }
+  CHECK(n > 0 && n < 30 && conv_family >= 0);
+  if (n <= 0 || n >= 30 || conv_family < 0) return;
+  lists[n] = NULL;
+  CHECK_OK(tt_cpu_exec_table_build(lists, table));
+  for (int op = 0; op < TT_OP_COUNT; ++op)
+    CHECK_OP(op, table[op] == tt_cpu_executor((tt_op_t)op));
+
+  const tt_cpu_exec_row_t twice[] = {{TT_OP_CONV2D, dummy_exec}, TT_CPU_EXEC_ROWS_END};
+  lists[n] = twice;
+  lists[n + 1] = NULL;
+  check_error(tt_cpu_exec_table_build(lists, table), TT_INTERNAL,
+              "op conv2d has two executors registered");
+
+  const tt_cpu_exec_row_t input[] = {{TT_OP_PARAM, dummy_exec}, TT_CPU_EXEC_ROWS_END};
+  lists[n] = input;
+  check_error(tt_cpu_exec_table_build(lists, table), TT_INTERNAL,
+              "op param is a graph input and takes no executor");
+
+  const tt_cpu_exec_row_t no_fn[] = {{TT_OP_DOT, NULL}, TT_CPU_EXEC_ROWS_END};
+  lists[n] = no_fn;
+  check_error(tt_cpu_exec_table_build(lists, table), TT_INTERNAL, "(dot) has no executor function");
+
+  /* Without conv2d's family: the first op left without one is named, the
+   * family's lowest op (others' ops are all registered). */
+  int m = 0, lowest = TT_OP_COUNT;
+  for (int f = 0; f < n; ++f)
+    if (f != conv_family) lists[m++] = tt_cpu_exec_families[f];
+  lists[m] = NULL;
+  for (const tt_cpu_exec_row_t *r = tt_cpu_exec_families[conv_family]; r->fn; ++r)
+    if ((int)r->op < lowest) lowest = (int)r->op;
+  char want[96];
+  snprintf(want, sizeof want, "op %s has no executor registered", tt_op_name((tt_op_t)lowest));
+  check_error(tt_cpu_exec_table_build(lists, table), TT_INTERNAL, want);
 }
 
 /* Fixed fields: every value in storage order, and back. */
@@ -325,6 +384,7 @@ static void test_node_create(void) {
 
 int main(void) {
   test_entries();
+  test_cpu_exec_registrations();
   test_codec_fixed();
   test_codec_lists();
   test_codec_optional();

@@ -179,3 +179,67 @@ def test_manual_sharding_spec_is_encoded_by_the_builder():
         ir.spmd_full_to_shard(h, spec=spec.encode())
     with pytest.raises(ValueError, match="spmd_full_to_shard takes no full_dims"):
         ir.spmd_full_to_shard(h, spec=spec._replace(full_dims=(4, 6)))
+
+
+def _handles(*tensors):
+    import torch_xla  # noqa: F401 - starts the runtime
+
+    return [bridge.handle_of(t.to("xla")) for t in tensors]
+
+
+def _dump(*handles):
+    return _C.graph_dump(list(handles))
+
+
+def test_generated_builders_record_what_the_handwritten_ones_do():
+    x, w, b = _handles(torch.arange(24, dtype=torch.float32).reshape(2, 3, 4),
+                       torch.ones(4), torch.zeros(4))
+    q, k, v = _handles(*(torch.randn(1, 2, 3, 4) for _ in range(3)))
+    cases = [
+        ("slice", (x,), dict(start=[0, 1, 0], limit=[2, 3, 4], step=[1, 1, 2])),
+        ("layer_norm", (x, w, b), dict(axis=2, has_weight=1, has_bias=1, form=0, eps=1e-5)),
+        ("softmax", (x,), dict(dim=2, log=0)),  # optional `packed` left out
+        ("softmax", (x,), dict(dim=2, log=1, packed=0)),
+        ("all_reduce", (x,), dict(reduce=0, channel_id=0, group_size=1, groups=[0])),  # reserved
+        ("attention", (q, k, v), dict(causal=1, scale=0.5)),  # pass-only fields not taken
+        ("attention", (q, k, v), dict(causal=0, lse=1, scale=0.5)),
+        ("iota", (), dict(dtype=_C.enums()["dtype"]["float32"], n=5, start=1.0, step=2.0)),
+        ("unary", (x,), dict(op=_C.enums()["unary"]["leaky_relu"], alpha=0.1, beta=0.0)),
+    ]
+    for name, operands, attrs in cases:
+        made = ir.make_builder(name)(*operands, **attrs)
+        hand = getattr(ir, name)(*operands, **attrs)
+        assert list(made.shape) == list(hand.shape), name
+        assert _dump(made) == _dump(hand), (name, attrs)
+    # The dump shows attributes: a different value makes a different graph.
+    other = ir.make_builder("slice")(x, start=[0, 0, 0], limit=[2, 3, 4], step=[1, 1, 2])
+    assert _dump(other) != _dump(ir.slice(x, start=[0, 1, 0], limit=[2, 3, 4], step=[1, 1, 2]))
+
+
+def test_generated_builder_refuses_bad_attributes_by_name():
+    (x,) = _handles(torch.zeros(2, 3, 4))
+    make = ir.make_builder("slice")
+    with pytest.raises(TypeError, match="slice\\(\\): missing a required argument: 'step'"):
+        make(x, start=[0, 0, 0], limit=[2, 3, 4])
+    with pytest.raises(TypeError, match="unexpected keyword argument 'stride'"):
+        make(x, start=[0, 0, 0], limit=[2, 3, 4], step=[1, 1, 1], stride=[1, 1, 1])
+    with pytest.raises(ValueError, match="conv2d\\(\\): stride takes 2 values, got 3"):
+        ir.make_builder("conv2d")(x, x, stride=[1, 1, 1], padding=[0, 0], dilation=[1, 1],
+                                  groups=1)
+    with pytest.raises(TypeError, match="attention\\(\\): missing a required argument: 'scale'"):
+        ir.make_builder("attention")(x, x, x, causal=0)
+
+
+def test_every_recorded_op_gets_a_generated_builder_the_check_accepts():
+    ns = {}
+    ir._install_generated_builders(ns)
+    recorded = [e[0] for e in TABLE if e[0] not in ("param", "scalar", "fused")]
+    assert sorted(ns) == sorted(recorded)
+    # Without any handwritten builder the import check still passes: a new
+    # op in the engine's table needs no edit in torchtpu/ir.py.
+    assert ir.check_against_engine(ns) == []
+    sig = inspect.signature(ns["softmax"])
+    assert [(p.name, p.default) for p in sig.parameters.values()
+            if p.kind == p.KEYWORD_ONLY] == [("dim", inspect.Parameter.empty),
+                                             ("log", inspect.Parameter.empty),
+                                             ("packed", None)]

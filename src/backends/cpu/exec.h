@@ -1,9 +1,12 @@
-/* The CPU backend's tier-0 executors: one function per IR op, in a table
- * indexed by tt_op_t (exec_table.c, checked against TT_OP_COUNT at compile
- * time; tests/c/test_op_table.c checks every op has one). Each family of
- * ops has its file: exec_elementwise.c, exec_movement.c, exec_index.c,
+/* The CPU backend's tier-0 executors: one function per IR op. Each family
+ * of ops has its file (exec_elementwise.c, exec_movement.c, exec_index.c,
  * exec_reduce.c, exec_linalg.c, exec_nn.c, exec_norm.c, exec_attention.c,
- * exec_collective.c, exec_fused.c.
+ * exec_collective.c, exec_fused.c), holding its executors (static) and
+ * ending with its registrations, tt_cpu_exec_rows_<family>: which op runs
+ * with which executor. exec_table.c builds the table indexed by tt_op_t
+ * from those lists once, checking that every op but the graph inputs has
+ * exactly one; the backend's prepare refuses to run while one has none or
+ * two, naming it (tests/c/test_op_table.c checks the registrations).
  *
  * An executor runs one instruction into out, whose memory the executor
  * walk (execute.c) has placed; it reads its operands' views and its
@@ -32,62 +35,37 @@ typedef struct tt_cpu_exec_s {
 
 typedef tt_status_t (*tt_cpu_exec_fn)(const tt_cpu_exec_t *c, tt_view_t *out);
 
-/* The executor of op, or NULL when the CPU backend has none: graph inputs
- * (TT_OPF_INPUT ops, bound by the walk itself) and ops not in the table. */
-tt_cpu_exec_fn tt_cpu_executor(tt_op_t op);
+/* One registration: op runs with fn. */
+typedef struct tt_cpu_exec_row_s {
+  tt_op_t op;
+  tt_cpu_exec_fn fn;
+} tt_cpu_exec_row_t;
 
-/* ---- the executors, by family ---- */
-/* exec_elementwise.c */
-tt_status_t tt_cpu_exec_unary(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_binary(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_where(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_convert(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_special(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_iota(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_rng(const tt_cpu_exec_t *c, tt_view_t *out);
-/* exec_movement.c */
-tt_status_t tt_cpu_exec_broadcast(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_copy(const tt_cpu_exec_t *c, tt_view_t *out); /* reshape, bitcast */
-tt_status_t tt_cpu_exec_transpose(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_slice(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_slice_scatter(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_concat(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_pad(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_flip(const tt_cpu_exec_t *c, tt_view_t *out);
-/* exec_index.c */
-tt_status_t tt_cpu_exec_index_select(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_index_add(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_gather(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_scatter(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_scatter_reduce(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_argsort(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_searchsorted(const tt_cpu_exec_t *c, tt_view_t *out);
-/* exec_reduce.c */
-tt_status_t tt_cpu_exec_reduce(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_scan(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_cumulative(const tt_cpu_exec_t *c, tt_view_t *out);
-/* exec_linalg.c */
-tt_status_t tt_cpu_exec_dot(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_linalg(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_fft(const tt_cpu_exec_t *c, tt_view_t *out);
-/* exec_nn.c: convolutions and pooling */
-tt_status_t tt_cpu_exec_conv2d(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_max_pool2d(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_max_pool2d_bwd(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_avg_pool2d(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_avg_pool2d_bwd(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_adaptive_avg_pool2d(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_adaptive_avg_pool2d_bwd(const tt_cpu_exec_t *c, tt_view_t *out);
-/* exec_norm.c */
-tt_status_t tt_cpu_exec_softmax(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_softmax_bwd(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_layer_norm(const tt_cpu_exec_t *c, tt_view_t *out);
-/* exec_attention.c */
-tt_status_t tt_cpu_exec_attention(const tt_cpu_exec_t *c, tt_view_t *out);
-/* exec_collective.c: the single-participant forms */
-tt_status_t tt_cpu_exec_collective(const tt_cpu_exec_t *c, tt_view_t *out);
-tt_status_t tt_cpu_exec_spmd_manual(const tt_cpu_exec_t *c, tt_view_t *out);
-/* exec_fused.c: tier 1 when compiled, else the tier-0 interpreter */
-tt_status_t tt_cpu_exec_fused(const tt_cpu_exec_t *c, tt_view_t *out);
+/* Ends every list of registrations. */
+#define TT_CPU_EXEC_ROWS_END {TT_OP_COUNT, NULL}
+
+/* Every family's list (exec_table.c; a new family file adds its list
+ * there), NULL-ended: the backend's registrations. */
+extern const tt_cpu_exec_row_t *const tt_cpu_exec_families[];
+
+/* Fills table[0..TT_OP_COUNT) from `lists` (a NULL-ended array of lists,
+ * each ended by TT_CPU_EXEC_ROWS_END): every op but the graph inputs
+ * (TT_OPF_INPUT) registered exactly once. NULL, or TT_INTERNAL naming the
+ * first op registered twice, registered though a graph input, registered
+ * without a function or not an op, or else the first op without an
+ * executor; table's contents are then unspecified. */
+tt_status_t tt_cpu_exec_table_build(const tt_cpu_exec_row_t *const *lists, tt_cpu_exec_fn *table);
+
+/* The backend's registrations (tt_cpu_exec_families), built into its table
+ * once (thread-safe): NULL when they are complete, else a new status with
+ * the build's error (every call its own copy). The backend's prepare
+ * calls it: no graph runs on a broken table. */
+tt_status_t tt_cpu_exec_table_check(void);
+
+/* The executor of op, or NULL when the CPU backend has none: graph inputs
+ * (TT_OPF_INPUT ops, bound by the walk itself) and codes that are no op.
+ * After the first call an array read. While the registrations are broken
+ * every op's executor returns tt_cpu_exec_table_check's error. */
+tt_cpu_exec_fn tt_cpu_executor(tt_op_t op);
 
 #endif /* TORCHTPU_BACKENDS_CPU_EXEC_H_ */

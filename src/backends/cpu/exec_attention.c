@@ -73,7 +73,7 @@ tt_status_t tt_cpu_run_attention(const tt_instr_t *in, const tt_view_t *x, int n
   }
 }
 
-tt_status_t tt_cpu_exec_attention(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_attention(const tt_cpu_exec_t *c, tt_view_t *out) {
   return tt_cpu_run_attention(c->instr, c->x, c->instr->num_operands, out, NULL, NULL);
 }
 
@@ -92,3 +92,10 @@ size_t tt_cpu_attention_kept_bytes(const tt_graph_t *g, const tt_instr_t *f) {
   if (ld > 4 * (width > 16 ? width : 16)) return 0;
   return (size_t)(geo.B * geo.H * geo.L * ld) * sizeof(float);
 }
+
+/* The ops this file executes (exec.h). */
+const tt_cpu_exec_row_t tt_cpu_exec_rows_attention[] = {
+    {TT_OP_ATTENTION, tt_cpu_exec_attention},
+    {TT_OP_ATTENTION_BWD, tt_cpu_exec_attention},
+    TT_CPU_EXEC_ROWS_END,
+};

@@ -44,7 +44,7 @@ static int64_t tt_collective_participants_(const tt_instr_t *in, tt_collective_a
   }
 }
 
-tt_status_t tt_cpu_exec_collective(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_collective(const tt_cpu_exec_t *c, tt_view_t *out) {
   const tt_instr_t *in = c->instr;
   tt_collective_attrs_t u;
   const tt_attr_list_t *groups;
@@ -75,7 +75,7 @@ tt_status_t tt_cpu_exec_collective(const tt_cpu_exec_t *c, tt_view_t *out) {
   return NULL;
 }
 
-tt_status_t tt_cpu_exec_spmd_manual(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_spmd_manual(const tt_cpu_exec_t *c, tt_view_t *out) {
   const tt_instr_t *in = c->instr;
   tt_spmd_manual_attrs_t a;
   TT_ATTRS(in, &a);
@@ -92,3 +92,15 @@ tt_status_t tt_cpu_exec_spmd_manual(const tt_cpu_exec_t *c, tt_view_t *out) {
   if (bytes) memcpy(out->data, c->x[0].data, bytes);
   return NULL;
 }
+
+/* The ops this file executes (exec.h). */
+const tt_cpu_exec_row_t tt_cpu_exec_rows_collective[] = {
+    {TT_OP_ALL_REDUCE, tt_cpu_exec_collective},
+    {TT_OP_ALL_GATHER, tt_cpu_exec_collective},
+    {TT_OP_REDUCE_SCATTER, tt_cpu_exec_collective},
+    {TT_OP_ALL_TO_ALL, tt_cpu_exec_collective},
+    {TT_OP_COLLECTIVE_PERMUTE, tt_cpu_exec_collective},
+    {TT_OP_SPMD_FULL_TO_SHARD, tt_cpu_exec_spmd_manual},
+    {TT_OP_SPMD_SHARD_TO_FULL, tt_cpu_exec_spmd_manual},
+    TT_CPU_EXEC_ROWS_END,
+};

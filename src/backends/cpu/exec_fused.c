@@ -16,7 +16,7 @@ static void tt_tier1_range(void *ctx, int64_t begin, int64_t end) {
   c->fn(c->inputs, c->out, begin, end);
 }
 
-tt_status_t tt_cpu_exec_fused(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_fused(const tt_cpu_exec_t *c, tt_view_t *out) {
   const tt_instr_t *in = c->instr;
   const tt_graph_t *g = c->graph;
   int n = in->num_operands;
@@ -44,3 +44,9 @@ tt_status_t tt_cpu_exec_fused(const tt_cpu_exec_t *c, tt_view_t *out) {
   free(vs);
   return st;
 }
+
+/* The ops this file executes (exec.h). */
+const tt_cpu_exec_row_t tt_cpu_exec_rows_fused[] = {
+    {TT_OP_FUSED, tt_cpu_exec_fused},
+    TT_CPU_EXEC_ROWS_END,
+};

@@ -13,14 +13,14 @@ static uint64_t tt_dot_b_key_(const tt_cpu_exec_t *c) {
   return tt_buffer_key(c->inputs[p->input_index].buffer);
 }
 
-tt_status_t tt_cpu_exec_dot(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_dot(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_dot_attrs_t a;
   TT_ATTRS(c->instr, &a);
   return tt_kernel_dot_keyed(&c->x[0], &c->x[1], (int)a.trans_a, (int)a.trans_b, out,
                              tt_dot_b_key_(c));
 }
 
-tt_status_t tt_cpu_exec_linalg(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_linalg(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_linalg_attrs_t a;
   TT_ATTRS(c->instr, &a);
   int n = c->instr->num_operands < 3 ? c->instr->num_operands : 3;
@@ -29,8 +29,16 @@ tt_status_t tt_cpu_exec_linalg(const tt_cpu_exec_t *c, tt_view_t *out) {
   return tt_kernel_linalg((tt_linalg_op_t)a.op, ins, n, a.flags, out);
 }
 
-tt_status_t tt_cpu_exec_fft(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_fft(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_fft_attrs_t a;
   TT_ATTRS(c->instr, &a);
   return tt_kernel_fft((tt_fft_kind_t)a.kind, a.n, a.scale, &c->x[0], out);
 }
+
+/* The ops this file executes (exec.h). */
+const tt_cpu_exec_row_t tt_cpu_exec_rows_linalg[] = {
+    {TT_OP_DOT, tt_cpu_exec_dot},
+    {TT_OP_LINALG, tt_cpu_exec_linalg},
+    {TT_OP_FFT, tt_cpu_exec_fft},
+    TT_CPU_EXEC_ROWS_END,
+};

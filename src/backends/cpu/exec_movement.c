@@ -6,18 +6,18 @@
 
 #include "backends/cpu/exec.h"
 
-tt_status_t tt_cpu_exec_broadcast(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_broadcast(const tt_cpu_exec_t *c, tt_view_t *out) {
   return tt_kernel_broadcast(&c->x[0], out);
 }
 
 /* Reshape and bitcast: buffers are dense, so the same bytes. */
-tt_status_t tt_cpu_exec_copy(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_copy(const tt_cpu_exec_t *c, tt_view_t *out) {
   size_t bytes = tt_instr_bytes(c->instr);
   if (bytes) memcpy(out->data, c->x[0].data, bytes);
   return NULL;
 }
 
-tt_status_t tt_cpu_exec_transpose(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_transpose(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_transpose_attrs_t a;
   TT_ATTRS(c->instr, &a);
   int32_t perm[TT_MAX_RANK];
@@ -25,19 +25,19 @@ tt_status_t tt_cpu_exec_transpose(const tt_cpu_exec_t *c, tt_view_t *out) {
   return tt_kernel_transpose(&c->x[0], perm, out);
 }
 
-tt_status_t tt_cpu_exec_slice(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_slice(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_slice_attrs_t a;
   TT_ATTRS(c->instr, &a);
   return tt_kernel_slice(&c->x[0], a.start.v, a.step.v, out);
 }
 
-tt_status_t tt_cpu_exec_slice_scatter(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_slice_scatter(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_slice_attrs_t a;
   TT_ATTRS(c->instr, &a);
   return tt_kernel_slice_scatter(&c->x[0], &c->x[1], a.start.v, a.step.v, out);
 }
 
-tt_status_t tt_cpu_exec_concat(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_concat(const tt_cpu_exec_t *c, tt_view_t *out) {
   const tt_instr_t *in = c->instr;
   tt_concat_attrs_t a;
   TT_ATTRS(in, &a);
@@ -59,14 +59,28 @@ tt_status_t tt_cpu_exec_concat(const tt_cpu_exec_t *c, tt_view_t *out) {
   return st;
 }
 
-tt_status_t tt_cpu_exec_pad(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_pad(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_pad_attrs_t a;
   TT_ATTRS(c->instr, &a);
   return tt_kernel_pad(&c->x[0], a.lo.v, a.hi.v, a.value, out);
 }
 
-tt_status_t tt_cpu_exec_flip(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_flip(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_flip_attrs_t a;
   TT_ATTRS(c->instr, &a);
   return tt_kernel_flip(&c->x[0], (uint32_t)a.dims_mask, out);
 }
+
+/* The ops this file executes (exec.h). */
+const tt_cpu_exec_row_t tt_cpu_exec_rows_movement[] = {
+    {TT_OP_BROADCAST, tt_cpu_exec_broadcast},
+    {TT_OP_RESHAPE, tt_cpu_exec_copy},
+    {TT_OP_TRANSPOSE, tt_cpu_exec_transpose},
+    {TT_OP_SLICE, tt_cpu_exec_slice},
+    {TT_OP_SLICE_SCATTER, tt_cpu_exec_slice_scatter},
+    {TT_OP_CONCAT, tt_cpu_exec_concat},
+    {TT_OP_PAD, tt_cpu_exec_pad},
+    {TT_OP_FLIP, tt_cpu_exec_flip},
+    {TT_OP_BITCAST, tt_cpu_exec_copy},
+    TT_CPU_EXEC_ROWS_END,
+};

@@ -25,7 +25,7 @@ void tt_cpu_conv_params(const tt_instr_t *in, tt_conv2d_params_t *p) {
   }
 }
 
-tt_status_t tt_cpu_exec_conv2d(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_conv2d(const tt_cpu_exec_t *c, tt_view_t *out) {
   const tt_instr_t *in = c->instr;
   tt_conv2d_params_t p;
   tt_cpu_conv_params(in, &p);
@@ -36,7 +36,7 @@ tt_status_t tt_cpu_exec_conv2d(const tt_cpu_exec_t *c, tt_view_t *out) {
 }
 
 /* max_pool2d and max_pool2d_indices. */
-tt_status_t tt_cpu_exec_max_pool2d(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_max_pool2d(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_max_pool2d_attrs_t a;
   TT_ATTRS(c->instr, &a);
   tt_pool2d_params_t p;
@@ -61,7 +61,7 @@ tt_status_t tt_cpu_exec_max_pool2d(const tt_cpu_exec_t *c, tt_view_t *out) {
   return st;
 }
 
-tt_status_t tt_cpu_exec_max_pool2d_bwd(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_max_pool2d_bwd(const tt_cpu_exec_t *c, tt_view_t *out) {
   return tt_kernel_max_pool2d_backward(&c->x[0], &c->x[1], out);
 }
 
@@ -79,7 +79,7 @@ tt_status_t tt_cpu_exec_max_pool2d_bwd(const tt_cpu_exec_t *c, tt_view_t *out) {
     (p).divisor_override = (a).divisor;         \
   } while (0)
 
-tt_status_t tt_cpu_exec_avg_pool2d(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_avg_pool2d(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_avg_pool2d_attrs_t a;
   TT_ATTRS(c->instr, &a);
   tt_pool2d_params_t p;
@@ -87,7 +87,7 @@ tt_status_t tt_cpu_exec_avg_pool2d(const tt_cpu_exec_t *c, tt_view_t *out) {
   return tt_kernel_avg_pool2d(&c->x[0], &p, out);
 }
 
-tt_status_t tt_cpu_exec_avg_pool2d_bwd(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_avg_pool2d_bwd(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_avg_pool2d_bwd_attrs_t a;
   TT_ATTRS(c->instr, &a);
   tt_pool2d_params_t p;
@@ -95,10 +95,25 @@ tt_status_t tt_cpu_exec_avg_pool2d_bwd(const tt_cpu_exec_t *c, tt_view_t *out) {
   return tt_kernel_avg_pool2d_backward(&c->x[0], &p, out);
 }
 
-tt_status_t tt_cpu_exec_adaptive_avg_pool2d(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_adaptive_avg_pool2d(const tt_cpu_exec_t *c, tt_view_t *out) {
   return tt_kernel_adaptive_avg_pool2d(&c->x[0], out);
 }
 
-tt_status_t tt_cpu_exec_adaptive_avg_pool2d_bwd(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_adaptive_avg_pool2d_bwd(const tt_cpu_exec_t *c, tt_view_t *out) {
   return tt_kernel_adaptive_avg_pool2d_backward(&c->x[0], out);
 }
+
+/* The ops this file executes (exec.h). */
+const tt_cpu_exec_row_t tt_cpu_exec_rows_nn[] = {
+    {TT_OP_CONV2D, tt_cpu_exec_conv2d},
+    {TT_OP_CONV2D_BWD_INPUT, tt_cpu_exec_conv2d},
+    {TT_OP_CONV2D_BWD_WEIGHT, tt_cpu_exec_conv2d},
+    {TT_OP_MAX_POOL2D, tt_cpu_exec_max_pool2d},
+    {TT_OP_MAX_POOL2D_INDICES, tt_cpu_exec_max_pool2d},
+    {TT_OP_MAX_POOL2D_BWD, tt_cpu_exec_max_pool2d_bwd},
+    {TT_OP_AVG_POOL2D, tt_cpu_exec_avg_pool2d},
+    {TT_OP_AVG_POOL2D_BWD, tt_cpu_exec_avg_pool2d_bwd},
+    {TT_OP_ADAPTIVE_AVG_POOL2D, tt_cpu_exec_adaptive_avg_pool2d},
+    {TT_OP_ADAPTIVE_AVG_POOL2D_BWD, tt_cpu_exec_adaptive_avg_pool2d_bwd},
+    TT_CPU_EXEC_ROWS_END,
+};

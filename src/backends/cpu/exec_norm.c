@@ -4,7 +4,7 @@
 
 #include "backends/cpu/exec.h"
 
-tt_status_t tt_cpu_exec_softmax(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_softmax(const tt_cpu_exec_t *c, tt_view_t *out) {
   const tt_instr_t *in = c->instr;
   const tt_view_t *x = c->x;
   tt_softmax_attrs_t a;
@@ -20,7 +20,7 @@ tt_status_t tt_cpu_exec_softmax(const tt_cpu_exec_t *c, tt_view_t *out) {
   return tt_kernel_softmax(&x[0], (int)a.dim, (int)a.log, out);
 }
 
-tt_status_t tt_cpu_exec_softmax_bwd(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_softmax_bwd(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_softmax_bwd_attrs_t a;
   TT_ATTRS(c->instr, &a);
   return tt_kernel_softmax_backward(&c->x[0], &c->x[1], (int)a.dim, (int)a.log, out);
@@ -66,7 +66,16 @@ static tt_status_t tt_layer_norm_bwd_(const tt_cpu_exec_t *c, tt_view_t *out) {
                                        a.want_grad_x ? &gx : NULL, &gw, &gb);
 }
 
-tt_status_t tt_cpu_exec_layer_norm(const tt_cpu_exec_t *c, tt_view_t *out) {
+static tt_status_t tt_cpu_exec_layer_norm(const tt_cpu_exec_t *c, tt_view_t *out) {
   if (c->instr->op == TT_OP_LAYER_NORM) return tt_layer_norm_fwd_(c, out);
   return tt_layer_norm_bwd_(c, out);
 }
+
+/* The ops this file executes (exec.h). */
+const tt_cpu_exec_row_t tt_cpu_exec_rows_norm[] = {
+    {TT_OP_SOFTMAX, tt_cpu_exec_softmax},
+    {TT_OP_SOFTMAX_BWD, tt_cpu_exec_softmax_bwd},
+    {TT_OP_LAYER_NORM, tt_cpu_exec_layer_norm},
+    {TT_OP_LAYER_NORM_BWD, tt_cpu_exec_layer_norm},
+    TT_CPU_EXEC_ROWS_END,
+};
