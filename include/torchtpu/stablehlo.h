@@ -45,8 +45,10 @@ tt_status_t tt_stablehlo_emit(tt_node_t *const *roots, int32_t num_roots, char *
                               tt_node_t ***out_inputs, int32_t *out_num_inputs);
 
 /* How op is lowered, in a few words (a static string), or NULL when op has
- * no lowering. Every op below TT_OP_COUNT has one; the table is checked
- * against the op enum when this file's source compiles. */
+ * no lowering. Every op below TT_OP_COUNT has one: each is registered with
+ * its lowering in its family's file of src/backends/stablehlo/, and
+ * tests/c/test_op_table.c fails naming an op registered twice or not at
+ * all. */
 const char *tt_stablehlo_op_lowering(tt_op_t op);
 
 #ifdef __cplusplus

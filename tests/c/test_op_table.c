@@ -1,9 +1,10 @@
 /* The op table and its per-backend companions: every op has an entry with
  * a name, an operand range, an attribute schema that fits its struct and
- * (but graph inputs) a shape inference; every op has a StableHLO lowering
- * and every op but the graph inputs exactly one CPU tier-0 executor
- * registered (and the registration check names an op registered twice,
- * missing, or a graph input registered). The attribute
+ * (but graph inputs) a shape inference; every op exactly one StableHLO
+ * lowering registered (a description, and a function but for the graph
+ * inputs) and every op but the graph inputs exactly one CPU tier-0
+ * executor registered (and each registration check names an op registered
+ * twice, missing, or a graph input registered with a function). The attribute
  * codec: round trips, storage order, optional fields, floats, and the
  * layouts it refuses. Node creation: the operand range and attribute
  * layout checks that come from the table, and the complex-dtype rule. */
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "backends/cpu/exec.h"
+#include "backends/stablehlo/emit_internal.h"
 #include "test_harness.h"
 #include "torchtpu/op_table.h"
 #include "torchtpu/stablehlo.h"
@@ -48,8 +50,10 @@ static size_t field_size(const tt_attr_field_t *f) {
   } while (0)
 
 static void test_entries(void) {
-  /* An op without an executor (or with two) fails here, naming it. */
+  /* An op without an executor or a StableHLO lowering (or with two) fails
+   * here, naming it. */
   CHECK_OK(tt_cpu_exec_table_check());
+  CHECK_OK(tt_shlo_table_check());
   CHECK(tt_op_info((tt_op_t)TT_OP_COUNT) == NULL);
   CHECK(tt_op_info((tt_op_t)-1) == NULL);
   CHECK(strcmp(tt_op_name((tt_op_t)TT_OP_COUNT), "?") == 0);
@@ -89,6 +93,9 @@ static void test_entries(void) {
     CHECK_OP(op, floats <= TT_MAX_FATTRS);
     /* The backends' tables. */
     CHECK_OP(op, tt_stablehlo_op_lowering((tt_op_t)op) != NULL);
+    const tt_shlo_table_t *shlo = tt_shlo_table();
+    CHECK_OP(op, shlo != NULL);
+    if (shlo) CHECK_OP(op, input ? shlo->fn[op] == NULL : shlo->fn[op] != NULL);
     CHECK_OP(op, input ? tt_cpu_executor((tt_op_t)op) == NULL : 1);
     if (!input) CHECK_OP(op, tt_cpu_executor((tt_op_t)op) != NULL);
   }
@@ -150,6 +157,80 @@ static void test_cpu_exec_registrations(void) {
   char want[96];
   snprintf(want, sizeof want, "op %s has no executor registered", tt_op_name((tt_op_t)lowest));
   check_error(tt_cpu_exec_table_build(lists, table), TT_INTERNAL, want);
+}
+
+static tt_shv_t dummy_lowering(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+  (void)c;
+  (void)ins;
+  return -1;
+}
+
+/* The StableHLO emitter's registration check, as the CPU backend's: its
+ * own lists build its table (the descriptions tt_stablehlo_op_lowering
+ * gives); a second row for conv2d, a function for a graph input, none for
+ * another op, a row without a description, and the lists without the
+ * family that lowers conv2d are each refused, naming the op. */
+static void test_shlo_registrations(void) {
+  tt_shlo_table_t *t = malloc(sizeof *t);
+  CHECK(t != NULL);
+  if (!t) return;
+  const tt_shlo_row_t *lists[32];
+  int n = 0, conv_family = -1;
+  for (; tt_shlo_families[n] && n < 30; ++n) {
+    lists[n] = tt_shlo_families[n];
+    for (const tt_shlo_row_t *r = lists[n]; r->op != TT_OP_COUNT; ++r)
+      if (r->op == TT_OP_CONV2D) conv_family = n;
+  }
+  CHECK(n > 0 && n < 30 && conv_family >= 0);
+  if (n <= 0 || n >= 30 || conv_family < 0) {
+    free(t);
+    return;
+  }
+  lists[n] = NULL;
+  CHECK_OK(tt_shlo_table_build(lists, t));
+  const tt_shlo_table_t *built = tt_shlo_table();
+  CHECK(built != NULL);
+  for (int op = 0; op < TT_OP_COUNT && built; ++op) {
+    CHECK_OP(op, t->fn[op] == built->fn[op]);
+    CHECK_OP(op, t->how[op] == tt_stablehlo_op_lowering((tt_op_t)op));
+  }
+
+  const tt_shlo_row_t twice[] = {{TT_OP_CONV2D, dummy_lowering, "again"}, TT_SHLO_ROWS_END};
+  lists[n] = twice;
+  lists[n + 1] = NULL;
+  check_error(tt_shlo_table_build(lists, t), TT_INTERNAL,
+              "stablehlo: op conv2d has two lowerings registered");
+
+  const tt_shlo_row_t input[] = {{TT_OP_PARAM, dummy_lowering, "argument"}, TT_SHLO_ROWS_END};
+  lists[n] = input;
+  check_error(tt_shlo_table_build(lists, t), TT_INTERNAL,
+              "op param is a graph input (a function argument) and takes no lowering function");
+
+  const tt_shlo_row_t no_fn[] = {{TT_OP_DOT, NULL, "nothing"}, TT_SHLO_ROWS_END};
+  lists[n] = no_fn;
+  check_error(tt_shlo_table_build(lists, t), TT_INTERNAL,
+              "op dot is registered without a lowering function");
+
+  const tt_shlo_row_t no_how[] = {{TT_OP_DOT, dummy_lowering, ""}, TT_SHLO_ROWS_END};
+  lists[n] = no_how;
+  check_error(tt_shlo_table_build(lists, t), TT_INTERNAL,
+              "the registration of op dot has no description");
+
+  /* Without conv2d's family: the family's lowest op is named (the other
+   * families register all theirs), and the rest of the table is built. */
+  int m = 0, lowest = TT_OP_COUNT;
+  for (int f = 0; f < n; ++f)
+    if (f != conv_family) lists[m++] = tt_shlo_families[f];
+  lists[m] = NULL;
+  for (const tt_shlo_row_t *r = tt_shlo_families[conv_family]; r->op != TT_OP_COUNT; ++r)
+    if ((int)r->op < lowest) lowest = (int)r->op;
+  char want[128];
+  snprintf(want, sizeof want, "stablehlo: op %s has no lowering registered",
+           tt_op_name((tt_op_t)lowest));
+  check_error(tt_shlo_table_build(lists, t), TT_INTERNAL, want);
+  CHECK(t->fn[TT_OP_CONV2D] == NULL && t->how[TT_OP_CONV2D] == NULL);
+  CHECK(t->fn[TT_OP_UNARY] != NULL && t->how[TT_OP_PARAM] != NULL);
+  free(t);
 }
 
 /* Fixed fields: every value in storage order, and back. */
@@ -385,6 +466,7 @@ static void test_node_create(void) {
 int main(void) {
   test_entries();
   test_cpu_exec_registrations();
+  test_shlo_registrations();
   test_codec_fixed();
   test_codec_lists();
   test_codec_optional();

@@ -1,6 +1,7 @@
 /* StableHLO emission from hand-built graphs: the per-opcode lowering
  * table, fused programs (plain and fused reductions, which only pass
- * pipelines make), and a clear error for an unlowerable variant. */
+ * pipelines make), and a clear error for an unlowerable variant and for an
+ * op with no lowering. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,10 +113,37 @@ static void test_unimplemented(void) {
   tt_status_free(st);
 }
 
+/* An op with no lowering registered: TT_UNIMPLEMENTED naming it, nothing
+ * written (an op code past the table stands for one). */
+static void test_no_lowering(void) {
+  tt_instr_t in[2];
+  memset(in, 0, sizeof(in));
+  int32_t operands[1] = {0};
+  in[0].op = TT_OP_PARAM;
+  in[0].dtype = TT_F32;
+  in[0].shape = shape2(2, 2);
+  in[1].op = TT_OP_COUNT;
+  in[1].dtype = TT_F32;
+  in[1].shape = shape2(2, 2);
+  in[1].num_operands = 1;
+  in[1].operands = operands;
+  int32_t inputs[1] = {0}, outputs[1] = {1};
+  tt_graph_t g = make_graph(in, 2, inputs, 1, outputs);
+  char *text = (char *)"x";
+  tt_status_t st = tt_stablehlo_emit_graph(&g, NULL, &text);
+  char want[64];
+  snprintf(want, sizeof want, "stablehlo: no lowering for op ? (%d)", (int)TT_OP_COUNT);
+  CHECK(st && tt_status_code(st) == TT_UNIMPLEMENTED);
+  CHECK(st && strcmp(tt_status_message(st), want) == 0);
+  CHECK(text == NULL);
+  tt_status_free(st);
+}
+
 int main(void) {
   test_table();
   test_fused(0);
   test_fused(1);
   test_unimplemented();
+  test_no_lowering();
   return test_summary();
 }

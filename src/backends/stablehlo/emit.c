@@ -1,7 +1,11 @@
 /* StableHLO emission, core: the text builder, typed values, generic ops,
- * constants, the shape and reduction helpers the lowerings share, graph
- * linearisation, and the per-op dispatch. The op families' lowerings live
- * in emit_elementwise.c, emit_nn.c and emit_data.c. */
+ * constants, the shape and reduction helpers the lowerings share, the
+ * simple ops' lowerings (and the graph inputs' registrations), graph
+ * linearisation, and the module, which lowers each instruction through
+ * the registrations' table (emit_table.c). The other op families'
+ * lowerings live in emit_elementwise.c, emit_nn.c, emit_attention.c,
+ * emit_layer_norm.c, emit_data.c and emit_spmd.c, each ending with its
+ * registrations. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -601,87 +605,7 @@ void tt_shlo_region_select_index(tt_shlo_t *c, int first, int kind, tt_dtype_t v
   tt_shlo_region_end(c);
 }
 
-/* ---- per-op dispatch ---- */
-
-/* How each op is lowered; indexed by tt_op_t. A new op without an entry
- * fails the static assertion below, and the switch in tt_shlo_lower_instr
- * (no default) fails -Wswitch, so no op goes silently unlowered. */
-static const char *const tt_shlo_lowering_[] = {
-    [TT_OP_PARAM] = "function argument",
-    [TT_OP_SCALAR] = "function argument (0-d tensor)",
-    [TT_OP_UNARY] = "elementwise stablehlo ops (chlo.erf/erf_inv/lgamma/digamma where needed)",
-    [TT_OP_BINARY] = "broadcast_in_dim + elementwise stablehlo ops / compare",
-    [TT_OP_WHERE] = "broadcast_in_dim + select",
-    [TT_OP_CONVERT] = "convert (compare NE 0 for bool)",
-    [TT_OP_BROADCAST] = "broadcast_in_dim",
-    [TT_OP_RESHAPE] = "reshape",
-    [TT_OP_IOTA] = "iota (+ multiply/add for start and step)",
-    [TT_OP_REDUCE] = "reduce with an add/mul/max/min/and/or region; mean = sum / count; "
-                     "argmax/argmin = variadic reduce over (value, iota)",
-    [TT_OP_SCAN] = "reduce_window over a full-length window padded on the low side",
-    [TT_OP_DOT] = "dot_general with batch dims",
-    [TT_OP_CONV2D] = "convolution [b,f,0,1]x[o,i,0,1]->[b,f,0,1]",
-    [TT_OP_CONV2D_BWD_INPUT] = "convolution over grad_out with lhs_dilation = stride and "
-                               "the kernel reversed, in/out features swapped",
-    [TT_OP_CONV2D_BWD_WEIGHT] = "convolution of x by grad_out with rhs_dilation = stride, "
-                                "batch as features, batch_group_count = groups",
-    [TT_OP_MAX_POOL2D] = "reduce_window max",
-    [TT_OP_MAX_POOL2D_INDICES] = "variadic reduce_window over (value, flat h*W+w iota)",
-    [TT_OP_MAX_POOL2D_BWD] = "scatter (add) of grad_out at the indices",
-    [TT_OP_AVG_POOL2D] = "reduce_window add / constant window counts",
-    [TT_OP_AVG_POOL2D_BWD] = "divide by counts, interior pad by stride-1, reduce_window add",
-    [TT_OP_ADAPTIVE_AVG_POOL2D] = "two dot_generals with constant averaging matrices",
-    [TT_OP_ADAPTIVE_AVG_POOL2D_BWD] = "two dot_generals with the transposed matrices",
-    [TT_OP_TRANSPOSE] = "transpose",
-    [TT_OP_SLICE] = "slice",
-    [TT_OP_SLICE_SCATTER] = "dynamic_update_slice (unit steps) or pad + select",
-    [TT_OP_CONCAT] = "concatenate",
-    [TT_OP_PAD] = "pad",
-    [TT_OP_FLIP] = "reverse",
-    [TT_OP_INDEX_SELECT] = "gather",
-    [TT_OP_INDEX_ADD] = "scatter (add)",
-    [TT_OP_GATHER] = "gather with full coordinates (iota + index)",
-    [TT_OP_SCATTER] = "scatter (replace or add) with full coordinates",
-    [TT_OP_SOFTMAX] = "reduce max, exponential, reduce add, divide (log: subtract log)",
-    [TT_OP_SOFTMAX_BWD] = "elementwise + reduce add",
-    [TT_OP_RNG] = "rng_bit_generator + bit tricks (uniform), Box-Muller (normal), compare "
-                  "(bernoulli)",
-    [TT_OP_FUSED] = "the fused program expanded into elementwise ops",
-    [TT_OP_ARGSORT] = "sort of (value, iota) with a NaN-aware comparator, is_stable",
-    [TT_OP_SEARCHSORTED] = "compare against every boundary + reduce add",
-    [TT_OP_SCATTER_REDUCE] = "scatter with add/mul/max/min regions (+ counts for mean)",
-    [TT_OP_CUMULATIVE] = "reduce_window (max/min; variadic with indices; logaddexp region)",
-    [TT_OP_LINALG] = "custom_call @torchtpu.linalg.<op>",
-    [TT_OP_BITCAST] = "bitcast_convert + reshape",
-    [TT_OP_SPECIAL] = "chlo.zeta, or custom_call @torchtpu.special.<op>",
-    [TT_OP_FFT] = "fft (FFT/IFFT/RFFT/IRFFT on the last dim) scaled through real/imag",
-    [TT_OP_ALL_REDUCE] = "all_reduce with an add/multiply/maximum/minimum/or/and region",
-    [TT_OP_ALL_GATHER] = "all_gather",
-    [TT_OP_REDUCE_SCATTER] = "reduce_scatter with a reduction region",
-    [TT_OP_ALL_TO_ALL] = "all_to_all",
-    [TT_OP_COLLECTIVE_PERMUTE] = "collective_permute (source_target_pairs)",
-    [TT_OP_SPMD_FULL_TO_SHARD] = "custom_call @Sharding + @SPMDFullToShardShape ({manual})",
-    [TT_OP_SPMD_SHARD_TO_FULL] = "custom_call @Sharding ({manual}) + @SPMDShardToFullShape",
-    [TT_OP_ATTENTION] = "in f32: dot_general (batch B, H), add mask, causal iota + compare + "
-                        "select, reduce max, exponential, reduce add, dot_general, divide; "
-                        "logsumexp = max + log(sum); rows seeing no key selected to 0",
-    [TT_OP_ATTENTION_BWD] = "the probabilities recomputed as forward, four dot_generals (dv, dp, "
-                            "dq, dk), reduce add, reshapes and a concatenate of the three "
-                            "flattened gradients",
-    [TT_OP_LAYER_NORM] = "on [R, C]: reduce add (mean), subtract, multiply, reduce add "
-                         "(variance), add eps, rsqrt, multiply (weight), add (bias); the output "
-                         "reshaped back, mean and rstd concatenated, or all three",
-    [TT_OP_LAYER_NORM_BWD] = "on [R, C]: xhat from mean and rstd, reduce add over columns (two "
-                             "row means) and rows (grad_weight, grad_bias), elementwise grad_x; "
-                             "the three concatenated",
-};
-_Static_assert(sizeof(tt_shlo_lowering_) / sizeof(tt_shlo_lowering_[0]) == TT_OP_COUNT,
-               "every IR op needs a StableHLO lowering entry");
-
-const char *tt_stablehlo_op_lowering(tt_op_t op) {
-  if (op < 0 || op >= TT_OP_COUNT) return NULL;
-  return tt_shlo_lowering_[op];
-}
+/* ---- the simple ops (one StableHLO op or a few each) ---- */
 
 static tt_shv_t tt_shlo_lower_simple(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
@@ -764,104 +688,6 @@ static tt_shv_t tt_shlo_lower_simple(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   }
 }
 
-static tt_shv_t tt_shlo_lower_instr(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
-  const tt_instr_t *in = ins->in;
-  switch (in->op) {
-    case TT_OP_PARAM:
-    case TT_OP_SCALAR:
-      break; /* arguments, made by the caller */
-    case TT_OP_UNARY: {
-      tt_unary_attrs_t ua;
-      TT_ATTRS(in, &ua);
-      return tt_shlo_lower_unary(c, ua.op, ua.alpha, ua.beta, ins->x[0], in->dtype);
-    }
-    case TT_OP_BINARY: {
-      tt_binary_attrs_t ba;
-      TT_ATTRS(in, &ba);
-      tt_shv_t a = tt_shlo_bcast_to(c, ins->x[0], &in->shape);
-      tt_shv_t b = tt_shlo_bcast_to(c, ins->x[1], &in->shape);
-      return tt_shlo_lower_binary(c, ba.op, a, b, in->dtype);
-    }
-    case TT_OP_WHERE:
-    case TT_OP_CONVERT:
-    case TT_OP_BROADCAST:
-    case TT_OP_RESHAPE:
-    case TT_OP_IOTA:
-    case TT_OP_TRANSPOSE:
-    case TT_OP_SLICE:
-    case TT_OP_CONCAT:
-    case TT_OP_PAD:
-    case TT_OP_FLIP:
-      return tt_shlo_lower_simple(c, ins);
-    case TT_OP_REDUCE:
-      return tt_shlo_lower_reduce(c, ins);
-    case TT_OP_SCAN:
-      return tt_shlo_lower_scan(c, ins);
-    case TT_OP_DOT:
-      return tt_shlo_lower_dot(c, ins);
-    case TT_OP_CONV2D:
-    case TT_OP_CONV2D_BWD_INPUT:
-    case TT_OP_CONV2D_BWD_WEIGHT:
-      return tt_shlo_lower_conv(c, ins);
-    case TT_OP_MAX_POOL2D:
-    case TT_OP_MAX_POOL2D_INDICES:
-    case TT_OP_MAX_POOL2D_BWD:
-    case TT_OP_AVG_POOL2D:
-    case TT_OP_AVG_POOL2D_BWD:
-    case TT_OP_ADAPTIVE_AVG_POOL2D:
-    case TT_OP_ADAPTIVE_AVG_POOL2D_BWD:
-      return tt_shlo_lower_pool(c, ins);
-    case TT_OP_SLICE_SCATTER:
-      return tt_shlo_lower_slice_scatter(c, ins);
-    case TT_OP_INDEX_SELECT:
-    case TT_OP_INDEX_ADD:
-    case TT_OP_GATHER:
-    case TT_OP_SCATTER:
-    case TT_OP_SCATTER_REDUCE:
-      return tt_shlo_lower_index(c, ins);
-    case TT_OP_SOFTMAX:
-    case TT_OP_SOFTMAX_BWD:
-      return tt_shlo_lower_softmax(c, ins);
-    case TT_OP_RNG:
-      return tt_shlo_lower_rng(c, ins);
-    case TT_OP_FUSED:
-      return tt_shlo_lower_fused(c, ins);
-    case TT_OP_ARGSORT:
-      return tt_shlo_lower_argsort(c, ins);
-    case TT_OP_SEARCHSORTED:
-      return tt_shlo_lower_searchsorted(c, ins);
-    case TT_OP_CUMULATIVE:
-      return tt_shlo_lower_cumulative(c, ins);
-    case TT_OP_BITCAST:
-      return tt_shlo_lower_bitcast(c, ins);
-    case TT_OP_FFT:
-      return tt_shlo_lower_fft(c, ins);
-    case TT_OP_LINALG:
-    case TT_OP_SPECIAL:
-      return tt_shlo_lower_custom(c, ins);
-    case TT_OP_ALL_REDUCE:
-    case TT_OP_ALL_GATHER:
-    case TT_OP_REDUCE_SCATTER:
-    case TT_OP_ALL_TO_ALL:
-    case TT_OP_COLLECTIVE_PERMUTE:
-      return tt_shlo_lower_collective(c, ins);
-    case TT_OP_SPMD_FULL_TO_SHARD:
-    case TT_OP_SPMD_SHARD_TO_FULL:
-      return tt_shlo_lower_spmd_manual(c, ins);
-    case TT_OP_ATTENTION:
-    case TT_OP_ATTENTION_BWD:
-      return tt_shlo_lower_attention(c, ins);
-    case TT_OP_LAYER_NORM:
-    case TT_OP_LAYER_NORM_BWD:
-      return tt_shlo_lower_layer_norm(c, ins);
-    case TT_OP_COUNT:
-      break;
-  }
-  tt_shlo_fail(c, tt_status_make(TT_UNIMPLEMENTED, "stablehlo: no lowering for op %s (%d)",
-                                 tt_op_name(in->op), (int)in->op));
-  return -1;
-}
-
 /* ---- the module ---- */
 
 static void tt_shlo_free(tt_shlo_t *c) {
@@ -880,6 +706,9 @@ static void tt_shlo_type_text(char *buf, size_t n, tt_dtype_t dt, const tt_shape
 tt_status_t tt_stablehlo_emit_graph(const tt_graph_t *g, const char *module_name,
                                     char **out_text) {
   *out_text = NULL;
+  /* Unsound registrations (an op lowered twice): nothing is emitted. */
+  const tt_shlo_table_t *lowerings = tt_shlo_table();
+  if (!lowerings) return tt_shlo_table_check();
   tt_shlo_t c;
   memset(&c, 0, sizeof(c));
   tt_shv_t *vals = malloc(sizeof(*vals) * (size_t)(g->num_instrs ? g->num_instrs : 1));
@@ -930,7 +759,13 @@ tt_status_t tt_stablehlo_emit_graph(const tt_graph_t *g, const char *module_name
     }
     for (int32_t k = 0; k < in->num_operands; ++k) xs[k] = vals[in->operands[k]];
     tt_shlo_instr_t ins = {in, xs};
-    tt_shv_t v = tt_shlo_lower_instr(&c, &ins);
+    tt_shlo_lower_fn lower = (unsigned)in->op < TT_OP_COUNT ? lowerings->fn[in->op] : NULL;
+    tt_shv_t v = -1;
+    if (lower)
+      v = lower(&c, &ins);
+    else
+      tt_shlo_fail(&c, tt_status_make(TT_UNIMPLEMENTED, "stablehlo: no lowering for op %s (%d)",
+                                      tt_op_name(in->op), (int)in->op));
     if (xs != small) free(xs);
     if (v < 0 || c.err) {
       if (!c.err)
@@ -1140,3 +975,21 @@ done:
   }
   return st;
 }
+
+/* ---- registrations: the graph inputs and the simple ops ---- */
+
+const tt_shlo_row_t tt_shlo_rows_core[] = {
+    {TT_OP_PARAM, NULL, "function argument"},
+    {TT_OP_SCALAR, NULL, "function argument (0-d tensor)"},
+    {TT_OP_WHERE, tt_shlo_lower_simple, "broadcast_in_dim + select"},
+    {TT_OP_CONVERT, tt_shlo_lower_simple, "convert (compare NE 0 for bool)"},
+    {TT_OP_BROADCAST, tt_shlo_lower_simple, "broadcast_in_dim"},
+    {TT_OP_RESHAPE, tt_shlo_lower_simple, "reshape"},
+    {TT_OP_IOTA, tt_shlo_lower_simple, "iota (+ multiply/add for start and step)"},
+    {TT_OP_TRANSPOSE, tt_shlo_lower_simple, "transpose"},
+    {TT_OP_SLICE, tt_shlo_lower_simple, "slice"},
+    {TT_OP_CONCAT, tt_shlo_lower_simple, "concatenate"},
+    {TT_OP_PAD, tt_shlo_lower_simple, "pad"},
+    {TT_OP_FLIP, tt_shlo_lower_simple, "reverse"},
+    TT_SHLO_ROWS_END,
+};

@@ -145,7 +145,7 @@ static tt_shv_t tt_shlo_att_backward(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   return tt_shlo_concat(c, 3, parts, 0);
 }
 
-tt_shv_t tt_shlo_lower_attention(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_attention(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   int n = ins->in->num_operands;
   if (tt_shlo_bad(c, n, ins->x)) return -1;
   /* Fields present beyond causal and lse (forward) or causal (backward). */
@@ -169,3 +169,17 @@ tt_shv_t tt_shlo_lower_attention(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   if (ins->in->op == TT_OP_ATTENTION) return tt_shlo_att_forward(c, ins);
   return tt_shlo_att_backward(c, ins);
 }
+
+/* ---- registrations ---- */
+
+const tt_shlo_row_t tt_shlo_rows_attention[] = {
+    {TT_OP_ATTENTION, tt_shlo_lower_attention,
+     "in f32: dot_general (batch B, H), add mask, causal iota + compare + "
+     "select, reduce max, exponential, reduce add, dot_general, divide; "
+     "logsumexp = max + log(sum); rows seeing no key selected to 0"},
+    {TT_OP_ATTENTION_BWD, tt_shlo_lower_attention,
+     "the probabilities recomputed as forward, four dot_generals (dv, dp, "
+     "dq, dk), reduce add, reshapes and a concatenate of the three "
+     "flattened gradients"},
+    TT_SHLO_ROWS_END,
+};

@@ -10,7 +10,7 @@
 
 /* ---- SLICE_SCATTER ---- */
 
-tt_shv_t tt_shlo_lower_slice_scatter(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_slice_scatter(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_slice_attrs_t sa;
   TT_ATTRS(in, &sa);
@@ -191,7 +191,7 @@ static tt_shv_t tt_shlo_scatter_reduce(tt_shlo_t *c, const tt_instr_t *in, tt_sh
   return tt_shlo_select(c, none, base, mean);
 }
 
-tt_shv_t tt_shlo_lower_index(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_index(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   /* Every index op's attributes lead with its dim. */
   int64_t dim, scatter_mode = 0;
@@ -285,7 +285,7 @@ static tt_shv_t tt_shlo_sort_before(tt_shlo_t *c, tt_shv_t a, tt_shv_t b, int de
   return tt_shlo_bin(c, "or", r, nan_rule);
 }
 
-tt_shv_t tt_shlo_lower_argsort(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_argsort(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_argsort_attrs_t sa;
   TT_ATTRS(in, &sa);
@@ -313,7 +313,7 @@ tt_shv_t tt_shlo_lower_argsort(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   return v0 < 0 ? -1 : v0 + 1;
 }
 
-tt_shv_t tt_shlo_lower_searchsorted(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_searchsorted(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_searchsorted_attrs_t sa;
   TT_ATTRS(in, &sa);
@@ -402,7 +402,7 @@ static tt_shv_t tt_shlo_scale(tt_shlo_t *c, tt_shv_t v, double s) {
   return tt_shlo_op(c, "stablehlo.complex", 2, (tt_shv_t[]){re, im}, NULL, TT_C64, &sh);
 }
 
-tt_shv_t tt_shlo_lower_fft(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_fft(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_shv_t x = ins->x[0];
   if (tt_shlo_bad(c, 1, &x)) return -1;
@@ -434,7 +434,7 @@ tt_shv_t tt_shlo_lower_fft(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   return tt_shlo_scale(c, y, scale);
 }
 
-tt_shv_t tt_shlo_lower_bitcast(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_bitcast(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_shv_t x = ins->x[0];
   if (tt_shlo_bad(c, 1, &x)) return -1;
@@ -480,7 +480,7 @@ static const char *const tt_shlo_special_names_[TT_SP_COUNT] = {
     "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p",
 };
 
-tt_shv_t tt_shlo_lower_custom(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_custom(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   if (tt_shlo_bad(c, in->num_operands, ins->x)) return -1;
   /* The op code and, for linalg, its flags (special ops have none). */
@@ -521,3 +521,25 @@ tt_shv_t tt_shlo_lower_custom(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   return tt_shlo_op(c, "stablehlo.custom_call", in->num_operands, ins->x, a.s, in->dtype,
                     &in->shape);
 }
+
+/* ---- registrations ---- */
+
+const tt_shlo_row_t tt_shlo_rows_data[] = {
+    {TT_OP_SLICE_SCATTER, tt_shlo_lower_slice_scatter,
+     "dynamic_update_slice (unit steps) or pad + select"},
+    {TT_OP_INDEX_SELECT, tt_shlo_lower_index, "gather"},
+    {TT_OP_INDEX_ADD, tt_shlo_lower_index, "scatter (add)"},
+    {TT_OP_GATHER, tt_shlo_lower_index, "gather with full coordinates (iota + index)"},
+    {TT_OP_SCATTER, tt_shlo_lower_index, "scatter (replace or add) with full coordinates"},
+    {TT_OP_SCATTER_REDUCE, tt_shlo_lower_index,
+     "scatter with add/mul/max/min regions (+ counts for mean)"},
+    {TT_OP_ARGSORT, tt_shlo_lower_argsort,
+     "sort of (value, iota) with a NaN-aware comparator, is_stable"},
+    {TT_OP_SEARCHSORTED, tt_shlo_lower_searchsorted, "compare against every boundary + reduce add"},
+    {TT_OP_BITCAST, tt_shlo_lower_bitcast, "bitcast_convert + reshape"},
+    {TT_OP_FFT, tt_shlo_lower_fft,
+     "fft (FFT/IFFT/RFFT/IRFFT on the last dim) scaled through real/imag"},
+    {TT_OP_LINALG, tt_shlo_lower_custom, "custom_call @torchtpu.linalg.<op>"},
+    {TT_OP_SPECIAL, tt_shlo_lower_custom, "chlo.zeta, or custom_call @torchtpu.special.<op>"},
+    TT_SHLO_ROWS_END,
+};

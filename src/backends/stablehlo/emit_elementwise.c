@@ -172,8 +172,8 @@ static tt_shv_t tt_shlo_unary_int(tt_shlo_t *c, int64_t code, double alpha, doub
   return tt_shlo_unimplemented_un(c, code, tt_shlo_dtype(c, x));
 }
 
-tt_shv_t tt_shlo_lower_unary(tt_shlo_t *c, int64_t code, double alpha, double beta,
-                             tt_shv_t x, tt_dtype_t out_dt) {
+static tt_shv_t tt_shlo_lower_unary(tt_shlo_t *c, int64_t code, double alpha, double beta,
+                                    tt_shv_t x, tt_dtype_t out_dt) {
   if (tt_shlo_bad(c, 1, &x)) return -1;
   tt_dtype_t dt = tt_shlo_dtype(c, x);
   if (!tt_dtype_is_float(dt)) return tt_shlo_unary_int(c, code, alpha, beta, x);
@@ -310,7 +310,7 @@ static tt_shv_t tt_shlo_fused_reduce(tt_shlo_t *c, int64_t code, tt_shv_t x, uin
   return tt_shlo_reshape(c, tt_shlo_convert(c, r, dt), out);
 }
 
-tt_shv_t tt_shlo_lower_fused(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_fused(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   const tt_fused_t *f = in->fused;
   if (!f || f->num_ops < 1) {
@@ -398,3 +398,30 @@ tt_shv_t tt_shlo_lower_fused(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   }
   return c->err ? -1 : v;
 }
+
+/* ---- the ops' lowerings and registrations ---- */
+
+static tt_shv_t tt_shlo_lower_unary_op(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+  tt_unary_attrs_t ua;
+  TT_ATTRS(ins->in, &ua);
+  return tt_shlo_lower_unary(c, ua.op, ua.alpha, ua.beta, ins->x[0], ins->in->dtype);
+}
+
+/* The operands broadcast to the result's shape first. */
+static tt_shv_t tt_shlo_lower_binary_op(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+  const tt_instr_t *in = ins->in;
+  tt_binary_attrs_t ba;
+  TT_ATTRS(in, &ba);
+  tt_shv_t a = tt_shlo_bcast_to(c, ins->x[0], &in->shape);
+  tt_shv_t b = tt_shlo_bcast_to(c, ins->x[1], &in->shape);
+  return tt_shlo_lower_binary(c, ba.op, a, b, in->dtype);
+}
+
+const tt_shlo_row_t tt_shlo_rows_elementwise[] = {
+    {TT_OP_UNARY, tt_shlo_lower_unary_op,
+     "elementwise stablehlo ops (chlo.erf/erf_inv/lgamma/digamma where needed)"},
+    {TT_OP_BINARY, tt_shlo_lower_binary_op,
+     "broadcast_in_dim + elementwise stablehlo ops / compare"},
+    {TT_OP_FUSED, tt_shlo_lower_fused, "the fused program expanded into elementwise ops"},
+    TT_SHLO_ROWS_END,
+};

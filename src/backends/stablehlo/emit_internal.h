@@ -1,7 +1,8 @@
 /* Internal to the StableHLO emitter: a text builder for generic-form MLIR
  * with typed SSA values, shared by the lowering files of this folder
- * (emit.c: core and dispatch; emit_elementwise.c; emit_nn.c; emit_attention.c;
- * emit_data.c).
+ * (emit.c: core, the simple ops and the dispatch; emit_elementwise.c;
+ * emit_nn.c; emit_attention.c; emit_layer_norm.c; emit_data.c;
+ * emit_spmd.c), and the lowerings' registrations (emit_table.c).
  *
  * Values are small integers (tt_shv_t) naming an entry of the emitter's
  * value table, which records the SSA name, the result index of a
@@ -160,38 +161,67 @@ tt_shv_t tt_shlo_reduce_window(tt_shlo_t *c, tt_shv_t v, tt_shv_t init, const ch
 void tt_shlo_region_select_index(tt_shlo_t *c, int first, int kind, tt_dtype_t vdt,
                                  tt_dtype_t idt);
 
-/* ---- lowerings (one per op family; return the instruction's value) ---- */
+/* ---- lowerings and their registrations (emit_table.c) ---- */
 typedef struct tt_shlo_instr_s {
   const tt_instr_t *in;
   const tt_shv_t *x; /* operand values */
 } tt_shlo_instr_t;
 
-tt_shv_t tt_shlo_lower_unary(tt_shlo_t *c, int64_t code, double alpha, double beta,
-                             tt_shv_t x, tt_dtype_t out_dt);
+/* Lowers one instruction (ins->x holds its operands' values) and returns
+ * its value, of exactly the IR's dtype and shape, or -1 with the failure
+ * recorded in c (TT_UNIMPLEMENTED for a variant with no lowering). */
+typedef tt_shv_t (*tt_shlo_lower_fn)(tt_shlo_t *c, const tt_shlo_instr_t *ins);
+
+/* One registration: op is lowered by fn, as `how` says in a few words (a
+ * static string: tt_stablehlo_op_lowering, docs). Graph inputs (TT_OPF_INPUT)
+ * become @main's arguments: their rows have a description and no fn. Each
+ * family file ends with its list, tt_shlo_rows_<family>, of the ops its
+ * static lowerings handle; emit.c's list holds the inputs and the simple
+ * ops. */
+typedef struct tt_shlo_row_s {
+  tt_op_t op;
+  tt_shlo_lower_fn fn;
+  const char *how;
+} tt_shlo_row_t;
+
+/* Ends every list of registrations. */
+#define TT_SHLO_ROWS_END {TT_OP_COUNT, NULL, NULL}
+
+/* Every family's list (emit_table.c; a new family file adds its list
+ * there), NULL-ended: the emitter's registrations. */
+extern const tt_shlo_row_t *const tt_shlo_families[];
+
+/* The registrations as tables indexed by tt_op_t. */
+typedef struct tt_shlo_table_s {
+  tt_shlo_lower_fn fn[TT_OP_COUNT];
+  const char *how[TT_OP_COUNT];
+} tt_shlo_table_t;
+
+/* Fills t from `lists` (a NULL-ended array of lists, each ended by
+ * TT_SHLO_ROWS_END): every op registered exactly once, with a description,
+ * and with a function unless it is a graph input. NULL, or TT_INTERNAL
+ * naming the first op registered twice, registered without a description,
+ * a graph input registered with a function, another op without one, or a
+ * row naming no op (t's contents are then unspecified); else, the rows
+ * being sound, the first op with no row (t then holds every registered op,
+ * the missing ones NULL). */
+tt_status_t tt_shlo_table_build(const tt_shlo_row_t *const *lists, tt_shlo_table_t *t);
+
+/* The emitter's registrations (tt_shlo_families), built once (thread-safe):
+ * NULL when they are complete, else a new status with the build's error
+ * (every call its own copy). */
+tt_status_t tt_shlo_table_check(void);
+
+/* The built table, or NULL when the rows are unsound (a duplicate, or a
+ * row of the kinds the build refuses; emission then fails with
+ * tt_shlo_table_check's error). An op with no row has fn and how NULL:
+ * emitting it is TT_UNIMPLEMENTED "no lowering for op", as for any op
+ * without a lowering. After the first call, a pthread_once and a read. */
+const tt_shlo_table_t *tt_shlo_table(void);
+
+/* Shared by the elementwise lowerings and the index ops (emit_data.c). */
 tt_shv_t tt_shlo_lower_binary(tt_shlo_t *c, int64_t code, tt_shv_t a, tt_shv_t b,
                               tt_dtype_t out_dt);
-tt_shv_t tt_shlo_lower_fused(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-
-tt_shv_t tt_shlo_lower_reduce(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_scan(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_dot(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_conv(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_softmax(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-/* ATTENTION and ATTENTION_BWD (emit_attention.c). */
-tt_shv_t tt_shlo_lower_attention(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-/* LAYER_NORM and LAYER_NORM_BWD (emit_layer_norm.c). */
-tt_shv_t tt_shlo_lower_layer_norm(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_rng(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-
-tt_shv_t tt_shlo_lower_slice_scatter(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_index(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_argsort(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_searchsorted(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_cumulative(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_fft(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_bitcast(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-tt_shv_t tt_shlo_lower_custom(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 /* Scatter along dim of torch.scatter: base.scatter(dim, idx, src) with
  * combiner body name (NULL = replace). src is sliced to idx's extent. */
 tt_shv_t tt_shlo_scatter_dim(tt_shlo_t *c, tt_shv_t base, int64_t dim, tt_shv_t idx,
@@ -214,9 +244,5 @@ tt_shv_t tt_shlo_sharding_call(tt_shlo_t *c, tt_shv_t v, const tt_sharding_t *sh
 /* 1 + the largest device id named by a collective's replica groups in g (1
  * when g has none). */
 int32_t tt_shlo_collective_replicas(const tt_graph_t *g);
-tt_shv_t tt_shlo_lower_collective(tt_shlo_t *c, const tt_shlo_instr_t *ins);
-/* SPMD_FULL_TO_SHARD / SHARD_TO_FULL: the @Sharding + @SPMDFullToShardShape
- * (@SPMDShardToFullShape) custom-call pairs of XLA's manual regions. */
-tt_shv_t tt_shlo_lower_spmd_manual(tt_shlo_t *c, const tt_shlo_instr_t *ins);
 
 #endif /* TORCHTPU_BACKENDS_STABLEHLO_EMIT_INTERNAL_H_ */

@@ -29,7 +29,7 @@ static tt_shv_t tt_shlo_ln_sum(tt_shlo_t *c, tt_shv_t v, int dim) {
   return tt_shlo_reduce(c, v, 1u << dim, "stablehlo.add", tt_shlo_scalar(c, TT_F32, 0));
 }
 
-tt_shv_t tt_shlo_lower_layer_norm(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_layer_norm(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   int n = in->num_operands;
   if (tt_shlo_bad(c, n, ins->x)) return -1;
@@ -103,3 +103,17 @@ tt_shv_t tt_shlo_lower_layer_norm(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   tt_shv_t parts[3] = {tt_shlo_ln_flat(c, gx, R * C), gw, gb};
   return tt_shlo_concat(c, 3, parts, 0);
 }
+
+/* ---- registrations ---- */
+
+const tt_shlo_row_t tt_shlo_rows_layer_norm[] = {
+    {TT_OP_LAYER_NORM, tt_shlo_lower_layer_norm,
+     "on [R, C]: reduce add (mean), subtract, multiply, reduce add "
+     "(variance), add eps, rsqrt, multiply (weight), add (bias); the output "
+     "reshaped back, mean and rstd concatenated, or all three"},
+    {TT_OP_LAYER_NORM_BWD, tt_shlo_lower_layer_norm,
+     "on [R, C]: xhat from mean and rstd, reduce add over columns (two "
+     "row means) and rows (grad_weight, grad_bias), elementwise grad_x; "
+     "the three concatenated"},
+    TT_SHLO_ROWS_END,
+};

@@ -29,7 +29,7 @@ static tt_shv_t tt_shlo_unreduce(tt_shlo_t *c, tt_shv_t v, uint32_t mask, const 
 
 /* ---- REDUCE ---- */
 
-tt_shv_t tt_shlo_lower_reduce(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_reduce(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_reduce_attrs_t ra;
   TT_ATTRS(in, &ra);
@@ -135,7 +135,7 @@ static tt_shv_t tt_shlo_scan_window(tt_shlo_t *c, tt_shv_t v, int dim, const cha
   return tt_shlo_reduce_window(c, v, init, body, win, one, one, lo, hi, &s);
 }
 
-tt_shv_t tt_shlo_lower_scan(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_scan(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_scan_attrs_t sa;
   TT_ATTRS(in, &sa);
@@ -168,7 +168,7 @@ tt_shv_t tt_shlo_dot_general(tt_shlo_t *c, tt_shv_t a, tt_shv_t b, int nbatch,
   return tt_shlo_op(c, "stablehlo.dot_general", 2, ab, at.s, dt, out);
 }
 
-tt_shv_t tt_shlo_lower_dot(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_dot(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_shv_t a = ins->x[0], b = ins->x[1];
   tt_shv_t ab[2] = {a, b};
@@ -205,7 +205,7 @@ static tt_shv_t tt_shlo_convolution(tt_shlo_t *c, tt_shv_t lhs, tt_shv_t rhs, co
   return tt_shlo_op(c, "stablehlo.convolution", 2, args, a.s, dt, out);
 }
 
-tt_shv_t tt_shlo_lower_conv(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_conv(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   /* The backward forms lead with the forward's fields. */
   tt_conv2d_attrs_t ca;
@@ -370,7 +370,7 @@ static tt_shv_t tt_shlo_adaptive(tt_shlo_t *c, tt_shv_t x, int64_t oh, int64_t o
   return tt_shlo_transpose(c, t, perm);
 }
 
-tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   /* The window fields of the max and average pools and their backwards. */
   int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1};
@@ -532,7 +532,7 @@ tt_shv_t tt_shlo_lower_pool(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 
 /* ---- softmax ---- */
 
-tt_shv_t tt_shlo_lower_softmax(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_softmax(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   int dim, lg, packed = 0;
   if (in->op == TT_OP_SOFTMAX) {
@@ -594,7 +594,7 @@ tt_shv_t tt_shlo_lower_softmax(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 
 /* ---- RNG ---- */
 
-tt_shv_t tt_shlo_lower_rng(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_rng(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_rng_attrs_t ra;
   TT_ATTRS(in, &ra);
@@ -651,7 +651,7 @@ tt_shv_t tt_shlo_lower_rng(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 
 /* ---- CUMULATIVE ---- */
 
-tt_shv_t tt_shlo_lower_cumulative(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_cumulative(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_cumulative_attrs_t ca;
   TT_ATTRS(in, &ca);
@@ -732,3 +732,41 @@ tt_shv_t tt_shlo_lower_cumulative(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
       return tt_shlo_fail_unimpl(c, "cumulative op", (long long)op);
   }
 }
+
+/* ---- registrations ---- */
+
+const tt_shlo_row_t tt_shlo_rows_nn[] = {
+    {TT_OP_REDUCE, tt_shlo_lower_reduce,
+     "reduce with an add/mul/max/min/and/or region; mean = sum / count; "
+     "argmax/argmin = variadic reduce over (value, iota)"},
+    {TT_OP_SCAN, tt_shlo_lower_scan,
+     "reduce_window over a full-length window padded on the low side"},
+    {TT_OP_DOT, tt_shlo_lower_dot, "dot_general with batch dims"},
+    {TT_OP_CONV2D, tt_shlo_lower_conv, "convolution [b,f,0,1]x[o,i,0,1]->[b,f,0,1]"},
+    {TT_OP_CONV2D_BWD_INPUT, tt_shlo_lower_conv,
+     "convolution over grad_out with lhs_dilation = stride and "
+     "the kernel reversed, in/out features swapped"},
+    {TT_OP_CONV2D_BWD_WEIGHT, tt_shlo_lower_conv,
+     "convolution of x by grad_out with rhs_dilation = stride, "
+     "batch as features, batch_group_count = groups"},
+    {TT_OP_MAX_POOL2D, tt_shlo_lower_pool, "reduce_window max"},
+    {TT_OP_MAX_POOL2D_INDICES, tt_shlo_lower_pool,
+     "variadic reduce_window over (value, flat h*W+w iota)"},
+    {TT_OP_MAX_POOL2D_BWD, tt_shlo_lower_pool, "scatter (add) of grad_out at the indices"},
+    {TT_OP_AVG_POOL2D, tt_shlo_lower_pool, "reduce_window add / constant window counts"},
+    {TT_OP_AVG_POOL2D_BWD, tt_shlo_lower_pool,
+     "divide by counts, interior pad by stride-1, reduce_window add"},
+    {TT_OP_ADAPTIVE_AVG_POOL2D, tt_shlo_lower_pool,
+     "two dot_generals with constant averaging matrices"},
+    {TT_OP_ADAPTIVE_AVG_POOL2D_BWD, tt_shlo_lower_pool,
+     "two dot_generals with the transposed matrices"},
+    {TT_OP_SOFTMAX, tt_shlo_lower_softmax,
+     "reduce max, exponential, reduce add, divide (log: subtract log)"},
+    {TT_OP_SOFTMAX_BWD, tt_shlo_lower_softmax, "elementwise + reduce add"},
+    {TT_OP_RNG, tt_shlo_lower_rng,
+     "rng_bit_generator + bit tricks (uniform), Box-Muller (normal), compare "
+     "(bernoulli)"},
+    {TT_OP_CUMULATIVE, tt_shlo_lower_cumulative,
+     "reduce_window (max/min; variadic with indices; logaddexp region)"},
+    TT_SHLO_ROWS_END,
+};

@@ -125,7 +125,7 @@ static void tt_shlo_coll_groups(tt_shlo_t *c, tt_shlo_attr_t *a, const tt_instr_
   }
 }
 
-tt_shv_t tt_shlo_lower_collective(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_collective(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_shlo_coll_t co;
   tt_shlo_coll_decode(in, &co);
@@ -222,7 +222,7 @@ tt_shv_t tt_shlo_sharding_call(tt_shlo_t *c, tt_shv_t v, const tt_sharding_t *sh
   return tt_shlo_sharded_call(c, v, "Sharding", sh, NULL);
 }
 
-tt_shv_t tt_shlo_lower_spmd_manual(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
+static tt_shv_t tt_shlo_lower_spmd_manual(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_shv_t x = ins->x[0];
   if (tt_shlo_bad(c, 1, &x)) return -1;
@@ -287,3 +287,19 @@ tt_status_t tt_shlo_spmd_scan(const tt_graph_t *g, tt_shlo_spmd_t *out) {
   return NULL;
 }
 
+/* ---- registrations ---- */
+
+const tt_shlo_row_t tt_shlo_rows_spmd[] = {
+    {TT_OP_ALL_REDUCE, tt_shlo_lower_collective,
+     "all_reduce with an add/multiply/maximum/minimum/or/and region"},
+    {TT_OP_ALL_GATHER, tt_shlo_lower_collective, "all_gather"},
+    {TT_OP_REDUCE_SCATTER, tt_shlo_lower_collective, "reduce_scatter with a reduction region"},
+    {TT_OP_ALL_TO_ALL, tt_shlo_lower_collective, "all_to_all"},
+    {TT_OP_COLLECTIVE_PERMUTE, tt_shlo_lower_collective,
+     "collective_permute (source_target_pairs)"},
+    {TT_OP_SPMD_FULL_TO_SHARD, tt_shlo_lower_spmd_manual,
+     "custom_call @Sharding + @SPMDFullToShardShape ({manual})"},
+    {TT_OP_SPMD_SHARD_TO_FULL, tt_shlo_lower_spmd_manual,
+     "custom_call @Sharding ({manual}) + @SPMDShardToFullShape"},
+    TT_SHLO_ROWS_END,
+};
