@@ -1,21 +1,12 @@
 /* The CPU backend's table (backend.h) and the executable facts only it
  * has (runtime.h: tier-1 kernel slots, the buffer plan's sizes). */
-#include "backends/cpu/exec.h"
+#include "backends/cpu/cpu_internal.h"
 #include "torchtpu/metrics.h"
-
-/* The plan (plan.c), refused while the executor registrations are broken
- * (an op with no executor or two: exec_table.c), naming the op. */
-static tt_status_t tt_cpu_prepare_checked(const tt_backend_t *self, const tt_graph_t *graph,
-                                          void **out_plan) {
-  *out_plan = NULL;
-  TT_RETURN_IF_ERROR(tt_cpu_exec_table_check());
-  return tt_cpu_prepare(self, graph, out_plan);
-}
 
 static const tt_backend_t tt_cpu_backend_ = {
     .name = "cpu",
     .configure_passes = NULL, /* the pipeline's options as they are */
-    .prepare = tt_cpu_prepare_checked,
+    .prepare = tt_cpu_prepare,
     .release = tt_cpu_release,
     .execute = tt_cpu_execute,
     .bind_outputs = tt_cpu_bind_outputs,
@@ -26,10 +17,8 @@ const tt_backend_t *tt_backend_cpu(void) { return &tt_cpu_backend_; }
 tt_cpu_plan_t *tt_cpu_plan_of(const tt_executable_t *exe) {
   /* Every backend whose prepare is the CPU backend's (itself, and the
    * PJRT backend for its fallback) holds a CPU plan. */
-  const tt_backend_t *b = tt_executable_backend(exe);
-  return b->prepare == tt_cpu_prepare_checked || b->prepare == tt_cpu_prepare
-             ? tt_executable_prepared(exe)
-             : NULL;
+  return tt_executable_backend(exe)->prepare == tt_cpu_prepare ? tt_executable_prepared(exe)
+                                                               : NULL;
 }
 
 size_t tt_executable_arena_bytes(const tt_executable_t *exe) {

@@ -74,9 +74,10 @@ tt_status_t tt_cpu_plan_attention_pairs(tt_cpu_plan_t *p);
 void tt_cpu_check_epilogues(tt_cpu_plan_t *p);
 /* Where operand o of convolution i's epilogue is read at the time the
  * convolution runs: o itself when computed before i, else the end of the
- * chain of reshapes (aliasing ones, with `aliased`) to an instruction
- * before i or a graph input. -1: not available. */
-int32_t tt_cpu_epi_root(const tt_cpu_plan_t *p, int32_t o, int32_t i, int aliased);
+ * chain of reshapes the buffer plan aliases to an instruction before i or
+ * a graph input (tt_pass_pair checked the chain through any reshapes).
+ * -1: not available. */
+int32_t tt_cpu_epi_root(const tt_cpu_plan_t *p, int32_t o, int32_t i);
 
 /* ---- fused execution (fused_exec.c) ---- */
 /* Tier-0 execution of one TT_OP_FUSED instruction. */

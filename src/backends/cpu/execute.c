@@ -43,7 +43,7 @@ static tt_status_t tt_run_conv_epilogue(const tt_cpu_plan_t *e, const tt_graph_t
   ex.out = vals[f];
   for (int k = 0; k < fi->num_operands; ++k) {
     int32_t o = fi->operands[k];
-    int32_t r = o == i ? i : tt_cpu_epi_root(e, o, i, 1);
+    int32_t r = o == i ? i : tt_cpu_epi_root(e, o, i);
     void *v = r <= i ? vals[r] : tt_buffer_data(inputs[g->instrs[r].input_index].buffer);
     ex.ptrs[k] = v;
     fin[k] = tt_cpu_view(&g->instrs[o], v);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/exec.h"
 
 
 /* The instruction below output reshape i's chain of reshapes that are not
@@ -258,6 +259,9 @@ done:
 tt_status_t tt_cpu_prepare(const tt_backend_t *self, const tt_graph_t *graph, void **out_plan) {
   (void)self;
   *out_plan = NULL;
+  /* Refused while the executor registrations are broken (an op with no
+   * executor or two: exec_table.c), naming the op. */
+  TT_RETURN_IF_ERROR(tt_cpu_exec_table_check());
   tt_cpu_plan_t *e = calloc(1, sizeof(*e));
   if (!e) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (executable)");
   e->graph = graph;

@@ -7,11 +7,11 @@
 
 #include "backends/cpu/cpu_internal.h"
 
-/* aliased: only through reshapes that alias (the buffer plan decides
- * that after the epilogues are chosen). */
-int32_t tt_cpu_epi_root(const tt_cpu_plan_t *e, int32_t o, int32_t i, int aliased) {
+/* Only through reshapes that alias (the buffer plan decides that after
+ * the epilogues are chosen). */
+int32_t tt_cpu_epi_root(const tt_cpu_plan_t *e, int32_t o, int32_t i) {
   const tt_graph_t *g = e->graph;
-  while (o > i && g->instrs[o].op == TT_OP_RESHAPE && (!aliased || e->alias[o]))
+  while (o > i && g->instrs[o].op == TT_OP_RESHAPE && e->alias[o])
     o = g->instrs[o].operands[0];
   return o < i || g->instrs[o].op == TT_OP_PARAM ? o : -1;
 }
@@ -82,7 +82,7 @@ void tt_cpu_check_epilogues(tt_cpu_plan_t *e) {
     if (f < 0) continue;
     const tt_instr_t *fi = &g->instrs[f];
     for (int32_t k = 0; k < fi->num_operands; ++k) {
-      if (fi->operands[k] != i && tt_cpu_epi_root(e, fi->operands[k], i, 1) < 0) {
+      if (fi->operands[k] != i && tt_cpu_epi_root(e, fi->operands[k], i) < 0) {
         e->epi_next[i] = -1;
         if (!e->alias[f]) e->epi_src[f] = -1;
         break;
