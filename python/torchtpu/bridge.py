@@ -42,6 +42,14 @@ TORCH_TO_TT = {
     torch.complex64: TT_C64,
 }
 TT_TO_TORCH = {v: k for k, v in TORCH_TO_TT.items()}
+# The torch dtype whose element layout each device code has (host copies
+# read and write these); TT_TO_TORCH is the dtype PyTorch sees, which
+# differs under XLA_USE_BF16 / XLA_DOWNCAST_BF16 (device_dtypes.py).
+TT_STORAGE_TORCH = dict(TT_TO_TORCH)
+
+# TORCH_TO_TT once the switches above are read: empty until the first
+# dtype is mapped, so tt_dtype reads them then at no cost afterwards.
+_TT_OF = {}
 
 # Set once the process has made a complex xla tensor (or asked for one):
 # from then on dispatch checks each op for complex operands and sends those
@@ -51,11 +59,19 @@ complex_in_use = [False]
 
 
 def tt_dtype(dtype):
+    """The device dtype code of a torch dtype (TypeError if unsupported)."""
     try:
-        return TORCH_TO_TT[dtype]
+        return _TT_OF[dtype]
     except KeyError:
-        raise TypeError(f"dtype {dtype} is not supported on xla devices "
-                        f"(supported: {', '.join(str(d) for d in TORCH_TO_TT)})") from None
+        pass
+    if not _TT_OF:
+        from torchtpu import device_dtypes
+        device_dtypes.apply(TORCH_TO_TT, TT_TO_TORCH, TT_F64, TT_F32, TT_BF16)
+        _TT_OF.update(TORCH_TO_TT)
+        if dtype in _TT_OF:
+            return _TT_OF[dtype]
+    raise TypeError(f"dtype {dtype} is not supported on xla devices "
+                    f"(supported: {', '.join(str(d) for d in TORCH_TO_TT)})")
 
 
 def _refuse_disabled_functionalization():
@@ -233,12 +249,15 @@ def upload(cpu_tensor, index):
     c = cpu_tensor.detach()
     if c.dtype not in TORCH_TO_TT:
         raise TypeError(f"dtype {c.dtype} is not supported on xla devices")
+    dt = tt_dtype(c.dtype)
+    if TT_STORAGE_TORCH[dt] is not c.dtype:  # XLA_USE_BF16 and friends
+        c = c.to(TT_STORAGE_TORCH[dt])
     c = c.contiguous()
     if c.is_conj() or c.is_neg():
         c = c.resolve_conj().resolve_neg()
     nbytes = c.numel() * c.element_size()
     t0 = _now_ns()
-    h = _C.from_host(index, TORCH_TO_TT[c.dtype], tuple(c.shape), c.data_ptr(), nbytes)
+    h = _C.from_host(index, dt, tuple(c.shape), c.data_ptr(), nbytes)
     # PyTorch/XLA's names for a host tensor becoming device data.
     _C.metric_add("TensorToData", 0, float(_now_ns() - t0))
     _C.metric_add("InboundData", 1, float(nbytes))
@@ -256,10 +275,11 @@ def download(handle):
     """Runs what handle needs and returns its value as a CPU tensor."""
     if on_download is not None:
         on_download(handle)
-    out = torch.empty(handle.shape, dtype=TT_TO_TORCH[handle.dtype])
+    out = torch.empty(handle.shape, dtype=TT_STORAGE_TORCH[handle.dtype])
     _C.to_host(handle, out.data_ptr(), out.numel() * out.element_size())
     _C.metric_add("OutboundData", 1, float(out.numel() * out.element_size()))
-    return out
+    seen = TT_TO_TORCH[handle.dtype]
+    return out if seen is out.dtype else out.to(seen)
 
 
 # ------------------------------------------------- factory kernels on XLA

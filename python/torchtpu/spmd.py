@@ -15,7 +15,7 @@ import math
 import torch
 
 from torchtpu import _C, bridge, pjrt
-from torchtpu.bridge import TT_TO_TORCH
+from torchtpu.bridge import TT_STORAGE_TORCH
 
 _clients = {}
 _executables = {}
@@ -46,7 +46,7 @@ def _emit(tensors):
 def _input_value(entry):
     """The CPU tensor of one @main argument (key, kind, dtype, shape, value)."""
     _key, kind, dt, shape, value = entry
-    tdt = TT_TO_TORCH[dt]
+    tdt = TT_STORAGE_TORCH[dt]
     if kind == "scalar":
         return torch.tensor(value, dtype=tdt)
     if value is None:

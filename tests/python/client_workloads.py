@@ -131,3 +131,51 @@ def cpu_reference():
     return {"accelerate": {mp: accelerate_run(mp) for mp in ("no", "bf16")},
             "trainer": {f"{kind}-{bf16}": trainer_run(kind, bf16, use_cpu=True)
                         for kind in ("bert", "gpt2") for bf16 in (False, True)}}
+
+
+def lightning_bf16_true_run(accelerator):
+    """Lightning with precision="bf16-true": on xla its precision plugin
+    sets XLA_USE_BF16=1 (read by the first xla tensor made afterwards, so
+    run this in a fresh process); on the CPU it converts the module to
+    bfloat16. Returns the losses, the dtype PyTorch reports for the
+    parameters after fit, and (on xla) the device dtype of the first weight
+    while training."""
+    import warnings
+    import lightning as L
+
+    class Regressor(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
+                                           torch.nn.Linear(16, 1))
+            self.losses = []
+            self.device_dtype = None
+
+        def training_step(self, batch, i):
+            x, y = batch
+            loss = torch.nn.functional.mse_loss(self.net(x), y.to(self.net[0].weight.dtype))
+            self.losses.append(loss.detach())
+            w = self.net[0].weight
+            if w.device.type == "xla" and not self.device_dtype:
+                import torch_xla
+                text = torch_xla._XLAC._get_xla_tensors_text([w])
+                self.device_dtype = "bfloat16" if "bfloat16[16,8]" in text else text
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(32, 8, generator=g)
+    data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
+    model = Regressor()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = L.Trainer(accelerator=accelerator, devices=1, precision="bf16-true",
+                            max_epochs=2, logger=False, enable_progress_bar=False,
+                            enable_model_summary=False, enable_checkpointing=False,
+                            default_root_dir=tempfile.mkdtemp())
+        trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=8))
+    return {"losses": [float(v) for v in model.losses],
+            "param_dtype": str(model.net[0].weight.dtype), "device_dtype": model.device_dtype}

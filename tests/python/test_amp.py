@@ -1,6 +1,6 @@
 """Automatic mixed precision on xla: torch.autocast('xla') / torch_xla.amp
 against PyTorch/XLA's cast policy and CPU autocast, GradScaler, the
-sync-free optimizers, and the refused XLA_USE_BF16."""
+sync-free optimizers, and XLA_USE_BF16 / XLA_DOWNCAST_BF16."""
 import os
 import subprocess
 import sys
@@ -151,13 +151,55 @@ def test_syncfree_matches_reference_skipping_inf_steps(dev, cls, ref, kw):
         oa.step(found_inf=torch.zeros(2, device=dev))
 
 
-def test_xla_use_bf16_is_refused():
-    env = dict(os.environ, XLA_USE_BF16="1", PJRT_DEVICE="CPU")
-    r = subprocess.run([sys.executable, "-c", "import torch_xla"], env=env,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode != 0
-    assert "XLA_USE_BF16 will be deprecated after the 2.6 release" in r.stdout
-    assert "RuntimeError: XLA_USE_BF16=1 is not supported" in r.stderr
+_BF16_ENV_CHILD = r"""
+import torch, torch_xla
+dev = torch_xla.device()
+torch.manual_seed(0)
+w, x = torch.randn(16, 8), torch.randn(5, 16)
+d = torch.tensor([1.0, 2.0], dtype=torch.float64)
+got = (x.to(dev) @ w.to(dev)).tanh()
+dd = d.to(dev) * 3
+text = torch_xla._XLAC._get_xla_tensors_text([got, dd])
+host = got.cpu()
+print(repr((str(got.dtype), str(host.dtype), str(dd.dtype), str(dd.cpu().dtype))))
+print(repr(text))
+ref16 = (x.bfloat16() @ w.bfloat16()).tanh().float()
+print(repr(((host - ref16).abs().max().item(), (host - (x @ w).tanh()).abs().max().item())))
+"""
+
+
+@pytest.mark.parametrize("var", ["XLA_USE_BF16", "XLA_DOWNCAST_BF16"])
+def test_bf16_env_switches_store_floats_narrower(var):
+    # Read at the first xla tensor (not at import), as PyTorch/XLA reads
+    # them; PyTorch keeps seeing float32 (float64 for DOWNCAST's float32).
+    env = dict(os.environ, PJRT_DEVICE="CPU")
+    env[var] = "1"
+    r = subprocess.run([sys.executable, "-c", _BF16_ENV_CHILD], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].startswith(f"{var} will be deprecated after the 2.6 release")
+    dtypes, text, (err16, err32) = (eval(v) for v in lines[1:4])
+    assert "bfloat16[5,8]" in text and "float32[5,8]" not in text
+    if var == "XLA_USE_BF16":  # float64 is bfloat16 too
+        assert dtypes == ("torch.float32", "torch.float32", "torch.float32", "torch.float32")
+        assert "bfloat16[2]" in text
+    else:  # float64 is float32 on the device, float64 to PyTorch
+        assert dtypes == ("torch.float32", "torch.float32", "torch.float64", "torch.float64")
+        assert "float32[2]" in text
+    # The values are bfloat16 computations, not float32 ones.
+    assert err16 < 2e-2 and err32 > 1e-4
+
+
+def test_bf16_env_switch_off_keeps_float32():
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")}
+    env["PJRT_DEVICE"] = "CPU"
+    r = subprocess.run([sys.executable, "-c", _BF16_ENV_CHILD], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.strip().splitlines()
+    assert "deprecated" not in r.stdout
+    assert "float32[5,8]" in eval(lines[1]) and eval(lines[2])[1] < 1e-5
 
 
 def test_grad_scaler_with_plain_optimizer_reads_found_inf(dev):

@@ -227,3 +227,27 @@ def test_mp_device_loader_answers_the_wrapped_loaders_attributes(dev):
     batches = [b[0] for b in wrapped]
     assert [b.device.type for b in batches] == ["xla", "xla"]
     assert torch.equal(torch.cat([b.cpu() for b in batches]), torch.arange(6.0))
+
+
+def test_lightning_bf16_true_on_xla_computes_in_bfloat16_like_cpu():
+    # precision="bf16-true" on xla sets XLA_USE_BF16, which the first xla
+    # tensor reads: a fresh child per run. On the CPU lightning converts the
+    # module to bfloat16; on xla PyTorch sees float32 and the device holds
+    # bfloat16, with the same losses to bfloat16 rounding.
+    def run(accelerator):
+        env = {k: v for k, v in os.environ.items() if k not in ("XLA_USE_BF16", "CPU_NUM_DEVICES")}
+        env["PJRT_DEVICE"] = "CPU"
+        code = ("import json, sys, client_workloads as w; "
+                f"print(json.dumps(w.lightning_bf16_true_run({accelerator!r})))")
+        r = subprocess.run([sys.executable, "-c", code], cwd=HERE, env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-4000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    got, ref = run("tpu"), run("cpu")
+    assert got["device_dtype"] == "bfloat16" and got["param_dtype"] == "torch.float32"
+    assert ref["param_dtype"] == "torch.bfloat16"
+    assert len(got["losses"]) == len(ref["losses"]) == 8
+    _close(got["losses"], ref["losses"], 3e-2)
+    # Not float32 arithmetic: every loss is a bfloat16 value.
+    assert all(float(torch.tensor(v).bfloat16().float()) == v for v in got["losses"])

@@ -2,11 +2,9 @@
 
 Importing it (torch_xla does) registers the AutocastXLA kernels, so
 torch.autocast('xla') casts ops by PyTorch/XLA's policy."""
-from torch_xla.amp import bf16_env as _bf16_env
 from torch_xla.amp import autocast_kernels as _autocast_kernels
 from torch_xla.amp import scaler_lowerings as _scaler_lowerings  # noqa: F401  (registers)
 
-_bf16_env.check()
 _autocast_kernels.register()
 
 from .autocast_mode import autocast  # noqa: E402,F401
