@@ -1,0 +1,43 @@
+"""The `xla://` init method of torch.distributed (registered by
+torch_xla.distributed.xla_backend): rank and world size come from the xla
+runtime, so `dist.init_process_group("xla", init_method="xla://")` needs no
+RANK / WORLD_SIZE of its own.
+
+The store is what the process group uses to meet: a TCPStore at
+MASTER_ADDR:MASTER_PORT (defaults localhost:12355) hosted by process 0 when
+several processes take part; with one process an in-memory HashStore, so a
+single-process program opens no port."""
+import datetime
+import threading
+
+import torch.distributed as dist
+
+import torch_xla.runtime as xr
+import torch_xla.utils.utils as xu
+
+_store = None
+_store_lock = threading.Lock()
+
+
+def _make_store(timeout):
+    if xr.process_count() == 1:
+        return dist.HashStore()
+    host = xu.getenv_as("MASTER_ADDR", str) or "localhost"
+    port = xu.getenv_as("MASTER_PORT", int, 12355)
+    kwargs = {} if timeout is None else {"timeout": timeout}
+    return dist.TCPStore(host, port, xr.process_count(), is_master=xr.process_index() == 0,
+                         **kwargs)
+
+
+def pjrt_rendezvous_handler(url: str, timeout: datetime.timedelta = None, **kwargs):
+    """Yields (store, rank, world_size) once, as torch.distributed's
+    rendezvous handlers do; the store is shared by every group of the
+    process."""
+    global _store
+    with _store_lock:
+        if _store is None:
+            _store = _make_store(timeout)
+    if xr.is_spmd():  # one rank per process, as PyTorch/XLA does under SPMD
+        yield (_store, xr.process_index(), xr.process_count())
+    else:
+        yield (_store, xr.global_ordinal(), xr.world_size())
