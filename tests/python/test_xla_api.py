@@ -637,3 +637,15 @@ def test_launch_under_torchrun_and_spmd(monkeypatch):
     monkeypatch.setattr(xr, "is_spmd", lambda: True)
     with pytest.raises(NotImplementedError, match="SPMD"):
         torch_xla.launch(lambda i: None)
+
+
+def test_dynamo_package_paths():
+    # PyTorch/XLA's current module path of the bridge, its config switch,
+    # and the torchax backend that needs packages not installed here.
+    import torch_xla._dynamo as dyn
+    from torch_xla._dynamo import dynamo_backend2, dynamo_bridge
+    import torch_xla.core.dynamo_bridge as core_bridge
+    assert dyn.config.skip_input_data_check is False
+    assert dynamo_bridge.extract_compiled_graph is core_bridge.extract_compiled_graph
+    with pytest.raises(ImportError, match="torchax"):
+        dynamo_backend2.dynamo_backend(None, ())
