@@ -549,8 +549,9 @@ def test_xla_builder_types_and_registry():
     for name, dtype in xb._XLA_PT_TYPE_MAP.items():
         assert xb.Op.from_torch_type(xb.Op.to_torch_type(name)) == name
     assert xb.Op.to_torch_type(None) == torch.float32
-    op = xor.register("double", lambda a: a * 2)
-    with pytest.raises(NotImplementedError, match="not supported"):
+    op = xor.register("double", lambda a: a + a)  # builder ops: tests/python/test_xla_builder.py
+    assert torch.equal(op(torch.ones(1, device="xla")).cpu(), torch.full((1,), 2.0))
+    with pytest.raises(RuntimeError, match="not an XLA tensor"):
         op(torch.ones(1))
 
 
