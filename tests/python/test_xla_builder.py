@@ -477,3 +477,21 @@ def test_types_and_shapes():
     shapes = xb.tensor_shape([torch.ones(2, dtype=torch.int64), torch.ones(())])
     assert [x.shape for x in shapes] == [{"type": "s64", "sizes": (2,)},
                                          {"type": "f32", "sizes": ()}]
+
+
+def test_xla_callable_structured_io(dev):
+
+    def f(pair, scale=None):
+        a, b = pair
+        return {"sum": a + b, "prod": a * b * xb.Op.scalar(a.builder(), scale)}
+
+    call = xb.XlaCallable(f)
+    out = call((A.to(dev), B.to(dev)), scale=2.0)
+    assert sorted(out) == ["prod", "sum"]
+    same(out["sum"].cpu(), A + B)
+    same(out["prod"].cpu(), A * B * 2)
+    call((A.to(dev), B.to(dev)), scale=2.0)
+    assert len(call._cache) == 1
+    out = call((torch.ones(2).to(dev), torch.ones(2).to(dev)), scale=3.0)
+    same(out["prod"].cpu(), torch.full((2,), 3.0))
+    assert len(call._cache) == 2

@@ -836,3 +836,80 @@ def call_jax(jax_func, args, kwargs=None, name=None, override_hash=None):
     raise ImportError('JAX import guard fail due to PJRT client is unavailable.') from e
   raise NotImplementedError('xla_builder.call_jax: this engine compiles its own IR and cannot '
                             'run the XLA HLO that JAX lowers to')
+
+
+class FlattenedInputFunc:
+  """A Python function called with flat lists of tensors: preprocess picks
+  the tensors out of (args, kwargs) and remembers the rest, flat_call runs
+  the function on a tensor list put back in place, postprocess rebuilds the
+  output structure from a flat list."""
+
+  def __init__(self, orig_func):
+    self.orig_func = orig_func
+    self.non_tensors = None
+    self.in_spec = None
+    self.out_spec = None
+    self._sentinel = object()  # marks where a tensor goes
+
+  def preprocess(self, args, kwargs=None):
+    flat, self.in_spec = self.flatten((args, kwargs or {}))
+    self.non_tensors = tuple(self._sentinel if isinstance(a, torch.Tensor) else a for a in flat)
+    return tuple(a for a in flat if isinstance(a, torch.Tensor))
+
+  def flat_call(self, flat_input):
+    assert self.in_spec is not None, 'flat call only makes sense after preprocess is called'
+    tensors = iter(flat_input)
+    flat = [next(tensors) if a is self._sentinel else a for a in self.non_tensors]
+    args, kwargs = self.unflatten(flat, self.in_spec)
+    out, self.out_spec = self.flatten(self.orig_func(*args, **kwargs))
+    return out
+
+  def postprocess(self, res_flattened):
+    assert self.out_spec is not None, 'post process only makes sense after flat_call is called'
+    return self.unflatten(res_flattened, self.out_spec)
+
+  def flatten(self, inputs):
+    from torch.utils import _pytree as pytree
+    return pytree.tree_flatten(inputs)
+
+  def unflatten(self, flattened, spec):
+    from torch.utils import _pytree as pytree
+    return pytree.tree_unflatten(flattened, spec)
+
+
+class CompiledCallableWithCache:
+  """A callable specialized (specialize, in a subclass) once per input
+  shapes, element types and non-tensor arguments."""
+
+  def __init__(self, flat_input_func):
+    self._cache = {}
+    self._flat_input_func = flat_input_func
+
+  def __call__(self, *args, **kwargs):
+    flat = self._flat_input_func.preprocess(args, kwargs)
+    key = (tuple(None if a is None else (tuple(a.shape), a.dtype) for a in flat),
+           tuple(self._flat_input_func.non_tensors), self._flat_input_func.in_spec)
+    if key not in self._cache:
+      self._cache[key] = self.specialize(flat)
+    return self._flat_input_func.postprocess(self._cache[key](flat))
+
+  def specialize(self, sample_flat_args):
+    raise NotImplementedError
+
+
+class XlaCallable(CompiledCallableWithCache):
+  """A function of xb.Ops (any argument structure, tensors in place of Ops)
+  callable on xla tensors: built once per input shapes."""
+
+  def __init__(self, xla_func):
+    super().__init__(FlattenedInputFunc(xla_func))
+
+  def specialize(self, sample_flat_args):
+    name = 'xla::computation'
+    builder = create_builder(name)
+    params = [
+        mkparam(builder, i, mkshape(Op.from_torch_type(a.dtype), a.shape))
+        for i, a in enumerate(sample_flat_args)
+    ]
+    computation = Op.tuple(self._flat_input_func.flat_call(params)).build(name)
+    return xla_computation_as_func(computation, name)
