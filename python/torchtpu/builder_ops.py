@@ -55,7 +55,6 @@ UNSUPPORTED = {
     'SelectAndScatterWithGeneralPadding': 'window select/scatter computations have no engine op',
     'MaxPool': 'pooling with a general tensor format has no engine op',
     'ReduceWindow': 'window reductions with a user computation have no engine op',
-    'Sort': 'sorting with a user comparator computation has no engine op',
     'Map': 'mapping a user computation over elements has no engine op',
     'SetDimensionSize': 'the engine has static shapes only (no dynamic dimensions)',
     'Clz': 'count-leading-zeros has no engine op',
@@ -620,6 +619,38 @@ def _reduce_over(ctx, ops, attrs, op, dims):
   return combine(reduced, init)
 
 
+def _sort(ctx, ops, attrs, op):
+  xs = [_array(op, v) for v in ops]
+  if not xs:
+    raise RuntimeError(f'{op}: needs at least one operand')
+  for x in xs[1:]:
+    if tuple(x.shape) != tuple(xs[0].shape):
+      raise RuntimeError(f'{op}: operands {shape_text(xs[0])} and {shape_text(x)} differ in '
+                         'shape')
+  dim = attrs.get('dimension')
+  dim = xs[0].dim() - 1 if dim is None or dim == -1 else dim
+  dim = _dims(op, 'dimension', [dim], max(xs[0].dim(), 1))[0]
+  comparator = attrs['comparator']
+  if ctx.meta:  # the comparator takes (lhs, rhs) scalars of each operand in turn
+    scalars = [torch.empty((), dtype=x.dtype, device='meta') for x in xs for _ in (0, 1)]
+    c = ctx.call(comparator, scalars)
+    if isinstance(c, tuple) or c.dtype != torch.bool or c.dim() != 0:
+      raise RuntimeError(f'{op}: the comparator must return a pred scalar, got {shape_text(c)}')
+  order = comparator.first_pair_order()
+  if order is None:
+    raise NotImplementedError(
+        f'xla_builder {op}: only comparators returning Lt or Gt of the first operand\'s two '
+        'parameters are supported on this engine')
+  if xs[0].dim() == 0:
+    return xs[0] if len(xs) == 1 else tuple(xs)
+  # Stable either way: XLA leaves the order of equal keys unspecified unless
+  # is_stable, and the stable order is one it allows.
+  keys, index = torch.sort(xs[0], stable=True, dim=dim, descending=order == 'Gt')
+  if len(xs) == 1:
+    return keys
+  return (keys, *(torch.take_along_dim(x, index, dim) for x in xs[1:]))
+
+
 def _reduce(ctx, ops, attrs, op):
   x = _array(op, ops[0])
   return _reduce_over(ctx, ops, attrs, op, _dims(op, 'dimensions', attrs['dimensions'], x.dim()))
@@ -687,6 +718,7 @@ OPS = {
     'Conditional': _conditional,
     'While': _while,
     'Reduce': _reduce,
+    'Sort': _sort,
     'ReduceAll': _reduce_all,
 }
 for _name, _fn in {

@@ -447,7 +447,6 @@ def test_ops_from_another_builder_refused(dev):
 
 @pytest.mark.parametrize("fn,name", [
     (lambda a: a.clz(), "Clz"),
-    (lambda a: xb.Op.sort([a], None), "Sort"),
     (lambda a: a.conv(a, [1, 1]), "Conv"),
     (lambda a: a.gather(a, [0], [1], [1], 1), "Gather"),
     (lambda a: a.reduce_window(a, None, [2, 2], [1, 1]), "ReduceWindow"),
@@ -495,3 +494,32 @@ def test_xla_callable_structured_io(dev):
     out = call((torch.ones(2).to(dev), torch.ones(2).to(dev)), scale=3.0)
     same(out["prod"].cpu(), torch.full((2,), 3.0))
     assert len(call._cache) == 2
+
+
+def test_sort(dev):
+    x = torch.tensor([[3.0, 1.0, 2.0, 1.0], [0.5, -1.0, 4.0, 2.0], [9.0, 8.0, -7.0, 6.0]])
+    y = torch.arange(12, dtype=torch.int32).reshape(3, 4)
+    same(run(dev, lambda a: xb.Op.sort([a], lambda l, r: l < r), x), x.sort(dim=1).values)
+    # descending along dimension 0, the second operand following the keys
+    got = run(dev, lambda a, b: xb.Op.sort([a, b], lambda la, ra, lb, rb: ra < la, dimension=0),
+              x, y)
+    keys, idx = x.sort(dim=0, descending=True, stable=True)
+    same(got[0], keys)
+    same(got[1], torch.take_along_dim(y, idx, 0))
+    # a built comparator, as PyTorch/XLA takes it; equal keys keep their order
+    s, si = xb.mkshape(xb.Type.F32, ()), xb.mkshape(xb.Type.S32, ())
+    comparator = xb.create_computation("cmp", lambda l, r, lb, rb: l > r, [s, s, si, si])
+    got = run(dev, lambda a, b: xb.Op.sort([a, b], comparator, is_stable=True), x, y)
+    keys, idx = x.sort(dim=1, descending=True, stable=True)
+    same(got[0], keys)
+    same(got[1], torch.take_along_dim(y, idx, 1))
+
+
+def test_sort_errors(dev):
+    with pytest.raises(NotImplementedError, match="Sort: only comparators"):
+        run(dev, lambda a: xb.Op.sort([a], lambda l, r: l * l < r * r), A)
+    with pytest.raises(RuntimeError, match="pred scalar"):
+        run(dev, lambda a: xb.Op.sort([a], lambda l, r: l + r), A)
+    two_params = xb.create_computation("cmp2", lambda l, r: l < r, [xb.mkshape("f32", ())] * 2)
+    with pytest.raises(RuntimeError, match="takes 2 parameters, got 4"):
+        run(dev, lambda a, b: xb.Op.sort([a, b], two_params), A, B)

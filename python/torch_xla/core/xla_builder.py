@@ -20,10 +20,11 @@ Control flow has no engine op, and costs differ from XLA's:
   so each iteration runs the same cached graph). Use it for short loops.
 
 Ops the engine cannot express (general Gather/Scatter, convolutions with
-dimension numbers, window reductions, Sort and Map with a user computation,
+dimension numbers, window reductions, Map with a user computation,
 dynamic dimension sizes, Clz) raise NotImplementedError naming the op.
 Reduce/ReduceAll take computations that apply Add, Mul, Max, Min, And or Or
-to their two parameters. get_computation_hlo prints the builder graph in
+to their two parameters; Sort a comparator returning Lt or Gt of its first
+two parameters (ordering by the first operand; the sort is stable). get_computation_hlo prints the builder graph in
 HLO text syntax, not what the engine compiles. Errors are PyTorch/XLA's:
 a bad operand is a RuntimeError (XLA's builder status), an unknown op name
 RuntimeError('Unknown XLA op name: ...').
@@ -201,6 +202,20 @@ class Computation(object):
     if {id(o) for o in root.operands} != ids:
       return None
     return root.name
+
+  def first_pair_order(self):
+    """'Lt' or 'Gt' when the root compares this computation's first two
+    parameters (a sort comparator ordering by the first operand), in
+    that order; None otherwise."""
+    root = self.root
+    if root.name not in ('Lt', 'Gt') or len(self.params) < 2 or len(root.operands) != 2:
+      return None
+    first, second = self.params[0], self.params[1]
+    if root.operands[0] is first and root.operands[1] is second:
+      return root.name
+    if root.operands[0] is second and root.operands[1] is first:
+      return 'Gt' if root.name == 'Lt' else 'Lt'
+    return None
 
   def program_shape(self):
     return ([Shape(_value_shape(p.value)) for p in self.params],
@@ -636,7 +651,13 @@ class Op(object):
 
   @classmethod
   def sort(cls, ops, comparator, dimension=None, is_stable=None):
-    return mkop('Sort', Op._extract_xla_ops(ops))
+    # A callable comparator is built here over (lhs, rhs) scalars of each
+    # operand in turn; PyTorch/XLA takes a built computation only.
+    if callable(comparator) and not isinstance(comparator, Computation):
+      shapes = [o.shape().as_scalar() for o in ops for _ in (0, 1)]
+      comparator = create_computation('Comparator', comparator, shapes)
+    return mkop('Sort', Op._extract_xla_ops(ops), comparator=comparator, dimension=dimension,
+                is_stable=is_stable)
 
   @classmethod
   def map(cls, ops, computation, dimensions, static_operands=(), builder=None):
