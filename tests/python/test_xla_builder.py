@@ -523,3 +523,13 @@ def test_sort_errors(dev):
     two_params = xb.create_computation("cmp2", lambda l, r: l < r, [xb.mkshape("f32", ())] * 2)
     with pytest.raises(RuntimeError, match="takes 2 parameters, got 4"):
         run(dev, lambda a, b: xb.Op.sort([a, b], two_params), A, B)
+
+
+def test_print_computations_env(dev, monkeypatch, capsys):
+    monkeypatch.setenv("XLA_OP_PRINT_COMPUTATIONS", "1")
+    op = xor.register("printed", lambda a, b: (a + b).exp())
+    same(op(A.to(dev), B.to(dev)).cpu(), (A + B).exp())
+    err = capsys.readouterr().err
+    assert "HloModule printed" in err and "add." in err and "ROOT exp." in err
+    op(A.to(dev), B.to(dev))  # cached: built and printed once
+    assert capsys.readouterr().err == ""
