@@ -1,7 +1,6 @@
 """torch_xla._dynamo.dynamo_backend2: PyTorch/XLA's experimental dynamo
 backend that traces the FX graph through torchax (JAX) and lowers it to
-HLO. It needs torchax and jax, which this project does not install, and an
-HLO builder, which this engine does not have (torch_xla.core.xla_builder);
+HLO. It needs torchax and jax, which this project does not install:
 importing the module works, calling the backend raises ImportError as
 PyTorch/XLA does without torchax."""
 
@@ -14,8 +13,8 @@ def _require_torchax():
         print('To use this dynamo backend, please install torchax')
         raise
     raise NotImplementedError(
-        "dynamo_backend2 lowers through torchax to HLO; this engine compiles its own IR and "
-        "has no HLO builder: use torch.compile(backend='openxla')")
+        "dynamo_backend2 lowers JAX computations (xb.call_jax), which this engine does not "
+        "run: use torch.compile(backend='openxla')")
 
 
 def _dynamo_backend(model, sample_args):
