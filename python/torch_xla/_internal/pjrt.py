@@ -77,6 +77,9 @@ def _run_thread_per_device(local_rank: int, local_world_size: int, fn: Callable[
     def _thread_fn(ordinal: int):
         replicas.enter(ordinal, n)
         bridge.set_current_device_index(ordinal)
+        # Per-thread autograd state: backward runs on the calling thread
+        # (as bridge sets for the importing thread), not on a device queue.
+        bridge._single_threaded_autograd()
         try:
             return fn()
         except BaseException as e:
