@@ -47,37 +47,59 @@ void tt_coll_acc_store(tt_dtype_t dtype, void *dst, const void *acc, int64_t k) 
     memcpy(dst, acc, (size_t)k * tt_dtype_size(dtype));
 }
 
-/* Floats: NaN wins max and min (x != x is x's NaN; a NaN already in acc
+/* One loop per reduction, the switch outside it (the loops vectorize).
+ * Floats: NaN wins max and min (v != v is v's NaN; a NaN already in acc
  * stays, no comparison with it being true). */
-#define TT_COLL_FLOAT_LOOP(T, LOAD)                                        \
-  do {                                                                     \
-    T *a = acc;                                                            \
-    for (int64_t i = 0; i < k; ++i) {                                      \
-      T v = LOAD;                                                          \
-      switch (reduce) {                                                    \
-        case TT_RED_SUM: a[i] += v; break;                                 \
-        case TT_RED_PROD: a[i] *= v; break;                                \
-        case TT_RED_MAX: if (v > a[i] || v != v) a[i] = v; break;          \
-        default: if (v < a[i] || v != v) a[i] = v; break; /* MIN */        \
-      }                                                                    \
-    }                                                                      \
+#define TT_COLL_FLOAT_LOOPS(T, LOAD)                                             \
+  do {                                                                           \
+    T *restrict a = acc;                                                         \
+    switch (reduce) {                                                            \
+      case TT_RED_SUM:                                                           \
+        for (int64_t i = 0; i < k; ++i) a[i] += LOAD;                            \
+        break;                                                                   \
+      case TT_RED_PROD:                                                          \
+        for (int64_t i = 0; i < k; ++i) a[i] *= LOAD;                            \
+        break;                                                                   \
+      case TT_RED_MAX:                                                           \
+        for (int64_t i = 0; i < k; ++i) {                                        \
+          T v = LOAD;                                                            \
+          a[i] = v > a[i] || v != v ? v : a[i];                                  \
+        }                                                                        \
+        break;                                                                   \
+      default: /* MIN */                                                         \
+        for (int64_t i = 0; i < k; ++i) {                                        \
+          T v = LOAD;                                                            \
+          a[i] = v < a[i] || v != v ? v : a[i];                                  \
+        }                                                                        \
+        break;                                                                   \
+    }                                                                            \
   } while (0)
 
 /* Integers: U is T's unsigned type (wrapping sums and products). */
-#define TT_COLL_INT_LOOP(T, U)                                                         \
-  do {                                                                                 \
-    T *a = acc;                                                                        \
-    const T *b = x;                                                                    \
-    for (int64_t i = 0; i < k; ++i) {                                                  \
-      switch (reduce) {                                                                \
-        case TT_RED_SUM: a[i] = (T)((U)a[i] + (U)b[i]); break;                         \
-        case TT_RED_PROD: a[i] = (T)((U)a[i] * (U)b[i]); break;                        \
-        case TT_RED_MAX: if (b[i] > a[i]) a[i] = b[i]; break;                          \
-        case TT_RED_MIN: if (b[i] < a[i]) a[i] = b[i]; break;                          \
-        case TT_RED_ALL: a[i] = (T)(a[i] & b[i]); break;                               \
-        default: a[i] = (T)(a[i] | b[i]); break; /* ANY */                             \
-      }                                                                                \
-    }                                                                                  \
+#define TT_COLL_INT_LOOPS(T, U)                                                     \
+  do {                                                                              \
+    T *restrict a = acc;                                                            \
+    const T *restrict b = x;                                                        \
+    switch (reduce) {                                                               \
+      case TT_RED_SUM:                                                              \
+        for (int64_t i = 0; i < k; ++i) a[i] = (T)((U)a[i] + (U)b[i]);              \
+        break;                                                                      \
+      case TT_RED_PROD:                                                             \
+        for (int64_t i = 0; i < k; ++i) a[i] = (T)((U)a[i] * (U)b[i]);              \
+        break;                                                                      \
+      case TT_RED_MAX:                                                              \
+        for (int64_t i = 0; i < k; ++i) a[i] = b[i] > a[i] ? b[i] : a[i];           \
+        break;                                                                      \
+      case TT_RED_MIN:                                                              \
+        for (int64_t i = 0; i < k; ++i) a[i] = b[i] < a[i] ? b[i] : a[i];           \
+        break;                                                                      \
+      case TT_RED_ALL:                                                              \
+        for (int64_t i = 0; i < k; ++i) a[i] = (T)(a[i] & b[i]);                    \
+        break;                                                                      \
+      default: /* ANY */                                                            \
+        for (int64_t i = 0; i < k; ++i) a[i] = (T)(a[i] | b[i]);                    \
+        break;                                                                      \
+    }                                                                               \
   } while (0)
 
 void tt_coll_acc_reduce(tt_dtype_t dtype, tt_reduce_op_t reduce, void *acc, const void *x,
@@ -85,22 +107,22 @@ void tt_coll_acc_reduce(tt_dtype_t dtype, tt_reduce_op_t reduce, void *acc, cons
   switch (dtype) {
     case TT_F32:
     case TT_C64: /* sum only: f32 pairs, k counts floats */
-      TT_COLL_FLOAT_LOOP(float, ((const float *)x)[i]);
+      TT_COLL_FLOAT_LOOPS(float, ((const float *restrict)x)[i]);
       break;
     case TT_F64:
-      TT_COLL_FLOAT_LOOP(double, ((const double *)x)[i]);
+      TT_COLL_FLOAT_LOOPS(double, ((const double *restrict)x)[i]);
       break;
     case TT_F16:
-      TT_COLL_FLOAT_LOOP(float, tt_f16_to_f32(((const uint16_t *)x)[i]));
+      TT_COLL_FLOAT_LOOPS(float, tt_f16_to_f32(((const uint16_t *)x)[i]));
       break;
     case TT_BF16:
-      TT_COLL_FLOAT_LOOP(float, tt_bf16_to_f32(((const uint16_t *)x)[i]));
+      TT_COLL_FLOAT_LOOPS(float, tt_bf16_to_f32(((const uint16_t *)x)[i]));
       break;
-    case TT_I8: TT_COLL_INT_LOOP(int8_t, uint8_t); break;
-    case TT_U8: TT_COLL_INT_LOOP(uint8_t, uint8_t); break;
-    case TT_I16: TT_COLL_INT_LOOP(int16_t, uint16_t); break;
-    case TT_I32: TT_COLL_INT_LOOP(int32_t, uint32_t); break;
-    case TT_I64: TT_COLL_INT_LOOP(int64_t, uint64_t); break;
+    case TT_I8: TT_COLL_INT_LOOPS(int8_t, uint8_t); break;
+    case TT_U8: TT_COLL_INT_LOOPS(uint8_t, uint8_t); break;
+    case TT_I16: TT_COLL_INT_LOOPS(int16_t, uint16_t); break;
+    case TT_I32: TT_COLL_INT_LOOPS(int32_t, uint32_t); break;
+    case TT_I64: TT_COLL_INT_LOOPS(int64_t, uint64_t); break;
     default: { /* TT_BOOL: sum and max are or, product and min are and */
       uint8_t *a = acc;
       const uint8_t *b = x;
