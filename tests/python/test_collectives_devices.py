@@ -63,6 +63,8 @@ COLLECTIVES = textwrap.dedent(r"""
         ring = [(k, (k + 1) % N) for k in range(N)]
         out["ring"] = xm.collective_permute(x, ring)
         out["partial"] = xm.collective_permute(x, ring[:-1])  # nobody sends to 0
+        out["bcast"] = x + 0
+        xm.collective_broadcast([out["bcast"]], root_ordinal=N - 1)
         torch_xla.sync()
         res = {k: v.cpu().float().numpy() for k, v in out.items()}
         res["rendezvous"] = xm.rendezvous("tag", f"r{i}".encode() * (i + 1))
@@ -94,6 +96,7 @@ COLLECTIVES = textwrap.dedent(r"""
                 "a2a": np.concatenate([z[:, 2 * i:2 * i + 2] for z in zs], 0),
                 "ring": xs[(i - 1) % N],
                 "partial": xs[i - 1] if i else np.zeros_like(xs[0]),
+                "bcast": xs[N - 1],
             }
             for k, w in want.items():
                 assert r[k].shape == w.shape, (i, k, r[k].shape, w.shape)
@@ -220,7 +223,7 @@ def _run(tmp_path, name, text, devices, *args, timeout_s=None):
 @pytest.mark.parametrize("n", [2, 4, 8])
 def test_every_collective_matches_numpy(tmp_path, n):
     out = _run(tmp_path, "collectives", COLLECTIVES, n, n)
-    assert "CHECKED %d 20" % n in out, out
+    assert "CHECKED %d 21" % n in out, out
 
 
 def test_mismatched_collectives_name_both_sides(tmp_path):
