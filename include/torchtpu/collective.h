@@ -14,8 +14,8 @@
  * naming both sides ("device 1 issued all_reduce(f32, 1024) #3 but device
  * 0 issued all_gather(f32, 1024) #3"). A member still waiting when the
  * deadline (TORCHTPU_COLLECTIVE_TIMEOUT_S seconds, default 300, from
- * tt_config) passes fails the round with TT_RESOURCE_EXHAUSTED naming who
- * arrived and who did not; every member present fails with it. After
+ * tt_config) passes fails the round with TT_INTERNAL naming who arrived
+ * and who did not (and where an absent member waits instead); every member present fails with it. After
  * tt_collective_abort every waiter, and every later call, fails with
  * TT_INTERNAL carrying the reason, until tt_collective_reset.
  *

@@ -203,7 +203,7 @@ static void tt_coll_time_out_locked(tt_coll_group_state_t *g, int32_t rank, doub
     }
   }
   char *text = tt_strbuf_take(&b);
-  tt_coll_fail_round_locked(g, TT_RESOURCE_EXHAUSTED, text ? text : "collective timed out");
+  tt_coll_fail_round_locked(g, TT_INTERNAL, text ? text : "collective timed out");
   free(text);
 }
 
