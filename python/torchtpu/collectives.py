@@ -4,10 +4,11 @@ reduce_scatter, all_to_all, collective_permute).
 Each becomes one IR op (tt_op_t ALL_REDUCE, ..., include/torchtpu/ir.h)
 with its replica groups as attributes, and lowers to the StableHLO
 collective of the same name (docs/stablehlo.md). The engine's own CPU
-backend runs them with one participant per group (this single-process
-runtime, xr.world_size() == 1), where each is an identity copy; bigger
-groups fail when executed there with NotImplementedError and run through a
-PJRT plugin (torchtpu.spmd.run_replicated).
+backend runs them between its devices through the collective layer
+(docs/collectives.md): inside torch_xla.launch / xmp.spawn each device's
+thread is a replica and groups=None means every replica; outside a launch
+there is one replica (xr.world_size() == 1) and a collective is a copy.
+A PJRT plugin runs them too (torchtpu.spmd.run_replicated).
 """
 import torch
 

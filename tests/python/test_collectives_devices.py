@@ -206,6 +206,25 @@ TRAINING = textwrap.dedent(r"""
 """)
 
 
+def test_spawn_threads_in_this_process():
+    # The test process has 4 xla devices (conftest): one replica thread each.
+    import torch
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+    import torch_xla.runtime as xr
+    from torch_xla._internal import pjrt
+    seen = {}
+
+    def fn(i, k):
+        x = torch.full((2,), float(i + k), device=torch_xla.device())
+        seen[i] = (xr.world_size(), xr.global_ordinal(), str(torch_xla.device()),
+                   xm.all_reduce(xm.REDUCE_SUM, x).cpu().tolist())
+
+    assert pjrt.spawn_threads(fn, args=(1,)) is None
+    assert seen == {i: (4, i, f"xla:{i}", [10.0, 10.0]) for i in range(4)}
+    assert (xr.world_size(), xr.global_ordinal()) == (1, 0)  # outside the launch again
+
+
 def _run(tmp_path, name, text, devices, *args, timeout_s=None):
     script = tmp_path / f"{name}.py"
     script.write_text(text)
