@@ -57,6 +57,9 @@ COLLECTIVES = textwrap.dedent(r"""
         out["gather_groups"] = xm.all_gather(x, dim=0, groups=pairs)
         y = value(i, (2 * N, 3)).to(dev)
         out["rs0"] = xm.reduce_scatter(xm.REDUCE_SUM, y, 0.25, 0, N)
+        outs = [torch.zeros(2 * N, 3, device=dev) for _ in range(2)]
+        assert xm.reduce_scatter(xm.REDUCE_SUM, [y, y * 2], 1.0, 0, N, output=outs) is outs
+        out["rs_list"] = outs[1]  # took the result's shape, as upstream's *_out ops
         z = value(i, (3, 2 * N)).to(dev)
         out["rs1"] = xm.reduce_scatter(xm.REDUCE_SUM, z, 1.0, 1, N)
         out["a2a"] = xm.all_to_all(z, 1, 0, N)
@@ -93,6 +96,7 @@ COLLECTIVES = textwrap.dedent(r"""
                 "gather_groups": np.concatenate([xs[p], xs[p + 1]], 0),
                 "rs0": (sum(ys) * 0.25)[2 * i:2 * i + 2],
                 "rs1": sum(zs)[:, 2 * i:2 * i + 2],
+                "rs_list": (sum(ys) * 2)[2 * i:2 * i + 2],
                 "a2a": np.concatenate([z[:, 2 * i:2 * i + 2] for z in zs], 0),
                 "ring": xs[(i - 1) % N],
                 "partial": xs[i - 1] if i else np.zeros_like(xs[0]),
@@ -242,7 +246,7 @@ def _run(tmp_path, name, text, devices, *args, timeout_s=None):
 @pytest.mark.parametrize("n", [2, 4, 8])
 def test_every_collective_matches_numpy(tmp_path, n):
     out = _run(tmp_path, "collectives", COLLECTIVES, n, n)
-    assert "CHECKED %d 21" % n in out, out
+    assert "CHECKED %d 22" % n in out, out
 
 
 def test_mismatched_collectives_name_both_sides(tmp_path):
