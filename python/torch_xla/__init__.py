@@ -72,9 +72,10 @@ def _sync_named(name):
     """torch_xla.sync() whose graph is labelled name in metrics and debug
     output."""
     from torch_xla.core import xla_model as xm
+    from torchtpu import replicas
     config.ensure_runtime()
     _C.counter_add("MarkStep", 1)
-    _C.sync(-1, False, name)
+    _C.sync(replicas.sync_device(), False, name)
     xm._run_step_closures()
 
 
