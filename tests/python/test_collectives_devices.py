@@ -139,7 +139,10 @@ FAILURES = textwrap.dedent(r"""
     def case(name, fn):
         t0 = time.time()
         try:
-            xmp.spawn(fn, start_method="fork")
+            if name == "raises":
+                torch_xla.launch(fn, start_method="fork")
+            else:
+                xmp.spawn(fn, start_method="fork")
             print(name, "NO ERROR")
         except Exception as e:
             print(name, type(e).__name__, "%.1f" % (time.time() - t0), str(e).replace("\n", " "))
