@@ -91,6 +91,17 @@ static void test_ops(void) {
   for (int d = 0; d < N; ++d)
     for (int i = 0; i < 16; ++i) ok &= out[d][i] == (d == 1 || d == 2 ? in_at(d - 1, 0, i) : 0.0f);
   CHECK(ok, "collective_permute");
+  /* A group naming a replica beyond the launch fails at once on every
+   * device (nobody waits for it). */
+  int64_t bad[7] = {TT_RED_SUM, 0, 0, 0, 2, 0, 9};
+  tt_tensor_t *x = input(0), *y = NULL;
+  CHECK_OK(tt_tensor_op(TT_OP_ALL_REDUCE, 0, &x, 1, bad, 7, NULL, 0, &y));
+  tt_status_t st = tt_tensor_to_host(y, out[0], 64);
+  CHECK(st && strstr(tt_status_message(st), "replica id 9 outside the launch's 4 replicas"),
+        "beyond the launch: '%s'", tt_status_message(st));
+  tt_status_free(st);
+  tt_tensor_release(y);
+  tt_tensor_release(x);
 }
 
 /* Outside a launch one replica: no groups is a copy, a group naming

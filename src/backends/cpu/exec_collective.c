@@ -118,6 +118,12 @@ static tt_status_t tt_cpu_exec_collective(const tt_cpu_exec_t *c, tt_view_t *out
     return tt_status_make(TT_INVALID_ARGUMENT,
                           "%s over %lld participants, but replica %d's group has %d members",
                           tt_op_name(in->op), (long long)named, (int)c->device, (int)n);
+  /* An id beyond the launch's replicas would never arrive. */
+  for (int32_t i = 0; world > 1 && i < groups->n; ++i)
+    if (groups->v[i] >= world)
+      return tt_status_make(TT_INVALID_ARGUMENT,
+                            "%s: replica id %lld outside the launch's %d replicas", tt_op_name(in->op),
+                            (long long)groups->v[i], (int)world);
   if (n > 1 && world <= 1)
     return tt_status_make(TT_INVALID_ARGUMENT,
                           "%s over a replica group of %d outside a launch (one replica); run it "
