@@ -455,6 +455,14 @@ static void test_timeout(void) {
           "timeout: member %d got '%s'", q, msg);
     tt_status_free(m[q].st);
   }
+  /* Not a positive number: the default. */
+  static const char *const bad[] = {"abc", "-1", "0", "2s", ""};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+    setenv("TORCHTPU_COLLECTIVE_TIMEOUT_S", bad[i], 1);
+    tt_config_reload();
+    CHECK(tt_config()->collective_timeout_s == 300, "timeout '%s' read as %g", bad[i],
+          tt_config()->collective_timeout_s);
+  }
   unsetenv("TORCHTPU_COLLECTIVE_TIMEOUT_S");
   tt_config_reload();
   CHECK(tt_config()->collective_timeout_s == 300, "default timeout %g",
