@@ -232,6 +232,42 @@ def test_spawn_threads_in_this_process():
     assert (xr.world_size(), xr.global_ordinal()) == (1, 0)  # outside the launch again
 
 
+def test_data_parallel_averages_gradients_across_devices():
+    # torch_xla.distributed.data_parallel: one thread per device (4, conftest),
+    # each a replica, so xm.optimizer_step averages the gradients.
+    import torch
+    import torch_xla.core.xla_model as xm
+    import torch_xla.distributed.data_parallel as dp
+    import torch_xla.runtime as xr
+    torch.manual_seed(0)
+    base = torch.nn.Linear(3, 1)
+    want = torch.nn.Linear(3, 1)
+    want.load_state_dict(base.state_dict())
+    par = dp.DataParallel(base)
+    n = len(par.devices)
+    xs, ys = torch.randn(n, 2, 3), torch.randn(n, 2, 1)
+
+    def loop_fn(model, device_loader, device, context):
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        for x, y in device_loader:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            xm.optimizer_step(opt)
+        return xr.world_size(), xr.global_ordinal(), model.weight.cpu(), model.bias.cpu()
+
+    results = par(loop_fn, [(xs[i], ys[i]) for i in range(n)])
+    grads = [torch.autograd.grad(torch.nn.functional.mse_loss(want(xs[i]), ys[i]),
+                                 [want.weight, want.bias]) for i in range(n)]
+    with torch.no_grad():
+        want.weight -= 0.5 * sum(g[0] for g in grads) / n
+        want.bias -= 0.5 * sum(g[1] for g in grads) / n
+    assert [r[:2] for r in results] == [(n, i) for i in range(n)]
+    for _, _, w, b in results:
+        torch.testing.assert_close(w, want.weight.detach(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(b, want.bias.detach(), rtol=1e-5, atol=1e-6)
+    assert xr.world_size() == 1
+
+
 def _run(tmp_path, name, text, devices, *args, timeout_s=None):
     script = tmp_path / f"{name}.py"
     script.write_text(text)
