@@ -107,6 +107,7 @@ typedef struct tt_config_s {
   int attention_keep_probs;      /* TORCHTPU_ATTENTION_KEEP_PROBS: 0 when "0", else 1 */
   int buffer_plan;               /* TORCHTPU_BUFFER_PLAN: 0 when "0", else 1 */
   int exec_profile;              /* TORCHTPU_EXEC_PROFILE: 0 unset/""/"0", 2 "shapes", else 1 */
+  double collective_timeout_s;   /* TORCHTPU_COLLECTIVE_TIMEOUT_S (positive seconds, fractions allowed; default 300) */
   /* kernels */
   int64_t num_threads;           /* TORCHTPU_NUM_THREADS (positive; 0 when unset: one per core) */
   int host_core;                 /* TORCHTPU_HOST_CORE: 0 when "0", else 1 */

@@ -47,9 +47,11 @@ def sync(wait=False, reset_scope=True):
     fetches from the cache) and queues it; with wait=True also blocks until
     the device is done. Runs step closures afterwards."""
     from torch_xla.core import xla_model as xm
+    from torchtpu import replicas
     config.ensure_runtime()
     _C.counter_add("MarkStep", 1)
-    _C.sync(-1, bool(wait), None)
+    # A replica of a launch syncs its own device; its peers sync theirs.
+    _C.sync(replicas.sync_device(), bool(wait), None)
     xm._run_step_closures()
 
 
@@ -70,9 +72,10 @@ def _sync_named(name):
     """torch_xla.sync() whose graph is labelled name in metrics and debug
     output."""
     from torch_xla.core import xla_model as xm
+    from torchtpu import replicas
     config.ensure_runtime()
     _C.counter_add("MarkStep", 1)
-    _C.sync(-1, False, name)
+    _C.sync(replicas.sync_device(), False, name)
     xm._run_step_closures()
 
 

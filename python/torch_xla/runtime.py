@@ -2,8 +2,10 @@
 PyTorch/XLA 2.9's names, signatures and return types.
 
 This engine runs one process with CPU_NUM_DEVICES devices of one kind
-('CPU'): world_size() is 1 and every ordinal is 0 (multi-process launches
-are another issue; _internal/pjrt.py runs one replica per process).
+('CPU'). Inside torch_xla.launch / xmp.spawn each device's thread is a
+replica (torchtpu.replicas): world_size() is the device count and the
+ordinals are the thread's device index; outside a launch world_size() is 1
+and every ordinal is 0 (multi-process launches are not supported yet).
 """
 import os
 from typing import Dict, List, Optional
@@ -43,18 +45,23 @@ def using_pjrt() -> bool:
 
 
 def world_size() -> int:
-    """Number of participating processes (1 without a multi-process launch)."""
-    return 1
+    """Number of replicas: the devices of a launch inside one of its
+    threads, else 1."""
+    from torchtpu import replicas
+    return replicas.world_size()
 
 
 def global_ordinal() -> int:
-    """This process's ordinal among all processes (0 here)."""
-    return 0
+    """This replica's ordinal among all replicas (its device index inside
+    a launch; 0 outside)."""
+    from torchtpu import replicas
+    return replicas.ordinal()
 
 
 def local_ordinal() -> int:
-    """This process's ordinal on its host (0 here)."""
-    return 0
+    """This replica's ordinal on its host (one host: the global ordinal)."""
+    from torchtpu import replicas
+    return replicas.ordinal()
 
 
 def process_index() -> int:

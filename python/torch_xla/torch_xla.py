@@ -47,8 +47,9 @@ def custom_compile_options() -> Dict[str, str]:
 def launch(fn, args=(), start_method: str = 'spawn', debug_single_process: bool = False):
   """Runs fn(ordinal, *args) on every replica: under torchrun
   (torch.distributed elastic) in this process with LOCAL_RANK as the
-  ordinal, otherwise through xmp.spawn (one replica per process here).
-  Raises NotImplementedError in SPMD mode, as PyTorch/XLA does."""
+  ordinal, otherwise through xmp.spawn (one thread per xla device of
+  CPU_NUM_DEVICES in a new process; debug_single_process: fn(0, *args)
+  here). Raises NotImplementedError in SPMD mode, as PyTorch/XLA does."""
   import os
   import torch.distributed as dist
   import torch_xla.runtime as xr

@@ -4,10 +4,11 @@ reduce_scatter, all_to_all, collective_permute).
 Each becomes one IR op (tt_op_t ALL_REDUCE, ..., include/torchtpu/ir.h)
 with its replica groups as attributes, and lowers to the StableHLO
 collective of the same name (docs/stablehlo.md). The engine's own CPU
-backend runs them with one participant per group (this single-process
-runtime, xr.world_size() == 1), where each is an identity copy; bigger
-groups fail when executed there with NotImplementedError and run through a
-PJRT plugin (torchtpu.spmd.run_replicated).
+backend runs them between its devices through the collective layer
+(docs/collectives.md): inside torch_xla.launch / xmp.spawn each device's
+thread is a replica and groups=None means every replica; outside a launch
+there is one replica (xr.world_size() == 1) and a collective is a copy.
+A PJRT plugin runs them too (torchtpu.spmd.run_replicated).
 """
 import torch
 
@@ -110,19 +111,47 @@ def all_gather(value, dim=0, groups=None, output=None, pin_layout=True):
     return r
 
 
+def _write_output(output, r):
+    """Makes `output` hold r: in place when the shapes agree, else (as
+    PyTorch/XLA's *_out collectives do) output takes r's value and shape."""
+    if output.shape == r.shape:
+        output.copy_(r)
+    else:
+        output.data = r
+
+
 def reduce_scatter(reduce_type, input, scale, scatter_dim, shard_count, groups=None,
                    output=None, pin_layout=True):
     """Reduces input over the group and leaves each replica its
-    1/shard_count slice along scatter_dim, times scale."""
+    1/shard_count slice along scatter_dim, times scale. A list of tensors
+    gives the list of their results (written into `output` when given)."""
     code = _reduce_code(reduce_type)
     g = _groups(groups, "reduce_scatter")
-    if isinstance(input, (list, tuple)):
-        raise NotImplementedError("reduce_scatter of a list of tensors is not supported")
+    if isinstance(input, list) and all(isinstance(t, torch.Tensor) for t in input):
+        # One collective per tensor (PyTorch/XLA coalesces them into one op).
+        if output is not None:
+            if not isinstance(output, list) or any(
+                    not isinstance(o, torch.Tensor) for o in output):
+                raise TypeError(f"`output` needs to be a list of Tensors, but given "
+                                f"{type(output)}.")
+            if len(output) != len(input):
+                raise ValueError("`output` length doesn't match `input` length: "
+                                 f"{len(output)} vs {len(input)}.")
+        results = [reduce_scatter(reduce_type, t, scale, scatter_dim, shard_count, groups)
+                   for t in input]
+        if output is None:
+            return results
+        for o, r in zip(output, results):
+            _write_output(o, r)
+        return output
+    if not isinstance(input, torch.Tensor):
+        raise TypeError("`input` needs to be a Tensor or a list of Tensors, but given "
+                        f"{type(input)}.")
     dim = scatter_dim % max(input.dim(), 1)
     r = _scaled(_record(ir.reduce_scatter, input, g, "reduce_scatter", reduce=code, dim=dim,
                         shard_count=shard_count), scale)
     if output is not None:
-        output.copy_(r)
+        _write_output(output, r)
         return output
     return r
 

@@ -35,6 +35,16 @@ static int64_t tt_env_positive(const char *name, int64_t dflt) {
   return errno == 0 && end && *end == '\0' && v >= 1 ? (int64_t)v : dflt;
 }
 
+/* A positive decimal number (fractions allowed), else dflt. */
+static double tt_env_positive_real(const char *name, double dflt) {
+  const char *env = getenv(name);
+  if (!env || !*env) return dflt;
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(env, &end);
+  return errno == 0 && end && *end == '\0' && v > 0 ? v : dflt;
+}
+
 /* Any whole decimal integer, else dflt (the debug service's variables). */
 static int tt_env_int(const char *name, int dflt) {
   const char *v = getenv(name);
@@ -67,6 +77,7 @@ static void tt_config_defaults(tt_config_t *c) {
   memset(c, 0, sizeof(*c));
   c->allocator_cache_bytes = (int64_t)1024 << 20;
   c->max_inflight = 2;
+  c->collective_timeout_s = 300;
   c->conv_epilogue = c->attention_keep_probs = c->buffer_plan = 1;
   c->host_core = c->pool_hold = 1;
   c->fusion = c->reduce_fusion = c->movement_collapse = 1;
@@ -102,6 +113,7 @@ static tt_config_snapshot_t *tt_config_read(void) {
   long long cache_mb = mb && *mb ? atoll(mb) : 1024;
   c->allocator_cache_bytes = cache_mb > 0 ? (int64_t)cache_mb << 20 : 0;
   c->max_inflight = tt_env_positive("TORCHTPU_MAX_INFLIGHT", 2);
+  c->collective_timeout_s = tt_env_positive_real("TORCHTPU_COLLECTIVE_TIMEOUT_S", 300);
   c->conv_epilogue = tt_env_not_zero("TORCHTPU_CONV_EPILOGUE");
   c->attention_keep_probs = tt_env_not_zero("TORCHTPU_ATTENTION_KEEP_PROBS");
   c->buffer_plan = tt_env_not_zero("TORCHTPU_BUFFER_PLAN");

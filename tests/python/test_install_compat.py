@@ -127,15 +127,18 @@ def test_pjrt_probes_in_this_process():
     seen = []
     assert xmp.spawn(lambda i, a: seen.append((i, a)), args=("x",), nprocs=1) is None
     assert seen == [(0, "x")]
+    # This process has 4 xla devices (conftest): nprocs must be 1, None or 4.
     with pytest.raises(ValueError, match="Unsupported nprocs"):
         pjrt.spawn(print, nprocs=2)
-    # This process has 4 xla devices (conftest): one replica per process
-    # cannot cover them, so a launch refuses rather than use one.
+    # A launch runs one thread per device in a new process, which opens the
+    # devices itself: this process must not have used them.
     torch_xla.device()
-    with pytest.raises(NotImplementedError, match="4 xla devices on this host"):
+    with pytest.raises(RuntimeError, match="Runtime is already initialized"):
         pjrt.run_multiprocess(print)
-    with pytest.raises(NotImplementedError, match="one replica per process"):
+    with pytest.raises(RuntimeError, match="Runtime is already initialized"):
         xmp.spawn(print)
+    with pytest.raises(RuntimeError, match="Runtime is already initialized"):
+        xmp.spawn(print, nprocs=4)
 
 
 def test_launch_refuses_after_the_runtime_started(monkeypatch):

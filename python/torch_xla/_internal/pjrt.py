@@ -1,24 +1,28 @@
 """torch_xla._internal.pjrt: the launcher under xmp.spawn and
 torch_xla.launch.
 
-Contract: the runtime runs one replica per process and one process per host
-(xr.world_size() == 1; docs/clients.md), so every launch here runs `fn` as
-that single replica, with ordinal 0:
-- spawn(fn, nprocs=1) calls fn(0, *args) in this process;
-- spawn(fn, nprocs=None) and run_multiprocess run it in one new process
-  started with `start_method`, as PyTorch/XLA does on a CPU host, and
-  refuse to start once this process has used an xla device (PyTorch/XLA's
-  RuntimeError). PyTorch/XLA would run a replica on every device of the
-  host; with more than one xla device (CPU_NUM_DEVICES > 1) they raise
-  NotImplementedError rather than train on one device while the caller
-  counts several;
-- any other nprocs is PyTorch/XLA's ValueError.
-spawn_threads (one thread per device in PyTorch/XLA) runs `fn` on the one
-device there is; with several devices it raises NotImplementedError, since
-replicas in threads of one process are not supported.
+Contract (PyTorch/XLA's semantics on a CPU host, docs/collectives.md):
+- spawn(fn, nprocs=None) and run_multiprocess run the replicas in one new
+  process started with `start_method`, one thread per xla device of
+  CPU_NUM_DEVICES (default 1); each thread's default device is its own
+  xla:i, and xr.world_size() / global_ordinal() / local_ordinal() /
+  xm.get_ordinal() answer for that thread (torchtpu.replicas). The results
+  come back as {ordinal: result}. They refuse to start once this process
+  has used an xla device (PyTorch/XLA's RuntimeError): the new process must
+  open the devices itself.
+- An exception in one replica aborts the collectives (_C.collective_abort),
+  so peers waiting for it fail instead of hanging; once every thread has
+  ended, the first replica's exception to be raised is re-raised, its
+  message prefixed with its ordinal ("[ordinal 1] ...", and a note).
+- spawn(fn, nprocs=1) calls fn(0, *args) in this process on its current
+  device, as the only replica; nprocs equal to the device count is the
+  same as None; any other nprocs is PyTorch/XLA's ValueError.
+- spawn_threads runs the replicas in threads of this process.
 """
 import concurrent.futures
+import functools
 import os
+import threading
 from typing import Callable, Dict, Tuple, TypeVar
 
 R = TypeVar('R')
@@ -47,33 +51,77 @@ def _run_singleprocess(fn: Callable[..., R], *args, **kwargs) -> R:
     return fn(*args, **kwargs)
 
 
-def _run_replica(local_rank: int, local_world_size: int, fn: Callable[[], R]) -> Dict[int, R]:
-    """Body of a launched process: the single replica of this host."""
-    initialize_multiprocess(local_rank, local_world_size)
-    import torch_xla.runtime as xr
-    return {xr.global_ordinal(): fn()}
+def _name_ordinal(exc: BaseException, ordinal: int) -> BaseException:
+    """exc with its message prefixed by the replica's ordinal (same type,
+    same traceback) and a note saying which replica raised it."""
+    tag = f'[ordinal {ordinal}]'
+    if exc.args and isinstance(exc.args[0], str) and not exc.args[0].startswith(tag):
+        exc.args = (f'{tag} {exc.args[0]}',) + tuple(exc.args[1:])
+    elif not exc.args:
+        exc.args = (tag,)
+    if hasattr(exc, 'add_note'):
+        exc.add_note(f'raised by the replica with ordinal {ordinal} (torch_xla.launch)')
+    return exc
+
+
+def _run_thread_per_device(local_rank: int, local_world_size: int, fn: Callable[[], R],
+                           initializer_fn: Callable[[int, int], None]) -> Dict[int, R]:
+    """Runs fn() in one thread per device of this process, each thread the
+    replica of its device (see the contract); returns {ordinal: result}."""
+    from torchtpu import _C, bridge, config, replicas
+    initializer_fn(local_rank, local_world_size)
+    n = config.ensure_runtime()
+    failures = []  # (ordinal, exception), in the order raised
+    lock = threading.Lock()
+
+    def _thread_fn(ordinal: int):
+        replicas.enter(ordinal, n)
+        bridge.set_current_device_index(ordinal)
+        # Per-thread autograd state: backward runs on the calling thread
+        # (as bridge sets for the importing thread), not on a device queue.
+        bridge._single_threaded_autograd()
+        try:
+            return fn()
+        except BaseException as e:
+            with lock:
+                failures.append((ordinal, e))
+            _C.collective_abort(f'replica {ordinal} raised {type(e).__name__}: {e}')
+            raise
+        finally:
+            replicas.leave()
+
+    _C.collective_reset()
+    _C.collective_set_world_size(n)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=n) as executor:
+            futures = [executor.submit(_thread_fn, i) for i in range(n)]
+            concurrent.futures.wait(futures)
+        # Work the replicas queued (collectives among it) runs with the
+        # launch's replica count: wait for it before restoring 1.
+        _C.wait(-1)
+    finally:
+        _C.collective_set_world_size(1)
+        _C.collective_reset()
+    if failures:
+        ordinal, exc = failures[0]
+        raise _name_ordinal(exc, ordinal)
+    return _merge_replica_results((i, f.result()) for i, f in enumerate(futures))
 
 
 def run_multiprocess(fn: Callable[..., R], *args, start_method: str = 'spawn',
                      **kwargs) -> Dict[int, R]:
-    """Runs fn(*args, **kwargs) as this host's replica in a new process;
-    returns {ordinal: result}."""
-    import functools
+    """Runs fn(*args, **kwargs) on every device of this host, one thread
+    per device, in a new process; returns {ordinal: result}."""
     import torch.multiprocessing
     from torchtpu import config
-    from torch_xla._internal import tpu
-    devices = tpu.num_available_devices()
-    if devices > 1:
-        raise NotImplementedError(
-            f'xmp.spawn: {devices} xla devices on this host, but the runtime runs one replica '
-            'per process and one process per host; set CPU_NUM_DEVICES=1, or use nprocs=1')
     config.check_runtime_not_initialized()
     num_processes = 1
     with concurrent.futures.ProcessPoolExecutor(
             max_workers=num_processes,
             mp_context=torch.multiprocessing.get_context(start_method)) as executor:
-        body = functools.partial(_run_replica, local_world_size=num_processes,
-                                 fn=functools.partial(fn, *args, **kwargs))
+        body = functools.partial(_run_thread_per_device, local_world_size=num_processes,
+                                 fn=functools.partial(fn, *args, **kwargs),
+                                 initializer_fn=initialize_multiprocess)
         results = []
         for process_result in executor.map(body, range(num_processes)):
             results.extend(process_result.items())
@@ -81,7 +129,7 @@ def run_multiprocess(fn: Callable[..., R], *args, start_method: str = 'spawn',
 
 
 class _SpawnFn:
-    """Picklable fn(ordinal, *args) for the launched process."""
+    """Picklable fn(ordinal, *args) for the replicas."""
 
     def __init__(self, fn: Callable[..., R], *args, **kwargs):
         self.fn = fn
@@ -100,22 +148,23 @@ def spawn(fn: Callable, nprocs: int = None, start_method: str = 'spawn', args: T
         _run_singleprocess(spawn_fn)
         return None
     if nprocs is not None:
-        raise ValueError(
-            'Unsupported nprocs (%d). Please use nprocs=1 or None (default). If None, spawn will '
-            'use all available devices. Use the environment variable X_NUM_DEVICES (where X is '
-            'CPU, TPU, NEURONCORE, etc) to limit the number of devices used.' % nprocs)
+        from torch_xla._internal import tpu
+        if nprocs != tpu.num_available_devices():
+            raise ValueError(
+                'Unsupported nprocs (%d). Please use nprocs=1 or None (default). If None, spawn '
+                'will use all available devices. Use the environment variable X_NUM_DEVICES '
+                '(where X is CPU, TPU, NEURONCORE, etc) to limit the number of devices used.'
+                % nprocs)
     run_multiprocess(spawn_fn, start_method=start_method)
     return None
 
 
+def _initialize_single_process(local_rank: int, local_world_size: int):
+    os.environ.setdefault('PJRT_LOCAL_PROCESS_RANK', str(local_rank))
+    os.environ.setdefault('PJRT_LOCAL_PROCESS_COUNT', str(local_world_size))
+
+
 def spawn_threads(fn: Callable, args: Tuple = ()) -> None:
-    """fn(ordinal, *args) in one thread per addressable device: here the
-    one device (see the contract)."""
-    import torch_xla.runtime as xr
-    n = xr.addressable_device_count()
-    if n != 1:
-        raise NotImplementedError(
-            f'spawn_threads: {n} xla devices, but replicas in threads of one process are not '
-            'supported (one replica per process here); use CPU_NUM_DEVICES=1')
-    initialize_multiprocess(0, 1)
-    _SpawnFn(fn, *args)()
+    """fn(ordinal, *args) in one thread per device of this process."""
+    _run_thread_per_device(local_rank=0, local_world_size=1, fn=_SpawnFn(fn, *args),
+                           initializer_fn=_initialize_single_process)

@@ -1,9 +1,10 @@
 """torch_xla.core.xla_model (xm): PyTorch/XLA 2.9's classic API.
 
 Same names, signatures, defaults, return types and errors as PyTorch/XLA,
-for this engine's single process. The cross-replica functions (all_reduce,
-rendezvous, mesh_reduce, collective_broadcast, ...) are recorded as
-collectives or exchanged through them; with xr.world_size() == 1 they
+for this engine's single process, whose replicas are the device threads of
+torch_xla.launch. The cross-replica functions (all_reduce, rendezvous,
+mesh_reduce, collective_broadcast, ...) are recorded as collectives or
+exchanged through them; with xr.world_size() == 1 they
 return what PyTorch/XLA returns for a world of one (their input, or a
 one-element list), without a device round trip where none is observable.
 """
@@ -34,7 +35,8 @@ from torchtpu.lowering import misc_ops as _rng
 XLA_LIB = None
 
 # Collectives (torchtpu/collectives.py): recorded as IR ops, lowered to the
-# StableHLO collectives; the engine runs one participant per group.
+# StableHLO collectives; the engine runs them between the replica threads of
+# torch_xla.launch (docs/collectives.md).
 from torchtpu.collectives import (  # noqa: E402,F401
     REDUCE_AND, REDUCE_MAX, REDUCE_MIN, REDUCE_MUL, REDUCE_OR, REDUCE_SUM, all_gather,
     all_reduce, all_to_all, collective_permute, reduce_scatter)

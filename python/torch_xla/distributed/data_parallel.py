@@ -9,6 +9,13 @@ stream of batches, and the list of loop_fn results (in device order) is
 returned. An exception in a loop_fn is raised again in the caller (upstream
 exits the process instead, since its other threads would hang in
 collectives; here they are simply joined first).
+
+With device_ids xla:0..xla:N-1 (the default: every device) each thread is
+a replica of a launch (torchtpu.replicas, docs/collectives.md): its
+xr.world_size() is N and its ordinal its device index, so
+xm.optimizer_step averages the gradients across the devices, as upstream's
+replication does; an exception in one thread aborts the collectives so the
+others do not wait for it.
 """
 from copy import deepcopy
 import threading
@@ -17,6 +24,7 @@ import torch
 
 import torch_xla.core.xla_model as xm
 import torch_xla.distributed.parallel_loader as pl
+from torchtpu import _C, bridge, replicas
 
 
 class Context(object):
@@ -77,12 +85,21 @@ class DataParallel(object):
       raise RuntimeError('Model uses more than one device: {}'.format(list(devices)))
     return devices.pop() if devices else 'cpu'
 
-  def _module_runner(self, loop_fn, device, module, loader, context, result, **kwargs):
+  def _module_runner(self, loop_fn, device, module, loader, context, result, replica,
+                     **kwargs):
     xm.set_replication(device, self._device_ids)
+    if replica is not None:  # (ordinal, world size)
+      replicas.enter(*replica)
+      bridge._single_threaded_autograd()
     try:
       result.result = loop_fn(module, loader, torch.device(device), context, **kwargs)
     except Exception as e:  # re-raised by __call__
       result.result = e
+      if replica is not None:
+        _C.collective_abort(f'replica {replica[0]} raised {type(e).__name__}: {e}')
+    finally:
+      if replica is not None:
+        replicas.leave()
 
   def __call__(self, loop_fn, loader, batchdim=0, **kwargs):
     """Runs one epoch; returns loop_fn's result for each device."""
@@ -95,19 +112,32 @@ class DataParallel(object):
     para_loader = pl.ParallelLoader(loader, self._device_ids, batchdim=batchdim,
                                     **self._kwargs)
     results = [ThreadResult() for _ in self._device_ids]
+    n = len(self._device_ids)
+    replicated = n > 1 and self._device_ids == [f'xla:{i}' for i in range(n)]
     runs = [(self._module_runner,
              (loop_fn, device, module, para_loader.per_device_loader(device), context,
-              result)) for module, device, context, result in zip(
-                  self._models, self._device_ids, self._contexts, results)]
+              result, (i, n) if replicated else None))
+            for i, (module, device, context, result) in enumerate(
+                zip(self._models, self._device_ids, self._contexts, results))]
     if len(runs) == 1:
       fn, args = runs[0]
       fn(*args, **kwargs)
     else:
       threads = [threading.Thread(target=fn, args=args, kwargs=kwargs) for fn, args in runs]
-      for t in threads:
-        t.start()
-      for t in threads:
-        t.join()
+      if replicated:
+        _C.collective_reset()
+        _C.collective_set_world_size(n)
+      try:
+        for t in threads:
+          t.start()
+        for t in threads:
+          t.join()
+        if replicated:
+          _C.wait(-1)  # the replicas' queued collectives run with their world size
+      finally:
+        if replicated:
+          _C.collective_set_world_size(1)
+          _C.collective_reset()
     for r in results:
       if isinstance(r.result, Exception):
         raise r.result

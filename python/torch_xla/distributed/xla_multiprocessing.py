@@ -1,15 +1,16 @@
 """torch_xla.distributed.xla_multiprocessing (xmp): PyTorch/XLA's
-multi-process launcher. The runtime runs one replica per process and one
-process per host, so spawn runs fn(0, *args) once (torch_xla._internal.pjrt
-says how); accelerate and lightning import this module at start-up."""
+launcher. spawn runs fn(ordinal, *args) on every xla device of the host,
+one thread per device in a new process (torch_xla._internal.pjrt says
+how); accelerate and lightning import this module at start-up."""
 import threading
 
 from torch_xla._internal import pjrt
 
 
 def spawn(fn, args=(), nprocs=None, join=True, daemon=False, start_method='spawn'):
-    """Calls fn(ordinal, *args) on every replica; nprocs is 1 or None
-    (ValueError otherwise, as in PyTorch/XLA). Returns None."""
+    """Calls fn(ordinal, *args) on every replica; nprocs is 1, None or
+    the device count (ValueError otherwise, as in PyTorch/XLA). Returns
+    None."""
     return pjrt.spawn(fn, nprocs, start_method, args)
 
 

@@ -9,11 +9,8 @@ from torch_xla.runtime import (  # noqa: F401
 
 
 def broadcast_master_param(model) -> None:
-    """Makes every replica's parameters replica 0's. The runtime runs one
-    replica per process (world_size() == 1), so the parameters already are
-    replica 0's; a world of several replicas is refused rather than left
-    unsynchronised."""
-    n = world_size()
-    if n != 1:
-        raise NotImplementedError(f'broadcast_master_param: world size {n}; '
-                                  'this runtime runs one replica per process')
+    """Makes every replica's parameters replica 0's
+    (xm.broadcast_master_param); with one replica they already are."""
+    if world_size() != 1:
+        from torch_xla.core import xla_model as xm
+        xm.broadcast_master_param(model)

@@ -52,6 +52,7 @@ extern PyMethodDef tt_py_methods_stablehlo[];
 extern PyMethodDef tt_py_methods_pjrt[];
 extern PyMethodDef tt_py_methods_spmd[];
 extern PyMethodDef tt_py_methods_op_table[];
+extern PyMethodDef tt_py_methods_collective[];
 
 /* A sharding as Python data: None, or (kind, tile_dims, devices,
  * last_tile_dim_replicate, num_devices) with kind "replicated", "tiled" or

@@ -29,6 +29,7 @@ typedef struct tt_cpu_exec_s {
   /* Views of the first TT_CPU_EXEC_VIEWS operands (attention's backward
    * has the most, five); concat and fused instructions build their own. */
   const tt_view_t *x;
+  int32_t device;              /* the executing device (the collectives' replica id) */
 } tt_cpu_exec_t;
 
 #define TT_CPU_EXEC_VIEWS 5

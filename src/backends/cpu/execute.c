@@ -134,7 +134,7 @@ static void tt_exec_profile_add_(const tt_graph_t *g, const tt_instr_t *in, int6
 }
 
 /* Runs instruction i (not a graph input) into out with its executor. */
-static tt_status_t tt_run_instr(const tt_cpu_plan_t *e, int32_t i,
+static tt_status_t tt_run_instr(const tt_cpu_plan_t *e, int32_t i, int32_t device,
                                 const tt_input_value_t *inputs, void *const *vals,
                                 tt_view_t *out) {
   const tt_graph_t *g = e->graph;
@@ -145,7 +145,7 @@ static tt_status_t tt_run_instr(const tt_cpu_plan_t *e, int32_t i,
   for (int k = 0; k < in->num_operands && k < TT_CPU_EXEC_VIEWS; ++k)
     x[k] = tt_cpu_view(&g->instrs[in->operands[k]], vals[in->operands[k]]);
   tt_cpu_exec_t c = {.plan = e, .graph = g, .index = i, .instr = in, .inputs = inputs,
-                     .vals = vals, .x = x};
+                     .vals = vals, .x = x, .device = device};
   return fn(&c, out);
 }
 
@@ -233,7 +233,7 @@ tt_status_t tt_cpu_execute(const tt_backend_t *self, tt_executable_t *exe, int32
       } else if (e->att_peer && e->att_peer[i] >= 0) {
         st = tt_run_attention_pair(e, g, i, device, vals, kept, &out);
       } else if (!done_early) {
-        st = tt_run_instr(e, i, inputs, vals, &out);
+        st = tt_run_instr(e, i, device, inputs, vals, &out);
       }
       if (profile && !done_early) tt_exec_profile_add_(g, in, tt_now_ns() - t0, profile, f >= 0);
       if (st) {

@@ -1,0 +1,117 @@
+/* The collective layer: collectives between the engine's devices, which
+ * every backend's collective ops call (docs/collectives.md).
+ *
+ * A group is a list of global device ids in rank order (rank = position);
+ * every member calls the same function with the same group, and each call
+ * blocks until the whole group has arrived (a rendezvous), then moves the
+ * data and returns once every member is done with the others' buffers, so
+ * a caller may free or reuse its input and output as soon as it returns.
+ *
+ * Each rendezvous checks that every member issued the same collective:
+ * the same kind, reduction, dtype, element count, layout and per-group
+ * sequence number (the count of collectives this member issued on this
+ * group before). Otherwise every member fails with TT_INVALID_ARGUMENT
+ * naming both sides ("device 1 issued all_reduce(f32, 1024) #3 but device
+ * 0 issued all_gather(f32, 1024) #3"). A member still waiting when the
+ * deadline (TORCHTPU_COLLECTIVE_TIMEOUT_S seconds, default 300, from
+ * tt_config) passes fails the round with TT_INTERNAL naming who arrived
+ * and who did not (and where an absent member waits instead); every member present fails with it. After
+ * tt_collective_abort every waiter, and every later call, fails with
+ * TT_INTERNAL carrying the reason, until tt_collective_reset.
+ *
+ * Transport: the members are threads of this process (the CPU backend's
+ * device workers). Each publishes pointers to its input and output; the
+ * data moves between them directly (no staging copies beyond the
+ * reduction's own blocks). A member's input and output must not overlap
+ * (the all_reduce alone tolerates in == out).
+ *
+ * A group of one member returns after a local copy, with no rendezvous.
+ * Buffers of `count` elements of `dtype`; and/or reductions take bool and
+ * integer dtypes (logical for bool, bitwise for integers); complex64 takes
+ * only sum. All functions are thread-safe. */
+#ifndef TORCHTPU_COLLECTIVE_H_
+#define TORCHTPU_COLLECTIVE_H_
+
+#include <stdint.h>
+
+#include "torchtpu/base.h"
+#include "torchtpu/kernels.h" /* tt_reduce_op_t */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* At most this many members in a group (the engine's device limit). */
+#define TT_COLLECTIVE_MAX_MEMBERS 1024
+
+typedef struct tt_collective_group_s {
+  const int64_t *ids; /* global device ids, rank order, no repeats */
+  int32_t n;
+} tt_collective_group_t;
+
+/* A buffer seen as `rows` rows of n blocks of `row` elements each: block q
+ * is rows x row elements at element q * row, rows n * row apart. rows 1:
+ * n contiguous blocks of `row` elements (the common case). */
+typedef struct tt_collective_blocks_s {
+  int64_t rows, row;
+} tt_collective_blocks_t;
+
+/* out = reduce over the members of in (count elements each); every
+ * member gets the same result. reduce: TT_RED_SUM, PROD, MIN, MAX, ALL
+ * (and), ANY (or). */
+tt_status_t tt_collective_all_reduce(int32_t device, tt_collective_group_t group,
+                                     tt_reduce_op_t reduce, tt_dtype_t dtype, const void *in,
+                                     void *out, int64_t count);
+
+/* out block q (layout `b`: out holds n blocks) = member q's in, which is
+ * b.rows * b.row contiguous elements. */
+tt_status_t tt_collective_all_gather(int32_t device, tt_collective_group_t group,
+                                     tt_dtype_t dtype, const void *in, void *out,
+                                     tt_collective_blocks_t b);
+
+/* out (b.rows * b.row contiguous elements) = reduce over members q of
+ * block r of q's in (layout `b`), r being this member's rank. */
+tt_status_t tt_collective_reduce_scatter(int32_t device, tt_collective_group_t group,
+                                         tt_reduce_op_t reduce, tt_dtype_t dtype, const void *in,
+                                         void *out, tt_collective_blocks_t b);
+
+/* out's block q (layout out_b) = block r of member q's in (layout in_b),
+ * r being this member's rank; a block holds the same elements in both
+ * layouts (in_b.rows * in_b.row == out_b.rows * out_b.row), in order. */
+tt_status_t tt_collective_all_to_all(int32_t device, tt_collective_group_t group,
+                                     tt_dtype_t dtype, const void *in, void *out,
+                                     tt_collective_blocks_t in_b, tt_collective_blocks_t out_b);
+
+/* (source, target) pairs of global ids, pairs[2k] -> pairs[2k + 1]: out =
+ * in of the member whose pair targets this one, zeros when none does. The
+ * group is every member taking part (each source and target is one); no
+ * id is a source twice or a target twice. */
+tt_status_t tt_collective_permute(int32_t device, tt_collective_group_t group,
+                                  const int64_t *pairs, int32_t num_pairs, tt_dtype_t dtype,
+                                  const void *in, void *out, int64_t count);
+
+/* out = in of the member of rank `root` (root's own in may equal out). */
+tt_status_t tt_collective_broadcast(int32_t device, tt_collective_group_t group, int32_t root,
+                                    tt_dtype_t dtype, const void *in, void *out, int64_t count);
+
+/* Returns once every member has arrived. */
+tt_status_t tt_collective_barrier(int32_t device, tt_collective_group_t group);
+
+/* Fails every waiting and later collective with TT_INTERNAL "collectives
+ * aborted: <reason>" until tt_collective_reset; the first reason is kept. */
+void tt_collective_abort(const char *reason);
+/* Ends an abort and forgets every group's sequence numbers (a new launch:
+ * call it when no collective is in flight). */
+void tt_collective_reset(void);
+
+/* The replica count of the current launch: the members of a collective
+ * whose replica groups are left empty (every replica). 1 (default)
+ * outside a launch, where such a collective has the executing device as
+ * its only member. Set by the launcher around its replicas. */
+void tt_collective_set_world_size(int32_t n);
+int32_t tt_collective_world_size(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TORCHTPU_COLLECTIVE_H_ */

@@ -1,0 +1,74 @@
+/* The collective layer's parts (include/torchtpu/collective.h): what a
+ * member publishes at a rendezvous, the within-process transport that
+ * meets the members (collective_rendezvous.c) and the reductions
+ * (collective_reduce.c). */
+#ifndef TORCHTPU_RUNTIME_COLLECTIVE_INTERNAL_H_
+#define TORCHTPU_RUNTIME_COLLECTIVE_INTERNAL_H_
+
+#include "torchtpu/collective.h"
+
+typedef enum tt_coll_kind_e {
+  TT_COLL_ALL_REDUCE,
+  TT_COLL_ALL_GATHER,
+  TT_COLL_REDUCE_SCATTER,
+  TT_COLL_ALL_TO_ALL,
+  TT_COLL_PERMUTE,
+  TT_COLL_BROADCAST,
+  TT_COLL_BARRIER,
+} tt_coll_kind_t;
+
+/* One member's call: every field but in/out (and seq, set by the
+ * rendezvous) must be equal across the members. */
+typedef struct tt_coll_desc_s {
+  tt_coll_kind_t kind;
+  int32_t reduce; /* tt_reduce_op_t, reducing kinds; else 0 */
+  tt_dtype_t dtype;
+  int64_t count;  /* elements of in */
+  tt_collective_blocks_t in_b, out_b; /* layouts; zero where unused */
+  int32_t root;   /* broadcast */
+  const int64_t *pairs; /* permute: (source, target) pairs */
+  int32_t num_pairs;
+  int64_t seq;    /* this member's sequence number on the group */
+  const void *in;
+  void *out;
+} tt_coll_desc_t;
+
+/* What the data phase of a round sees: this member's rank and every
+ * member's published call, valid until the body returns. */
+typedef struct tt_coll_round_s {
+  int32_t rank, n;
+  const int64_t *ids;
+  const tt_coll_desc_t *const *peers;
+} tt_coll_round_t;
+
+typedef void (*tt_coll_body_fn)(const tt_coll_round_t *round);
+
+/* Meets the other members of `group` (device must be one), checks that
+ * they issued the same call as *desc, runs body on every member at once,
+ * and returns when all of them are done. Errors: abort, a mismatch, the
+ * deadline (collective.h). A group of one runs body at once. */
+tt_status_t tt_coll_rendezvous(int32_t device, tt_collective_group_t group, tt_coll_desc_t *desc,
+                               tt_coll_body_fn body);
+
+/* "all_reduce(float32, 1024, sum) #3": a call as the errors name it. */
+void tt_coll_describe(const tt_coll_desc_t *d, char *buf, size_t size);
+
+/* ---- reductions (collective_reduce.c) ----
+ * A block of at most TT_COLL_BLOCK_BYTES reduced in an accumulator of the
+ * dtype's accumulation type (f32 for f16/bf16, else the dtype itself;
+ * complex64 as f32 pairs, count doubled by the caller). */
+#define TT_COLL_BLOCK_BYTES 8192
+/* Whether `reduce` applies to dtype (TT_TYPE_ERROR / TT_INVALID_ARGUMENT
+ * naming the op otherwise). */
+tt_status_t tt_coll_reduce_supported(const char *op, tt_reduce_op_t reduce, tt_dtype_t dtype);
+/* Bytes of one accumulator element of dtype. */
+size_t tt_coll_acc_size(tt_dtype_t dtype);
+/* acc[0..k) = x[0..k) in the accumulation type. */
+void tt_coll_acc_load(tt_dtype_t dtype, void *acc, const void *x, int64_t k);
+/* acc[i] = reduce(acc[i], x[i]) for i < k. */
+void tt_coll_acc_reduce(tt_dtype_t dtype, tt_reduce_op_t reduce, void *acc, const void *x,
+                        int64_t k);
+/* dst[0..k) = acc[0..k) in dtype. */
+void tt_coll_acc_store(tt_dtype_t dtype, void *dst, const void *acc, int64_t k);
+
+#endif
