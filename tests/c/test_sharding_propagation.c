@@ -280,6 +280,42 @@ static void test_dot(void) {
   finish(g);
 }
 
+/* nn.Linear as the lowering records it: reshapes around a rank-3 dot, the
+ * weight [out, in] transposed, the bias added. Batch over data, the
+ * weight's rows (output features) over model. */
+static void test_linear_as_recorded(void) {
+  tt_node_t *x = keep(P(TT_F32, 16, 12)), *w = keep(P(TT_F32, 8, 12)), *b = keep(P(TT_F32, 8));
+  annotate(x, "{devices=[2,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}", 8);
+  annotate(w, "{devices=[4,1,2]0,4,1,5,2,6,3,7 last_tile_dim_replicate}", 8);
+  tt_node_t *x3 = keep(mk(TT_OP_RESHAPE, OPS(x), IA(1, 16, 12)));
+  tt_node_t *wt = keep(mk(TT_OP_TRANSPOSE, OPS(w), IA(1, 0)));
+  tt_node_t *w3 = keep(mk(TT_OP_RESHAPE, OPS(wt), IA(1, 12, 8)));
+  tt_node_t *d = keep(mk(TT_OP_DOT, OPS(x3, w3), IA(0, 0)));
+  tt_node_t *y2 = keep(mk(TT_OP_RESHAPE, OPS(d), IA(16, 8)));
+  tt_node_t *y = keep(mk(TT_OP_BINARY, OPS(y2, b), IA(TT_BIN_ADD)));
+  tt_graph_t *g = propagate(1, &y);
+  EXPECT(g, wt, "{devices=[1,4,2]0,4,1,5,2,6,3,7 last_tile_dim_replicate}", FWD);
+  EXPECT(g, d, DATA_MODEL, FWD);
+  EXPECT(g, y, "{devices=[2,4]0,1,2,3,4,5,6,7}", FWD);
+  /* The bias follows the output features. */
+  EXPECT(g, b, "{devices=[4,2]0,4,1,5,2,6,3,7 last_tile_dim_replicate}", BWD);
+  finish(g);
+}
+
+/* Row-parallel with the output wanted sharded over model: the local layout
+ * holds partial sums the partitioner reduce-scatters. */
+static void test_partial_then_reshard(void) {
+  tt_node_t *h = keep(P(TT_F32, 1, 16, 8)), *w = keep(P(TT_F32, 1, 8, 12));
+  annotate(h, "{devices=[1,1,4]0,1,2,3}", 4);
+  annotate(w, "{devices=[1,4,1]0,1,2,3}", 4);
+  tt_node_t *o = keep(mk(TT_OP_DOT, OPS(h, w), IA(0, 0)));
+  annotate(o, "{devices=[1,1,4]0,1,2,3}", 4);
+  tt_graph_t *g = propagate(1, &o);
+  EXPECT(g, o, "{devices=[1,1,4]0,1,2,3}", USER);
+  EXPECT_LOCAL(g, o, "{devices=[1,1,1,4]0,1,2,3 last_tile_dim_replicate}", 4, TT_RED_SUM);
+  finish(g);
+}
+
 static void test_backward_from_output(void) {
   /* Nothing annotated but the result: both operands get the layouts the
    * Megatron column-parallel layer wants, through a relu. */
@@ -507,6 +543,8 @@ int main(void) {
   test_slice_concat_pad();
   test_reduce();
   test_dot();
+  test_linear_as_recorded();
+  test_partial_then_reshard();
   test_backward_from_output();
   test_conv();
   test_gather_embedding();
