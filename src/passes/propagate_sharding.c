@@ -118,8 +118,7 @@ static tt_sharding_t *tt_prop_backward(tt_prop_t *p, int32_t u, int32_t k) {
 
 /* Candidates c[0..count) (owned, NULL entries skipped) in source order ->
  * the policy's combination (owned), or NULL when there is none. */
-static tt_sharding_t *tt_prop_combine(tt_prop_t *p, tt_sharding_t **c, int32_t count,
-                                      int32_t rank) {
+static tt_sharding_t *tt_prop_combine(tt_sharding_t **c, int32_t count, int32_t rank) {
   tt_sharding_t *best = NULL;
   /* Selection by tiles, most first; a strict comparison keeps source order
    * among ties. */
@@ -141,7 +140,6 @@ static tt_sharding_t *tt_prop_combine(tt_prop_t *p, tt_sharding_t **c, int32_t c
     }
     c[pick] = NULL;
   }
-  (void)p;
   return best;
 }
 
@@ -177,11 +175,12 @@ static int tt_prop_forward_sweep(tt_prop_t *p, tt_sharding_t **scratch) {
     const tt_instr_t *in = &p->g->instrs[i];
     if (p->fixed[i] || in->num_operands == 0) continue;
     if (tt_prop_is_fixed_rule(in)) {
-      if (!p->cur[i]) changed |= tt_prop_offer(p, i, tt_prop_fixed(p, i, 1), TT_SHARDING_FROM_FORWARD);
+      if (!p->cur[i])
+        changed |= tt_prop_offer(p, i, tt_prop_fixed(p, i, 1), TT_SHARDING_FROM_FORWARD);
       continue;
     }
     for (int32_t k = 0; k < in->num_operands; ++k) scratch[k] = tt_prop_forward(p, i, k, NULL);
-    changed |= tt_prop_offer(p, i, tt_prop_combine(p, scratch, in->num_operands, in->shape.rank),
+    changed |= tt_prop_offer(p, i, tt_prop_combine(scratch, in->num_operands, in->shape.rank),
                              TT_SHARDING_FROM_FORWARD);
   }
   return changed;
@@ -194,7 +193,7 @@ static int tt_prop_backward_sweep(tt_prop_t *p, tt_sharding_t **scratch) {
     int32_t count = 0;
     for (int32_t j = p->user0[i]; j < p->user0[i + 1]; ++j)
       scratch[count++] = tt_prop_backward(p, p->users[j] >> 16, p->users[j] & 0xffff);
-    changed |= tt_prop_offer(p, i, tt_prop_combine(p, scratch, count, p->g->instrs[i].shape.rank),
+    changed |= tt_prop_offer(p, i, tt_prop_combine(scratch, count, p->g->instrs[i].shape.rank),
                              TT_SHARDING_FROM_BACKWARD);
   }
   return changed;
@@ -210,7 +209,8 @@ static tt_status_t tt_prop_setup(tt_prop_t *p) {
   for (int32_t i = 0; i < n; ++i) {
     p->row0[i] = total;
     total += g->instrs[i].num_operands;
-    for (int32_t k = 0; k < g->instrs[i].num_operands; ++k) ++p->user0[g->instrs[i].operands[k] + 2];
+    for (int32_t k = 0; k < g->instrs[i].num_operands; ++k)
+      ++p->user0[g->instrs[i].operands[k] + 2];
   }
   p->row0[n] = total;
   p->rows = malloc(sizeof(*p->rows) * ((size_t)total + 1));
@@ -354,9 +354,10 @@ tt_status_t tt_pass_propagate_sharding(tt_graph_t *g) {
     p.fixed[i] = 1;
     p.origin[i] = TT_SHARDING_FROM_USER;
   }
-  /* Each sweep pair either changes some instruction or ends the loop; the
-   * bound only guards against a broken rule. */
-  for (int32_t sweep = 0; sweep < 64; ++sweep) {
+  /* Each sweep pair changes some instruction or ends the loop, and an
+   * instruction changes at most 1 + log2(TT_SHARDING_MAX_DEVICES) = 13
+   * times (the header comment): the bound is never reached. */
+  for (int64_t sweep = 0; sweep <= 13 * (int64_t)p.n; ++sweep) {
     int changed = tt_prop_forward_sweep(&p, scratch);
     changed |= tt_prop_backward_sweep(&p, scratch);
     if (p.oom) goto oom;

@@ -58,7 +58,8 @@ static tt_node_t *mk(tt_op_t op, int32_t nops, tt_node_t *const *ops, int32_t ni
 }
 #define OPS(...) (int32_t)(sizeof((tt_node_t *[]){__VA_ARGS__}) / sizeof(tt_node_t *)), \
                  (tt_node_t *[]){__VA_ARGS__}
-#define IA(...) (int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+#define IA(...) \
+  (int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 #define NOIA 0, NULL
 
 static void annotate(tt_node_t *n, const char *text, int32_t ndev) {
@@ -481,6 +482,27 @@ static void test_manual_region(void) {
   finish(g);
 }
 
+/* A long chain annotated at its end: one backward sweep carries the
+ * layout to the input, and the chain between is filled in. */
+static void test_long_chain(void) {
+  tt_node_t *x = keep(P(TT_F32, 8, 4)), *y = x;
+  tt_node_retain(x);
+  for (int i = 0; i < 300; ++i) {
+    tt_node_t *next = mk(TT_OP_UNARY, OPS(y), IA(i % 2 ? TT_UN_EXP : TT_UN_RELU));
+    tt_node_release(y);
+    y = next;
+  }
+  keep(y);
+  annotate(y, R4, 4);
+  tt_graph_t *g = propagate(1, &y);
+  EXPECT(g, x, R4, BWD);
+  int all = 1;
+  for (int32_t i = 0; i < g->num_instrs; ++i)
+    all &= tt_sharding_equal(g->sharding_prop[i].sharding, rec(g, y)->sharding);
+  CHECK(all && g->num_instrs == 301);
+  finish(g);
+}
+
 static void test_unsharded_and_errors(void) {
   tt_node_t *x = keep(P(TT_F32, 8, 4));
   tt_node_t *y = keep(mk(TT_OP_UNARY, OPS(x), IA(TT_UN_EXP)));
@@ -514,7 +536,8 @@ static void test_algebra(void) {
   /* Merging refuses tiles that disagree and grids that do not split the devices. */
   tt_sharding_t *a = parse("{devices=[4,1]0,1,2,3}", 4), *b = parse("{devices=[4,1]1,0,2,3}", 4);
   tt_sharding_t *c = parse("{devices=[1,4]0,1,2,3}", 4);
-  tt_sharding_t *fa = tt_sharding_full(a, 2), *fb = tt_sharding_full(b, 2), *fc = tt_sharding_full(c, 2);
+  tt_sharding_t *fa = tt_sharding_full(a, 2), *fb = tt_sharding_full(b, 2);
+  tt_sharding_t *fc = tt_sharding_full(c, 2);
   tt_sharding_t *m = tt_sharding_merge(fa, fb, 2);
   CHECK(m == NULL);
   free(m);
@@ -552,6 +575,7 @@ int main(void) {
   test_rng_and_collectives();
   test_conflicts();
   test_manual_region();
+  test_long_chain();
   test_unsharded_and_errors();
   test_algebra();
   tt_buffer_release(g_buf);
