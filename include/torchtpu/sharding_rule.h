@@ -102,6 +102,17 @@ tt_sharding_t *tt_sharding_project(const tt_sharding_t *src, int32_t src_rank, c
  * or one is manual and the other not). Within a tile, devices keep a's
  * order. */
 tt_sharding_t *tt_sharding_merge(const tt_sharding_t *a, const tt_sharding_t *b, int32_t rank);
+/* tt_sharding_merge for layouts with partial values: a and b list pa and
+ * pb partial groups first in their replication dims (1: none), as
+ * tt_sharding_project makes them. Where both have groups they must be as
+ * many with every device in the same group; every tile of the merged
+ * layout must hold each group equally often (a tile split along the
+ * groups' devices would need partial values held by other tiles). The
+ * result lists its groups first; *pout gets their count. NULL when they
+ * cannot merge. */
+tt_sharding_t *tt_sharding_merge_partial(const tt_sharding_t *a, int64_t pa,
+                                         const tt_sharding_t *b, int64_t pb, int32_t rank,
+                                         int64_t *pout);
 /* 1 when full-form a and b give every device the same tile. */
 int tt_sharding_same_tiles(const tt_sharding_t *a, const tt_sharding_t *b, int32_t rank);
 
@@ -118,9 +129,10 @@ typedef enum tt_sharding_origin_e {
 typedef struct tt_sharding_prop_s {
   /* The layout the partitioner makes the result have (canonical form). */
   const tt_sharding_t *sharding;
-  /* The layout computing the op on its operands' shards gives (full form),
-   * from the operand the conflict policy ranks first (docs/spmd.md): the
-   * partitioner reshards the other operands to agree with it, computes,
+  /* The layout computing the op on its operands' shards gives (full form):
+   * the operands' candidates merged where their tiles and partial groups
+   * agree, by the operands' own tiles, most first (docs/spmd.md); the
+   * partitioner reshards an operand that does not agree, computes,
    * combines partial values, then reshards to `sharding` where the tiles
    * differ. NULL for inputs, ops without operands and manual-region ops. */
   const tt_sharding_t *local;
@@ -130,6 +142,12 @@ typedef struct tt_sharding_prop_s {
   int32_t partial_reduce; /* tt_reduce_op_t, or -1 */
   int32_t origin;         /* tt_sharding_origin_t */
 } tt_sharding_prop_t;
+
+/* graph->sharding_prop as text, one line per instruction: "%i op(%a,
+ * %b): <sharding> <origin>[ local <local>][ partial <count> <reduce>]"
+ * (src/ir/sharding_prop_text.c); "" when there is no record. The caller
+ * frees it; NULL when out of memory. */
+char *tt_sharding_prop_to_text(const tt_graph_t *g);
 
 #ifdef __cplusplus
 }

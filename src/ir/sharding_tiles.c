@@ -209,3 +209,71 @@ int tt_sharding_same_tiles(const tt_sharding_t *a, const tt_sharding_t *b, int32
   free(cb);
   return same;
 }
+
+/* group[dev]: the partial group of each device of full-form s whose
+ * replication dim lists `count` groups first. */
+static void tt_full_groups(const tt_sharding_t *s, int32_t rank, int64_t count, int32_t *group) {
+  int64_t r = s->tile_dims[rank], per = r / count;
+  for (int32_t pos = 0; pos < s->num_devices; ++pos)
+    group[s->devices[pos]] = (int32_t)((pos % r) / per);
+}
+
+tt_sharding_t *tt_sharding_merge_partial(const tt_sharding_t *a, int64_t pa,
+                                         const tt_sharding_t *b, int64_t pb, int32_t rank,
+                                         int64_t *pout) {
+  *pout = 1;
+  if (pa <= 1 && pb <= 1) return tt_sharding_merge(a, b, rank);
+  if (!tt_full_is_tiled(a) || !tt_full_is_tiled(b)) {
+    /* Partial layouts are tiled; the other side says nothing (replicated
+     * with no device count) or cannot merge (manual). */
+    const tt_sharding_t *part = pa > 1 ? a : b, *other = pa > 1 ? b : a;
+    if (other->kind != TT_SHARDING_REPLICATED || !tt_full_is_tiled(part)) return NULL;
+    *pout = pa > 1 ? pa : pb;
+    return tt_sharding_copy(part);
+  }
+  int32_t n = a->num_devices;
+  if (b->num_devices != n || (pa > 1 && pb > 1 && pa != pb)) return NULL;
+  int64_t count = pa > 1 ? pa : pb;
+  int32_t *ga = malloc(sizeof(int32_t) * (size_t)n), *gb = malloc(sizeof(int32_t) * (size_t)n);
+  int64_t *fill = NULL;
+  tt_sharding_t *m = NULL, *out = NULL;
+  if (!ga || !gb) goto done;
+  if (pa > 1) tt_full_groups(a, rank, pa, ga);
+  if (pb > 1) tt_full_groups(b, rank, pb, gb);
+  if (pa > 1 && pb > 1 && memcmp(ga, gb, sizeof(int32_t) * (size_t)n) != 0) goto done;
+  const int32_t *g = pa > 1 ? ga : gb;
+  m = tt_sharding_merge(a, b, rank);
+  if (!m) goto done;
+  /* Every merged tile must hold each group equally often; its devices are
+   * then listed group-major (stable). */
+  int64_t r = m->tile_dims[rank];
+  if (r % count) goto done;
+  int64_t per = r / count;
+  out = tt_sharding_copy(m);
+  fill = malloc(sizeof(int64_t) * (size_t)count);
+  if (!out || !fill) {
+    free(out);
+    out = NULL;
+    goto done;
+  }
+  for (int64_t cell = 0; cell * r < n; ++cell) {
+    memset(fill, 0, sizeof(int64_t) * (size_t)count);
+    const int32_t *src = m->devices + cell * r;
+    for (int64_t q = 0; q < r; ++q) {
+      int32_t grp = g[src[q]];
+      if (fill[grp] == per) {
+        free(out);
+        out = NULL;
+        goto done;
+      }
+      out->devices[cell * r + grp * per + fill[grp]++] = src[q];
+    }
+  }
+  *pout = count;
+done:
+  free(ga);
+  free(gb);
+  free(fill);
+  free(m);
+  return out;
+}

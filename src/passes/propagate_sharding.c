@@ -239,6 +239,57 @@ static tt_status_t tt_prop_setup(tt_prop_t *p) {
   return NULL;
 }
 
+/* The layout computing instruction i on its operands' shards gives, and
+ * its partial groups: the operands' forward candidates taken by the tiles
+ * of the operand's own sharding (a replicated operand is sliced locally
+ * for free), most first, ties by operand order; the first is kept and each
+ * later one merged in where its tiles and partial groups agree
+ * (tt_sharding_merge_partial), else that operand is resharded by the
+ * partitioner to agree. */
+static tt_sharding_t *tt_prop_local(tt_prop_t *p, int32_t i, int64_t *pcount) {
+  const tt_instr_t *in = &p->g->instrs[i];
+  tt_sharding_t *local = NULL;
+  *pcount = 1;
+  uint8_t *taken = calloc((size_t)in->num_operands, 1);
+  if (!taken) {
+    p->oom = 1;
+    return NULL;
+  }
+  for (int32_t round = 0; round < in->num_operands; ++round) {
+    int32_t pick = -1;
+    int64_t pick_tiles = 0;
+    for (int32_t k = 0; k < in->num_operands; ++k) {
+      if (taken[k]) continue;
+      int32_t o = in->operands[k];
+      int64_t t = tt_sharding_tiles(p->cur[o], p->g->instrs[o].shape.rank);
+      if (pick < 0 || t > pick_tiles) {
+        pick = k;
+        pick_tiles = t;
+      }
+    }
+    taken[pick] = 1;
+    int64_t c_count = 1;
+    tt_sharding_t *c = tt_prop_forward(p, i, pick, &c_count);
+    if (!c) break;
+    if (!local) {
+      local = c;
+      *pcount = c_count;
+      continue;
+    }
+    int64_t m_count = 1;
+    tt_sharding_t *m = tt_sharding_merge_partial(local, *pcount, c, c_count, in->shape.rank,
+                                                 &m_count);
+    free(c);
+    if (m) {
+      free(local);
+      local = m;
+      *pcount = m_count;
+    }
+  }
+  free(taken);
+  return local;
+}
+
 static size_t tt_prop_round(size_t b) { return (b + 7) & ~(size_t)7; }
 
 static size_t tt_prop_bytes(const tt_sharding_t *s) {
@@ -262,19 +313,7 @@ static tt_status_t tt_prop_record(tt_prop_t *p) {
     bytes += tt_prop_bytes(canon[i]);
     pcount[i] = 1;
     if (in->num_operands == 0 || tt_prop_is_fixed_rule(in)) continue;
-    /* The operand with the most tiles of its own (a replicated operand is
-     * sliced locally for free), ties by operand order. */
-    int32_t pick = -1;
-    int64_t pick_tiles = 0;
-    for (int32_t k = 0; k < in->num_operands; ++k) {
-      int32_t o = in->operands[k];
-      int64_t t = tt_sharding_tiles(p->cur[o], p->g->instrs[o].shape.rank);
-      if (pick < 0 || t > pick_tiles) {
-        pick = k;
-        pick_tiles = t;
-      }
-    }
-    local[i] = tt_prop_forward(p, i, pick, &pcount[i]);
+    local[i] = tt_prop_local(p, i, &pcount[i]);
     if (p->oom) goto oom;
     bytes += tt_prop_bytes(local[i]);
   }

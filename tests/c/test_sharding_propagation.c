@@ -264,10 +264,19 @@ static void test_dot(void) {
   tt_node_t *o = keep(mk(TT_OP_DOT, OPS(h, w2), IA(0, 0)));
   tt_graph_t *g = propagate(1, &o);
   EXPECT(g, h, DATA_MODEL, FWD);
-  EXPECT_LOCAL(g, h, "{devices=[1,1,4,2]0,4,1,5,2,6,3,7 last_tile_dim_replicate}", 1, -1);
+  /* Each device multiplies its batch rows by its columns: nothing moves. */
+  EXPECT_LOCAL(g, h, "{devices=[1,2,4,1]0,1,2,3,4,5,6,7 last_tile_dim_replicate}", 1, -1);
   /* Batch over data; each data row's 4 model devices hold partial sums. */
   EXPECT(g, o, DATA_B, FWD);
   EXPECT_LOCAL(g, o, DATA_B, 4, TT_RED_SUM);
+  char *text = tt_sharding_prop_to_text(g);
+  char want[256];
+  snprintf(want, sizeof want, "%%%d dot(%%%d, %%%d): %s forward local %s partial 4 sum\n",
+           o->visit_index, h->visit_index, w2->visit_index, DATA_B, DATA_B);
+  CHECK(text && strstr(text, want), "text:\n%s\nlacks %s", text ? text : "(null)", want);
+  snprintf(want, sizeof want, "%%%d param(): %s user\n", x->visit_index, DATA_B);
+  CHECK(text && strstr(text, want), "text:\n%s\nlacks %s", text ? text : "(null)", want);
+  free(text);
   finish(g);
 
   /* Batched dot with the batch sharded; b transposed: the batch reaches b. */
@@ -314,6 +323,32 @@ static void test_partial_then_reshard(void) {
   tt_graph_t *g = propagate(1, &o);
   EXPECT(g, o, "{devices=[1,1,4]0,1,2,3}", USER);
   EXPECT_LOCAL(g, o, "{devices=[1,1,1,4]0,1,2,3 last_tile_dim_replicate}", 4, TT_RED_SUM);
+  finish(g);
+}
+
+/* The local layout merges the operands' where their partial groups allow. */
+static void test_local_layouts(void) {
+  /* Batch over data, K over model in the weight only: each device slices
+   * its K rows of x locally; 4 partial sums per batch tile. */
+  tt_node_t *x = keep(P(TT_F32, 1, 16, 12)), *w = keep(P(TT_F32, 1, 12, 8));
+  annotate(x, DATA_B, 8);
+  annotate(w, MODEL_K, 8);
+  tt_node_t *o = keep(mk(TT_OP_DOT, OPS(x, w), IA(0, 0)));
+  tt_graph_t *g = propagate(1, &o);
+  EXPECT(g, o, DATA_B, FWD);
+  EXPECT_LOCAL(g, o, DATA_B, 4, TT_RED_SUM);
+  finish(g);
+  /* K over model in x, N over model in w: the model devices cannot hold
+   * both partial sums and column tiles, so w is left to be resharded. */
+  x = keep(P(TT_F32, 1, 16, 12));
+  w = keep(P(TT_F32, 1, 12, 8));
+  annotate(x, "{devices=[1,1,4,2]0,4,1,5,2,6,3,7 last_tile_dim_replicate}", 8);
+  annotate(w, MODEL_N, 8);
+  o = keep(mk(TT_OP_DOT, OPS(x, w), IA(0, 0)));
+  g = propagate(1, &o);
+  EXPECT(g, o, MODEL_N, FWD);
+  EXPECT_LOCAL(g, o, "{devices=[1,1,1,8]0,4,1,5,2,6,3,7 last_tile_dim_replicate}", 4,
+               TT_RED_SUM);
   finish(g);
 }
 
@@ -548,6 +583,30 @@ static void test_algebra(void) {
   CHECK(m && tt_sharding_same_tiles(m, fa, 2) && !tt_sharding_same_tiles(fa, fb, 2));
   CHECK(tt_sharding_tiles(fa, 2) == 4);
   free(m);
+  /* Partial groups must agree device by device. */
+  tt_sharding_t *pa = parse("{devices=[1,4]0,1,2,3 last_tile_dim_replicate}", 4);
+  tt_sharding_t *pb = parse("{devices=[1,4]1,0,2,3 last_tile_dim_replicate}", 4);
+  int64_t count = 0;
+  m = tt_sharding_merge_partial(pa, 4, pb, 4, 1, &count);
+  CHECK(m == NULL);
+  m = tt_sharding_merge_partial(pa, 4, pa, 4, 1, &count);
+  CHECK(m && count == 4 && tt_sharding_equal(m, pa));
+  free(m);
+  /* Two groups of two: a tile split over the group's devices refuses. */
+  tt_sharding_t *t4 = parse("{devices=[4]0,1,2,3}", 4), *ft4 = tt_sharding_full(t4, 1);
+  m = tt_sharding_merge_partial(pa, 2, ft4, 1, 1, &count);
+  CHECK(m == NULL);
+  /* Tiles of two that each hold both groups: merged, listed group-major. */
+  tt_sharding_t *t2 = parse("{devices=[2,2]0,2,1,3 last_tile_dim_replicate}", 4);
+  m = tt_sharding_merge_partial(pa, 2, t2, 1, 1, &count);
+  expect_text(m, "{devices=[2,2]0,2,1,3 last_tile_dim_replicate}", __LINE__, "merged");
+  CHECK(count == 2);
+  free(m);
+  free(t2);
+  free(t4);
+  free(ft4);
+  free(pa);
+  free(pb);
   free(a);
   free(b);
   free(c);
@@ -568,6 +627,7 @@ int main(void) {
   test_dot();
   test_linear_as_recorded();
   test_partial_then_reshard();
+  test_local_layouts();
   test_backward_from_output();
   test_conv();
   test_gather_embedding();
