@@ -292,6 +292,10 @@ typedef struct tt_graph_s {
    * probabilities it keeps, and for that backward the forward; -1 for
    * every other instruction. A backend takes a pair or leaves it. */
   int32_t *pair;
+  /* Per-instruction shardings from tt_pass_propagate_sharding (passes.h,
+   * torchtpu/sharding_rule.h), one malloc'd block, or NULL (never made
+   * for unsharded graphs; not part of the hash). */
+  struct tt_sharding_prop_s *sharding_prop;
 } tt_graph_t;
 
 /* Linearises the nodes reachable from roots (post-order, each node once).

@@ -43,9 +43,9 @@ enum {
  * attribute layout were checked against the entry before the call. */
 typedef tt_status_t (*tt_infer_fn_t)(tt_node_t *n, const void *attrs);
 
-/* An op's sharding-propagation rule (the SPMD partitioner's; NULL: the
- * result is replicated). Declared here so each op's rule lives in its
- * entry; the rule's signature is the partitioner's. */
+/* An op's sharding-propagation rule (torchtpu/sharding_rule.h): every
+ * entry has one, defined in src/ir/sharding_rules_<family>.c (an op
+ * without one does not link); a rule with no dim map replicates. */
 typedef struct tt_sharding_rule_s tt_sharding_rule_t;
 
 typedef struct tt_op_info_s {

@@ -72,6 +72,18 @@ typedef struct tt_optimize_options_s {
  * earlier marks. The last step of tt_graph_optimize. */
 tt_status_t tt_pass_pair(tt_graph_t *graph, const tt_optimize_options_t *opts);
 
+/* Sharding propagation (src/passes/propagate_sharding.c; docs/spmd.md):
+ * from the annotations on the instructions (tt_instr_t.sharding, which
+ * stay as they are), each op's rule (the op table's sharding_rule) gives
+ * every other instruction a sharding, forward then backward to a fixed
+ * point, conflicts settled by a fixed policy, replicated where nothing
+ * reaches. Records graph->sharding_prop (torchtpu/sharding_rule.h),
+ * replacing any earlier record; the instructions and the hash are not
+ * changed. Not part of tt_graph_optimize: only sharded programs need it.
+ * TT_INVALID_ARGUMENT naming the instruction when an annotation does not
+ * fit its shape. */
+tt_status_t tt_pass_propagate_sharding(tt_graph_t *graph);
+
 /* Options from the environment: TORCHTPU_FUSION=0 disables fusion,
  * TORCHTPU_REDUCE_FUSION=0 only reduction fusion,
  * TORCHTPU_CONV_EPILOGUE=0 the epilogue pairs,

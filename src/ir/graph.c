@@ -166,6 +166,7 @@ void tt_graph_destroy(tt_graph_t *graph) {
   free(graph->key);
   free(graph->arena);
   free(graph->pair);
+  free(graph->sharding_prop);
   free(graph);
 }
 

@@ -3,7 +3,9 @@
  * schema. The schemas are defined here, from op_attrs.h (hence
  * TT_OP_ATTRS_SCHEMAS before any include: every header here includes
  * op_attrs.h). Shape inference lives in the family files
- * src/ir/infer_*.c, declared in src/ir/infer.h. */
+ * src/ir/infer_*.c, declared in src/ir/infer.h; sharding rules in the
+ * family files src/ir/sharding_rules_*.c, declared in
+ * src/ir/sharding_rules.h. */
 #define TT_OP_ATTRS_SCHEMAS
 
 #include <stddef.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 
 #include "ir/infer.h"
+#include "ir/sharding_rules.h"
 #include "torchtpu/op_table.h"
 
 /* The entries, one per row of torchtpu/ops.def (the enum's order, so an
@@ -18,9 +21,9 @@
 #define TT_OP(id, nm, lo, hi, fl, attrs, fn)                                             \
   [TT_OP_##id] = {nm, lo, hi, fl, tt_##attrs##_attrs_schema,                              \
                   (int32_t)(sizeof(tt_##attrs##_attrs_schema) / sizeof(tt_attr_field_t)), \
-                  sizeof(tt_##attrs##_attrs_t), fn, NULL},
+                  sizeof(tt_##attrs##_attrs_t), fn, &tt_sharding_rule_##id},
 #define TT_OP_NO_ATTRS(id, nm, lo, hi, fl, fn) \
-  [TT_OP_##id] = {nm, lo, hi, fl, NULL, 0, sizeof(tt_no_attrs_t), fn, NULL},
+  [TT_OP_##id] = {nm, lo, hi, fl, NULL, 0, sizeof(tt_no_attrs_t), fn, &tt_sharding_rule_##id},
 static const tt_op_info_t tt_op_table_[] = {
 #include "torchtpu/ops.def"
 };
