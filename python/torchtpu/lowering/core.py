@@ -204,9 +204,12 @@ def norm_dims(dims, rank):
         return list(range(rank))
     if isinstance(dims, int):
         dims = [dims]
-    out = [norm_dim(d, rank) for d in dims]
-    if len(set(out)) != len(out):
-        raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")
+    out = []
+    for d in dims:
+        d = norm_dim(d, rank)
+        if d in out:  # ATen names the first repeat, wrapped
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        out.append(d)
     return out
 
 

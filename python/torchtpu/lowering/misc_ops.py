@@ -233,12 +233,23 @@ def _num(v):
     return v.item() if isinstance(v, torch.Tensor) else v
 
 
+def _bound_text(v):
+    """A bound as ATen prints it in 'unsupported range' (-5, nan, inf, 2.5)."""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
 def _arange_h(index, start, end, step, dtype):
     start, end, step = _num(start), _num(end), _num(step)
+    # ATen's checks, in its order and words.
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    for v in (start, end):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise RuntimeError(f"unsupported range: {_bound_text(start)} -> {_bound_text(end)}")
     if (end - start) * step < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         is_float = any(isinstance(v, float) for v in (start, end, step))
         dtype = torch.get_default_dtype() if is_float else torch.int64
