@@ -6,7 +6,7 @@ import torch
 from torchtpu import bridge, settings, ir
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, UN, UNARY, WHERE, XlaTensor, aten, device_of, float_type_of, handle,
-    lowers, result_type, scalar, tt, wrap, TT_BOOL)
+    lowers, refuse_fake, result_type, scalar, tt, wrap, TT_BOOL)
 
 
 def _binary(name, a, b, compute_dtype=None, out_dtype=None):
@@ -27,10 +27,12 @@ def _on_device(a, b):
     ops, like PyTorch's, refuse one (core.cpu_operand). A 0-dim CPU tensor
     stays a scalar, as everywhere."""
     if isinstance(a, torch.Tensor) and not isinstance(a, XlaTensor) and a.dim() > 0:
+        refuse_fake(a)
         dev = device_of(b)
         if dev is not None:
             a = wrap(bridge.upload(a, dev))
     elif isinstance(b, torch.Tensor) and not isinstance(b, XlaTensor) and b.dim() > 0:
+        refuse_fake(b)
         dev = device_of(a)
         if dev is not None:
             b = wrap(bridge.upload(b, dev))

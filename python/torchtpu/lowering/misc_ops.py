@@ -84,6 +84,16 @@ def uniform(x, from_=0.0, to=1.0, generator=None):
     return _float_rng(x, RNG_UNIFORM, from_, to)
 
 
+@lowers(aten.uniform_.default)
+def uniform_in_place(x, from_=0.0, to=1.0, generator=None):
+    # Functionalization normally turns uniform_ into uniform; code traced
+    # without it (AOTAutograd's own trace of scan's fn, prims' uniform
+    # implementation) still reaches here, and PyTorch's decomposition of
+    # uniform_ calls straight back into it.
+    x._h = uniform(x, from_, to, generator)._h
+    return x
+
+
 @lowers(aten.normal_functional.default)
 def normal_functional(x, mean=0.0, std=1.0, generator=None):
     if std < 0:
