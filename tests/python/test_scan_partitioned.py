@@ -116,3 +116,10 @@ def test_an_external_xla_tensor_in_fn_is_refused():
 
     with pytest.raises(AssertionError, match="FakeTensor"):
         scan(fn, torch.zeros(2, device="xla"), torch.zeros(3, 2, device="xla"))
+
+
+def test_integer_scan_has_no_backward_graph_and_matches_cpu():
+    fn = lambda c, x: (c + x, c * x)  # noqa: E731
+    c, ys = scan(fn, torch.tensor(1, device="xla"), torch.arange(4, device="xla"))
+    wc, wys = _loop(fn, torch.tensor(1), torch.arange(4))
+    assert torch.equal(c.cpu(), wc) and torch.equal(ys.cpu(), wys)

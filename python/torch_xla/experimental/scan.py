@@ -154,8 +154,9 @@ def value_and_grad_partitioned(fn, init, xs, partition_fn=default_partition,
     # then the activations.
     out_flat, out_spec = tree_flatten(out)
     diff = [v for v in out_flat if v is not None and v.requires_grad]
-    torch.autograd.backward(diff, [torch.ones_like(v) for v in diff])
-  fwd, bwd = fw_graph(), bw_graph()
+    if diff:  # else nothing is differentiable (integer loops): no backward graph
+      torch.autograd.backward(diff, [torch.ones_like(v) for v in diff])
+  fwd, bwd = fw_graph(), (bw_graph() if diff else None)
   num_out = len(out_flat)
   carry_leaves = len(tree_flatten(carry_t)[0])
   x_flat_t, x_spec = tree_flatten(x_t)
@@ -182,6 +183,9 @@ def value_and_grad_partitioned(fn, init, xs, partition_fn=default_partition,
 
   def backward(grad_carry, grad_y_and_activations):
     grad_y, activations = grad_y_and_activations
+    if bwd is None:
+      return (tree_unflatten([None] * carry_leaves, carry_spec),
+              tree_unflatten([None] * len(x_flat_t), x_spec))
     tangents = [g for g, v in zip(tree_flatten((grad_carry, grad_y))[0], out_flat)
                 if v is not None and v.requires_grad]
     grads = list(bwd(*activations, *tangents))
