@@ -123,3 +123,23 @@ def test_integer_scan_has_no_backward_graph_and_matches_cpu():
     c, ys = scan(fn, torch.tensor(1, device="xla"), torch.arange(4, device="xla"))
     wc, wys = _loop(fn, torch.tensor(1), torch.arange(4))
     assert torch.equal(c.cpu(), wc) and torch.equal(ys.cpu(), wys)
+
+
+def test_cached_trace_keeps_no_xla_tensor_alive():
+    # A traced tensor held by the cache would be computed at every sync.
+    import gc
+
+    from torchtpu import _C
+
+    def fn(c, x):
+        return torch.sin(c * x), c
+
+    init = torch.ones(3, device="xla", requires_grad=True)
+    xs = torch.ones(4, 3, device="xla")
+    torch_xla.sync()
+    gc.collect()
+    before = _C.live_tensors()
+    c, ys = scan(fn, init, xs, is_fn_pure=True)
+    del c, ys
+    gc.collect()
+    assert _C.live_tensors() == before

@@ -157,14 +157,18 @@ def value_and_grad_partitioned(fn, init, xs, partition_fn=default_partition,
     if diff:  # else nothing is differentiable (integer loops): no backward graph
       torch.autograd.backward(diff, [torch.ones_like(v) for v in diff])
   fwd, bwd = fw_graph(), (bw_graph() if diff else None)
+  # The functions below keep no traced tensor alive (a cached one would be
+  # computed at every sync): only structure and which outputs take a tangent.
   num_out = len(out_flat)
+  takes_tangent = [v is not None and v.requires_grad for v in out_flat]
   carry_leaves = len(tree_flatten(carry_t)[0])
-  x_flat_t, x_spec = tree_flatten(x_t)
+  x_leaves, x_spec = len(tree_flatten(x_t)[0]), tree_flatten(x_t)[1]
   carry_spec = tree_flatten(carry_t)[1]
+  del out, out_flat, diff, carry_t, x_t, traced
 
   # Activations that are placeholders of x: alias_input takes them from x.
   placeholders = [n for n in fwd.graph.nodes if n.op == 'placeholder']
-  x_index = {placeholders[carry_leaves + j]: j for j in range(len(x_flat_t))}
+  x_index = {placeholders[carry_leaves + j]: j for j in range(x_leaves)}
   out_node = next(n for n in fwd.graph.nodes if n.op == 'output')
   act_nodes = list(out_node.args[0])[num_out:]
   aliased = {i: x_index[nd] for i, nd in enumerate(act_nodes) if nd in x_index}
@@ -185,11 +189,10 @@ def value_and_grad_partitioned(fn, init, xs, partition_fn=default_partition,
     grad_y, activations = grad_y_and_activations
     if bwd is None:
       return (tree_unflatten([None] * carry_leaves, carry_spec),
-              tree_unflatten([None] * len(x_flat_t), x_spec))
-    tangents = [g for g, v in zip(tree_flatten((grad_carry, grad_y))[0], out_flat)
-                if v is not None and v.requires_grad]
+              tree_unflatten([None] * x_leaves, x_spec))
+    tangents = [g for g, t in zip(tree_flatten((grad_carry, grad_y))[0], takes_tangent) if t]
     grads = list(bwd(*activations, *tangents))
-    grad_in = grads[:carry_leaves + len(x_flat_t)]
+    grad_in = grads[:carry_leaves + x_leaves]
     return (tree_unflatten(grad_in[:carry_leaves], carry_spec),
             tree_unflatten(grad_in[carry_leaves:], x_spec))
 
