@@ -72,6 +72,12 @@ int tt_tensor_set_donation(tt_tensor_t *t, int donate);
 int tt_tensor_donation(const tt_tensor_t *t);
 void tt_lazy_set_alias_with_donor(int enable);
 
+/* Address of the data of a tensor that holds a value, once that value is
+ * ready (PyTorch/XLA's _unsafe_buffer_pointer; the runtime's buffers are
+ * host memory). A pending tensor (IR, no value) is TT_INVALID_ARGUMENT: it
+ * has no buffer until a sync. */
+tt_status_t tt_tensor_buffer_address(tt_tensor_t *t, uintptr_t *out);
+
 /* Cuts the given tensors' graph, runs it, then copies t's value to host
  * (nbytes must equal numel*size). */
 tt_status_t tt_tensor_to_host(tt_tensor_t *t, void *host, size_t nbytes);

@@ -165,3 +165,6 @@ from torch_xla.core import xla_model  # noqa: E402,F401
 from torch_xla import experimental  # noqa: E402,F401  (eager mode; XLA_USE_EAGER_DEBUG_MODE)
 from torch_xla import amp  # noqa: E402,F401  (AutocastXLA kernels for torch.autocast('xla'))
 from torch_xla import _XLAC  # noqa: E402,F401  (PyTorch/XLA extension-module names)
+from torch_xla._patched_functions import _apply_patches  # noqa: E402
+_apply_patches()  # torch.nn.utils.clip_grad_norm_, as PyTorch/XLA patches it
+_XLAC._init_xla_lazy_backend()  # counts RegisterXLAFunctions once, as PyTorch/XLA's import

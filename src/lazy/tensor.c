@@ -242,6 +242,22 @@ tt_status_t tt_tensor_to_host(tt_tensor_t *t, void *host, size_t nbytes) {
   return st;
 }
 
+tt_status_t tt_tensor_buffer_address(tt_tensor_t *t, uintptr_t *out) {
+  *out = 0;
+  pthread_mutex_lock(&tt_lazy_lock);
+  tt_buffer_t *b = t->node ? NULL : t->buffer;
+  if (b) tt_buffer_retain(b);
+  pthread_mutex_unlock(&tt_lazy_lock);
+  if (!b)
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "Could not get the buffer pointer for XLATensor with IR that's not "
+                          "DeviceData");
+  tt_status_t st = tt_buffer_wait(b);
+  if (!st) *out = (uintptr_t)tt_buffer_data(b);
+  tt_buffer_release(b);
+  return st;
+}
+
 tt_status_t tt_tensor_to_device(tt_tensor_t *t, int32_t device, tt_tensor_t **out) {
   *out = NULL;
   TT_RETURN_IF_ERROR(tt_check_device(device));

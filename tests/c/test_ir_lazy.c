@@ -215,8 +215,30 @@ static void test_derived_roots(void) {
   tt_tensor_release(a);
 }
 
+/* tt_tensor_buffer_address: a materialized tensor's data, readable at the
+ * address; a pending one has none (TT_INVALID_ARGUMENT) until a sync. */
+static void test_buffer_address(void) {
+  float x[3] = {1, 2, 3};
+  tt_shape_t s = {.rank = 1, .dims = {3}};
+  tt_tensor_t *a = NULL, *n = NULL;
+  uintptr_t addr = 0;
+  CHECK_OK(tt_tensor_from_host(0, TT_F32, &s, x, &a));
+  CHECK_OK(tt_tensor_buffer_address(a, &addr));
+  CHECK(addr != 0 && memcmp((const void *)addr, x, sizeof(x)) == 0);
+  int64_t neg = TT_UN_NEG;
+  CHECK_OK(tt_tensor_op(TT_OP_UNARY, 0, &a, 1, &neg, 1, (double[]){0, 0}, 2, &n));
+  CHECK_CODE(tt_tensor_buffer_address(n, &addr), TT_INVALID_ARGUMENT, "pending tensor");
+  CHECK(addr == 0);
+  CHECK_OK(tt_lazy_sync(-1, 1, NULL));
+  CHECK_OK(tt_tensor_buffer_address(n, &addr));
+  CHECK(addr != 0 && ((const float *)addr)[2] == -3.0f);
+  tt_tensor_release(n);
+  tt_tensor_release(a);
+}
+
 int main(void) {
   CHECK_OK(tt_runtime_init(2));
+  test_buffer_address();
   test_shape_inference();
   test_hash_ignores_values();
   test_lazy_sync_and_cache();

@@ -70,8 +70,10 @@ def test_device_mismatch():
     a = torch.ones(3).to("xla:0")
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         (a + torch.ones(3).to("xla:1")).cpu()
+    # Binary arithmetic copies a CPU tensor operand over, as PyTorch/XLA does
+    # (tests/python/test_upstream_op_semantics.py); other ops refuse one.
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
-        (a + torch.ones(3)).cpu()
+        torch.maximum(a, torch.ones(3)).cpu()
     # A 0-dim CPU tensor is a scalar, as in PyTorch.
     assert (a + torch.tensor(2.0)).cpu().tolist() == [3, 3, 3]
 

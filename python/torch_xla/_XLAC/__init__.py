@@ -6,6 +6,8 @@ PyTorch/XLA's Python modules, tests and user code call these directly
 name, arguments and result type. A name that is not here raises
 AttributeError, as it would on any module.
 """
+from torch_xla._XLAC.backend import _init_xla_lazy_backend  # noqa: F401
+from torch_xla._XLAC.buffers import _unsafe_buffer_pointer  # noqa: F401
 from torch_xla._XLAC.devices import (  # noqa: F401
     _get_git_revs, _get_xla_tensor_dimension_size, _init_computation_client,
     _xla_computation_cache_is_initialized, _xla_device_kind, _xla_get_all_devices,

@@ -152,6 +152,17 @@ static PyObject *py_to_device(PyObject *m, PyObject *args) {
   return tt_py_wrap_tensor(r);
 }
 
+static PyObject *py_buffer_address(PyObject *m, PyObject *a) {
+  (void)m;
+  tt_tensor_t *t;
+  if (!tt_py_as_tensor(a, &t)) return NULL;
+  uintptr_t addr = 0;
+  tt_status_t st;
+  Py_BEGIN_ALLOW_THREADS st = tt_tensor_buffer_address(t, &addr);
+  Py_END_ALLOW_THREADS if (st) return tt_py_raise_status(st);
+  return PyLong_FromUnsignedLongLong((unsigned long long)addr);
+}
+
 static PyObject *py_propagate_alias(PyObject *m, PyObject *args) {
   (void)m;
   PyObject *a, *b;
@@ -220,6 +231,8 @@ PyMethodDef tt_py_methods_tensor[] = {
     {"to_host", py_to_host, METH_VARARGS, "to_host(t, ptr, nbytes)"},
     {"to_device", py_to_device, METH_VARARGS, "to_device(t, device)"},
     {"live_tensors", py_live_tensors, METH_NOARGS, ""},
+    {"buffer_address", py_buffer_address, METH_O,
+     "buffer_address(t) -> int: address of t's data once ready (pending t: RuntimeError)"},
     {"set_donation", py_set_donation, METH_VARARGS,
      "set_donation(t, donate) -> bool: marks t's data for donation; False when t is pending"},
     {"get_donation", py_get_donation, METH_O, "get_donation(t) -> bool"},

@@ -2,6 +2,7 @@
 (taken from the engine: torchtpu.ir), handle helpers, type promotion and
 the registry."""
 import torch
+from torch._subclasses.fake_tensor import FakeTensor as _FakeTensor
 
 from torchtpu import _C, bridge, ir
 from torchtpu.op_metrics import count as _count
@@ -103,9 +104,22 @@ def iota(dev, n):
     return ir.iota(dtype=TT_I64, n=n, start=0.0, step=1.0, device=dev)
 
 
+def refuse_fake(t):
+    """A FakeTensor beside real xla tensors: code traced with fake tensors
+    (scan's AOTAutograd trace) used an xla tensor it was not given. PyTorch's
+    FakeTensorMode raises AssertionError for this mix; so does this, before
+    anything reads the fake tensor's (absent) data."""
+    if isinstance(t, _FakeTensor):
+        raise AssertionError(
+            "Please convert all Tensors to FakeTensors first: a FakeTensor met a real xla "
+            "tensor (a function traced with fake tensors, such as scan's fn, used an xla "
+            "tensor that is not one of its arguments)")
+
+
 def cpu_operand(t):
     """A CPU tensor reaching an xla op: 0-dim values are accepted as scalars
     (as PyTorch does for CPU scalars mixed with device tensors)."""
+    refuse_fake(t)
     if t.dim() == 0:
         return t.item()
     raise RuntimeError(
@@ -204,9 +218,12 @@ def norm_dims(dims, rank):
         return list(range(rank))
     if isinstance(dims, int):
         dims = [dims]
-    out = [norm_dim(d, rank) for d in dims]
-    if len(set(out)) != len(out):
-        raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")
+    out = []
+    for d in dims:
+        d = norm_dim(d, rank)
+        if d in out:  # ATen names the first repeat, wrapped
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        out.append(d)
     return out
 
 

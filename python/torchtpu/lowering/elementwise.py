@@ -3,10 +3,10 @@ import math
 
 import torch
 
-from torchtpu import settings, ir
+from torchtpu import bridge, settings, ir
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, UN, UNARY, WHERE, XlaTensor, aten, device_of, float_type_of, handle,
-    lowers, result_type, scalar, tt, wrap, TT_BOOL)
+    lowers, refuse_fake, result_type, scalar, tt, wrap, TT_BOOL)
 
 
 def _binary(name, a, b, compute_dtype=None, out_dtype=None):
@@ -16,6 +16,27 @@ def _binary(name, a, b, compute_dtype=None, out_dtype=None):
     if out_dtype is not None and h.dtype != tt(out_dtype):
         h = ir.convert(h, dtype=tt(out_dtype))
     return wrap(h)
+
+
+def _on_device(a, b):
+    """(a, b) with a CPU tensor operand copied to the other's xla device.
+
+    PyTorch/XLA's binary arithmetic (add, sub, rsub, mul, div, fmod, pow,
+    bitwise and/or/xor, shifts) takes a CPU tensor operand this way, so
+    `cpu_t + xla_t` and `xla_t + cpu_t` both compute on the device; its other
+    ops, like PyTorch's, refuse one (core.cpu_operand). A 0-dim CPU tensor
+    stays a scalar, as everywhere."""
+    if isinstance(a, torch.Tensor) and not isinstance(a, XlaTensor) and a.dim() > 0:
+        refuse_fake(a)
+        dev = device_of(b)
+        if dev is not None:
+            a = wrap(bridge.upload(a, dev))
+    elif isinstance(b, torch.Tensor) and not isinstance(b, XlaTensor) and b.dim() > 0:
+        refuse_fake(b)
+        dev = device_of(a)
+        if dev is not None:
+            b = wrap(bridge.upload(b, dev))
+    return a, b
 
 
 def _unary_h(name, h, alpha=0.0, beta=0.0):
@@ -40,11 +61,13 @@ def _scaled(b, alpha):
 
 @lowers(aten.add.Tensor, aten.add.Scalar)
 def add(a, b, alpha=1):
+    a, b = _on_device(a, b)
     return _binary("add", a, _scaled(b, alpha), compute_dtype=result_type(a, b))
 
 
 @lowers(aten.sub.Tensor, aten.sub.Scalar)
 def sub(a, b, alpha=1):
+    a, b = _on_device(a, b)
     if isinstance(a, torch.Tensor) and a.dtype == torch.bool and isinstance(b, torch.Tensor) \
             and b.dtype == torch.bool:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
@@ -54,22 +77,26 @@ def sub(a, b, alpha=1):
 
 @lowers(aten.rsub.Tensor, aten.rsub.Scalar)
 def rsub(a, b, alpha=1):
+    a, b = _on_device(a, b)
     return _binary("sub", b, _scaled(a, alpha), compute_dtype=result_type(a, b))
 
 
 @lowers(aten.mul.Tensor, aten.mul.Scalar)
 def mul(a, b):
+    a, b = _on_device(a, b)
     return _binary("mul", a, b)
 
 
 @lowers(aten.div.Tensor, aten.div.Scalar)
 def div(a, b):
+    a, b = _on_device(a, b)
     rt = result_type(a, b)
     return _binary("div", a, b, compute_dtype=float_type_of(rt))
 
 
 @lowers(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div_mode(a, b, rounding_mode=None):
+    a, b = _on_device(a, b)
     rt = result_type(a, b)
     if rounding_mode is None:
         return div(a, b)
@@ -97,11 +124,13 @@ def remainder(a, b):
 
 @lowers(aten.fmod.Tensor, aten.fmod.Scalar)
 def fmod(a, b):
+    a, b = _on_device(a, b)
     return _binary("fmod", a, b)
 
 
 @lowers(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
 def pow_(a, b):
+    a, b = _on_device(a, b)
     if isinstance(b, (int, float)) and not isinstance(b, bool) and isinstance(a, XlaTensor):
         if b == 1:
             return wrap(handle(a, a._h.device, tt(result_type(a, b))))
@@ -156,6 +185,7 @@ for _name in ("logical_and", "logical_or", "logical_xor"):
 
 def _bitwise(name):
     def fn(a, b):
+        a, b = _on_device(a, b)
         rt = result_type(a, b)
         if rt.is_floating_point:
             raise RuntimeError(f'"{name}_cpu" not implemented for \'{rt}\'')
@@ -166,6 +196,28 @@ def _bitwise(name):
 for _name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
     _p = getattr(aten, _name)
     lowers(_p.Tensor, _p.Scalar)(_bitwise(_name))
+
+
+def _shift(op, kernel_name):
+    """Shifts compute in the promoted integer type; the engine's kernel gives
+    ATen's results for shift counts < 0 or >= the type's width (0 for a left
+    shift, the sign fill for a right one)."""
+    def fn(a, b):
+        a, b = _on_device(a, b)
+        rt = result_type(a, b)
+        if rt.is_floating_point or rt.is_complex or rt == torch.bool:
+            name = torch.empty(0, dtype=rt).type().split(".")[-1][:-len("Tensor")]
+            raise NotImplementedError(f'"{kernel_name}_cpu" not implemented for \'{name}\'')
+        return _binary(op, a, b, compute_dtype=rt)
+    return fn
+
+
+lowers(aten.bitwise_left_shift.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
+       aten.bitwise_left_shift.Scalar_Tensor, aten.__lshift__.Tensor, aten.__lshift__.Scalar,
+       torch.ops.prims.shift_left.default)(_shift("shift_left", "lshift"))
+lowers(aten.bitwise_right_shift.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
+       aten.bitwise_right_shift.Scalar_Tensor, aten.__rshift__.Tensor, aten.__rshift__.Scalar,
+       torch.ops.prims.shift_right_arithmetic.default)(_shift("shift_right", "rshift"))
 
 
 @lowers(aten.where.self)

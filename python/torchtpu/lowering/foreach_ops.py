@@ -13,6 +13,8 @@ _foreach_addcdiv.ScalarList, ...), resolved once per foreach overload and
 run through the lowering table, so results are the per-tensor ones bit for
 bit. Length mismatches raise PyTorch's errors.
 """
+import torch
+
 from torchtpu import lowering
 from torchtpu.lowering.core import aten, lowers
 
@@ -59,7 +61,20 @@ def _each(op, self, *lists, **kwargs):
     """[op(self[i], lists[0][i], ..., **kwargs)], each through the lowering
     table (complex, decompositions and the counted fallback included)."""
     _check(self, *lists)
+    for other in lists:
+        _same_device(self, other)
     return [lowering._dispatch(op, args, kwargs) for args in zip(self, *lists)]
+
+
+def _same_device(self, other):
+    """A list of CPU tensors stays an error, as PyTorch's foreach check
+    gives it, though add/mul/... of one CPU tensor copies it over
+    (elementwise._on_device)."""
+    for t in other:
+        if isinstance(t, torch.Tensor) and t.device.type != "xla" and t.dim() > 0:
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two "
+                f"devices, {self[0].device} and {t.device}!")
 
 
 def _unary(name):

@@ -10,6 +10,7 @@ assignment with a single value needs no sync (it is a WHERE)."""
 import torch
 
 from torchtpu import bridge, ir
+from torchtpu.lowering import storage_views
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, INDEX_ADD, INDEX_SELECT, SCAN, SCATTER, SCATTER_REDUCE,
     SR_AMAX, SR_AMIN, SR_MEAN, SR_PROD, SR_SUM, TRANSPOSE, TT_BOOL, TT_I64, WHERE,
@@ -381,9 +382,17 @@ def _strided_index(dev, size, stride, offset):
 @lowers(aten.as_strided.default, aten.as_strided_copy.default)
 def as_strided(x, size, stride, storage_offset=None):
     size, stride = [int(s) for s in size], [int(s) for s in stride]
-    off = int(storage_offset or 0)
-    dev = x._h.device
-    n = x.numel()
+    # The storage as_strided addresses: the tensor a slice (or an earlier
+    # as_strided) was cut from, as PyTorch/XLA does; an offset left out is
+    # the view's own (storage_views.py).
+    rec = storage_views.layout(x)
+    if rec is None:
+        base, off = x, int(storage_offset or 0)
+    else:
+        base, view_off, _ = rec
+        off = view_off if storage_offset is None else int(storage_offset)
+    dev = base._h.device
+    n = base.numel()
     if _numel(size) == 0:
         return wrap(broadcast(scalar(dev, x._h.dtype, 0), size))
     need = off + sum((s - 1) * st for s, st in zip(size, stride)) + 1
@@ -392,9 +401,10 @@ def as_strided(x, size, stride, storage_offset=None):
             f"setStorage: sizes {size}, strides {stride}, storage offset {off}, and itemsize "
             f"{x.element_size()} requiring a storage size of {need * x.element_size()} are out "
             f"of bounds for storage of size {n * x.element_size()}")
-    flat = reshape(x._h, [n])
-    out = ir.index_select(flat, _strided_index(dev, size, stride, off), dim=0)
-    return wrap(reshape(out, size))
+    flat = reshape(base._h, [n])
+    out = wrap(reshape(ir.index_select(flat, _strided_index(dev, size, stride, off), dim=0), size))
+    storage_views.note(out, base, off, stride)
+    return out
 
 
 @lowers(aten.as_strided_scatter.default)
@@ -405,10 +415,41 @@ def as_strided_scatter(x, src, size, stride, storage_offset=None):
     m = _numel(size)
     if m == 0:
         return wrap(x._h)
-    idx = _strided_index(dev, size, stride, int(storage_offset or 0))
+    rec = storage_views.layout(x)
+    if rec is not None:
+        # x is a slice of a larger storage (functionalization writing an
+        # as_strided view of it back): the written elements, as positions
+        # in x.
+        idx = bridge.upload(_positions_in_view(rec, x.shape, size, stride, storage_offset), dev)
+    else:
+        idx = _strided_index(dev, size, stride, int(storage_offset or 0))
     flat = reshape(x._h, [n])
     out = ir.scatter(flat, idx, reshape(handle(src, dev, dt), [m]), dim=0, reduce=0)
     return wrap(reshape(out, list(x.shape)))
+
+
+def _positions_in_view(rec, view_shape, size, stride, storage_offset):
+    """Flat positions in a view (layout rec in its base) of the base elements
+    an as_strided(size, stride, offset) addresses; NotImplementedError when
+    one lies outside the view (the write could not reach the base)."""
+    _, voff, vstrides = rec
+    off = voff if storage_offset is None else int(storage_offset)
+
+    def addresses(shape, strides, start):
+        a = torch.full([int(d) for d in shape], start, dtype=torch.int64)
+        for d, (n, st) in enumerate(zip(shape, strides)):
+            a = a + (torch.arange(int(n)) * st).view([-1 if i == d else 1
+                                                       for i in range(len(shape))])
+        return a.reshape(-1)
+    view_addr = addresses(view_shape, vstrides, voff)
+    want = addresses(size, stride, off)
+    order = torch.argsort(view_addr)
+    pos = torch.searchsorted(view_addr[order], want).clamp(max=view_addr.numel() - 1)
+    if not torch.equal(view_addr[order][pos], want):
+        raise NotImplementedError(
+            "as_strided_scatter on xla: the as_strided view reaches storage outside the "
+            "view it was taken from, which an xla tensor does not share")
+    return order[pos]
 
 
 def _diag_plan(x, offset, dim1, dim2):

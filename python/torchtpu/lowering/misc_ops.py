@@ -84,6 +84,16 @@ def uniform(x, from_=0.0, to=1.0, generator=None):
     return _float_rng(x, RNG_UNIFORM, from_, to)
 
 
+@lowers(aten.uniform_.default)
+def uniform_in_place(x, from_=0.0, to=1.0, generator=None):
+    # Functionalization normally turns uniform_ into uniform; code traced
+    # without it (AOTAutograd's own trace of scan's fn, prims' uniform
+    # implementation) still reaches here, and PyTorch's decomposition of
+    # uniform_ calls straight back into it.
+    x._h = uniform(x, from_, to, generator)._h
+    return x
+
+
 @lowers(aten.normal_functional.default)
 def normal_functional(x, mean=0.0, std=1.0, generator=None):
     if std < 0:
@@ -233,12 +243,23 @@ def _num(v):
     return v.item() if isinstance(v, torch.Tensor) else v
 
 
+def _bound_text(v):
+    """A bound as ATen prints it in 'unsupported range' (-5, nan, inf, 2.5)."""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
 def _arange_h(index, start, end, step, dtype):
     start, end, step = _num(start), _num(end), _num(step)
+    # ATen's checks, in its order and words.
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    for v in (start, end):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise RuntimeError(f"unsupported range: {_bound_text(start)} -> {_bound_text(end)}")
     if (end - start) * step < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         is_float = any(isinstance(v, float) for v in (start, end, step))
         dtype = torch.get_default_dtype() if is_float else torch.int64

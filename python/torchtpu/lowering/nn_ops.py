@@ -530,18 +530,28 @@ def embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad
 @lowers(aten.native_dropout.default)
 def native_dropout(x, p, train):
     from torchtpu.lowering.misc_ops import rng_handle, RNG_BERNOULLI
-    if not train or p == 0:
-        dev = x._h.device
+    # train=None means training, as in ATen (torch.export writes it so).
+    dev, dt = x._h.device, x._h.dtype
+    if (train is not None and not train) or p == 0:
         return wrap(x._h), wrap(broadcast(scalar(dev, 9, 1), x.shape))  # all-true mask
     if p == 1:
-        dev = x._h.device
-        return (wrap(broadcast(scalar(dev, x._h.dtype, 0), x.shape)),
-                wrap(broadcast(scalar(dev, 9, 0), x.shape)))
-    keep = rng_handle(x._h.device, RNG_BERNOULLI, 9, list(x.shape), 1.0 - p, 0.0)
-    dev = x._h.device
-    scale = scalar(dev, x._h.dtype, 1.0 / (1.0 - p))
-    y = ir.binary(ir.where(keep, x._h, scalar(dev, x._h.dtype, 0)), scale, op=BIN["mul"])
+        keep = broadcast(scalar(dev, 9, 0), x.shape)
+    else:
+        keep = rng_handle(dev, RNG_BERNOULLI, 9, list(x.shape), 1.0 - p, 0.0)
+    # ATen's x * mask * scale (scale 0 when p == 1): a dropped element is
+    # x * 0, so -0 and NaN stay what the CPU gives.
+    scale = scalar(dev, dt, 0.0 if p == 1 else 1.0 / (1.0 - p))
+    y = ir.binary(ir.binary(x._h, convert(keep, dt), op=BIN["mul"]), scale, op=BIN["mul"])
     return wrap(y), wrap(keep)
+
+
+@lowers(aten.native_dropout_backward.default)
+def native_dropout_backward(grad, mask, scale):
+    # ATen's grad * mask * scale in grad's dtype (a NaN gradient where the
+    # mask drops stays NaN, as on the CPU, so no where()).
+    dev, dt = grad._h.device, grad._h.dtype
+    y = ir.binary(grad._h, handle(mask, dev, dt), op=BIN["mul"])
+    return wrap(ir.binary(y, scalar(dev, dt, float(scale)), op=BIN["mul"]))
 
 
 _ = (result_type, TT_I64)

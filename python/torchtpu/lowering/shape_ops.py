@@ -6,6 +6,7 @@ import math
 import torch
 
 from torchtpu import _C, bridge, ir
+from torchtpu.lowering import storage_views
 from torchtpu.lowering.core import (
     BIN, BINARY, BROADCAST, CONCAT, CONVERT, FLIP, GATHER, INDEX_ADD, INDEX_SELECT, PAD, RESHAPE,
     SCATTER, SLICE, SLICE_SCATTER, TRANSPOSE, TT_I64, WHERE, XlaTensor, aten, broadcast, handle,
@@ -211,7 +212,9 @@ def _norm_slice(size, start, end, step):
 def slice_(x, dim=0, start=None, end=None, step=1):
     dim = norm_dim(dim, x.dim())
     s, e, st = _norm_slice(x.shape[dim], start, end, step)
-    return wrap(_slice_h(x._h, dim, s, e, st))
+    out = wrap(_slice_h(x._h, dim, s, e, st))
+    storage_views.note_slice(out, x, dim, s, st)  # for a later as_strided of it
+    return out
 
 
 def _select_index(x, dim, index):
@@ -385,9 +388,18 @@ lowers(aten.tril.default)(_triangle(False))
 lowers(aten.triu.default)(_triangle(True))
 
 
+class FlipDimError(IndexError, RuntimeError):
+    """flip's out-of-range dim: PyTorch (CPU) raises IndexError, PyTorch/XLA
+    a RuntimeError (its canonical-dimension check); this is both, so code
+    written against either catches it."""
+
+
 @lowers(aten.flip.default)
 def flip(x, dims):
-    dims = norm_dims(dims, x.dim())
+    try:
+        dims = norm_dims(dims, x.dim())
+    except IndexError as e:
+        raise FlipDimError(str(e)) from None
     if not dims:
         return wrap(x._h)
     return wrap(ir.flip(x._h, dims_mask=mask_of(dims)))
