@@ -61,9 +61,21 @@ def test_item_counts_local_scalar_dense(dev, clean_metrics):
     assert met.counter_value("aten::_local_scalar_dense") == 2
     assert "aten::_local_scalar_dense" in met.short_metrics_report(
         counter_names=["CreateCompileHandles"], metric_names=["InboundData"])
-    # counted, but not an op that ran on the CPU fallback here
+    # listed as an executed fallback, as PyTorch/XLA lists it
+    assert met.executed_fallback_ops() == ["aten::_local_scalar_dense"]
+    assert torch_xla._XLAC._get_executed_fallback_ops() == ["aten::_local_scalar_dense"]
+    met.clear_counters()
     assert met.executed_fallback_ops() == []
-    assert torch_xla._XLAC._get_executed_fallback_ops() == []
+
+
+def test_fallback_counter_names_carry_the_overload(dev, clean_metrics):
+    # PyTorch/XLA names a fallback by its operator and overload
+    x = torch.tensor([[1.0], [2.0]], device=dev)
+    r = torch.repeat_interleave(x, torch.tensor([1, 2], device=dev), dim=0)
+    assert r.cpu().tolist() == [[1.0], [2.0], [2.0]]
+    assert "aten::repeat_interleave.Tensor" in met.executed_fallback_ops()
+    assert met.counter_value("aten::repeat_interleave.Tensor") == 1
+    assert met.counter_value("aten::repeat_interleave") is None
 
 
 def test_scalar_operands_and_compile_handles(dev, clean_metrics):
