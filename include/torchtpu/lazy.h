@@ -77,6 +77,11 @@ int tt_tensor_donation(const tt_tensor_t *t);
  * fails (TT_INVALID_ARGUMENT "... is deleted"). */
 int tt_tensor_is_placeholder(const tt_tensor_t *t);
 void tt_lazy_set_alias_with_donor(int enable);
+/* InputOutputAliasCount is sampled the first time a graph runs with a given
+ * set of donors (PyTorch/XLA samples it per compile, its donors being part
+ * of the graph's identity). Called when the metrics are cleared: from then
+ * on each (graph, donors) pair is sampled again on its next run. */
+void tt_lazy_forget_alias_samples(void);
 
 /* Cuts the given tensors' graph, runs it, then copies t's value to host
  * (nbytes must equal numel*size). */

@@ -150,14 +150,26 @@ static int tt_by_id_(const void *a, const void *b) {
 /* The (graph, donors) pairs already counted in InputOutputAliasCount:
  * PyTorch/XLA's donors are part of its graph's identity, so it compiles, and
  * samples the metric, once per pair. This engine's cache ignores donation,
- * so the pairs are remembered here (64-bit keys; entries live as long as the
- * process, like the compilation cache). Guarded by the engine lock. */
+ * so the pairs are remembered here (64-bit keys), until the metrics are
+ * cleared (tt_lazy_forget_alias_samples). Guarded by the engine lock. */
 #define TT_ALIAS_SEEN_BUCKETS 256
 typedef struct tt_alias_seen_s {
   struct tt_alias_seen_s *next;
   uint64_t key;
 } tt_alias_seen_t;
 static tt_alias_seen_t *tt_alias_seen_[TT_ALIAS_SEEN_BUCKETS];
+
+void tt_lazy_forget_alias_samples(void) {
+  pthread_mutex_lock(&tt_lazy_lock);
+  for (int32_t b = 0; b < TT_ALIAS_SEEN_BUCKETS; ++b) {
+    while (tt_alias_seen_[b]) {
+      tt_alias_seen_t *e = tt_alias_seen_[b];
+      tt_alias_seen_[b] = e->next;
+      free(e);
+    }
+  }
+  pthread_mutex_unlock(&tt_lazy_lock);
+}
 
 /* 1 the first time key is seen (and remembers it; out of memory only means
  * it may be counted again). */
@@ -207,7 +219,10 @@ static void tt_count_alias_inputs_(uint64_t graph_hash, tt_node_t *const *inputs
                             bsearch(&in->tensor_id, ids, (size_t)nr, sizeof(int64_t), tt_by_id_));
     if (!donor) continue;
     ++aliased;
-    key = (key ^ (uint64_t)(i + 1)) * 0x100000001B3ull; /* FNV-1a step per donor position */
+    /* FNV-1a step per donor: its position and kind (a user's buffer donor
+     * or an in-place update's input-output alias, which PyTorch/XLA's
+     * graph identity tells apart). */
+    key = (key ^ ((uint64_t)(i + 1) << 1 | (uint64_t)by_user)) * 0x100000001B3ull;
     if (!by_user) continue;
     if (!*user_donated) *user_donated = malloc(sizeof(tt_buffer_t *) * (size_t)ni);
     if (*user_donated) (*user_donated)[(*n_user)++] = in->buffer;

@@ -212,6 +212,11 @@ def test_alias_count_sampled_once_per_graph_and_donors(dev, clean_metrics):
         torch_xla.sync()
     total, acc, _ = met.metric_data("InputOutputAliasCount")
     assert (total, acc) == (2, 1.0)
+    met.clear_metrics()  # from here each pair is sampled again on its next run
+    (x @ w).sum().backward()
+    torch_xla.sync()
+    total, acc, _ = met.metric_data("InputOutputAliasCount")
+    assert (total, acc) == (1, 1.0)
 
 
 def test_donated_user_data_becomes_a_placeholder(dev, clean_metrics):
