@@ -147,6 +147,36 @@ static int tt_by_id_(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* The runtime scalar values already sent to each device: PyTorch/XLA keeps
+ * its scalar device data in a cache and transfers only values it has not
+ * seen, so only those count as transfers here. A bounded set of 64-bit keys
+ * (device, dtype, value), emptied when full. Guarded by the engine lock. */
+#define TT_SCALAR_SEEN_SLOTS 4096 /* power of two */
+static uint64_t tt_scalar_seen_[TT_SCALAR_SEEN_SLOTS]; /* 0: empty */
+static int32_t tt_scalar_seen_count_;
+
+static int tt_scalar_first_sent_(const tt_node_t *in, int32_t device) {
+  uint64_t bits = 0;
+  if (tt_dtype_is_float(in->dtype)) memcpy(&bits, &in->scalar_f, sizeof(bits));
+  else bits = (uint64_t)in->scalar_i;
+  uint64_t key = ((bits ^ 0xCBF29CE484222325ull) * 0x100000001B3ull) ^
+                 ((uint64_t)in->dtype << 40 | (uint64_t)(uint32_t)device);
+  key = (key * 0x9E3779B97F4A7C15ull) | 1; /* never 0 */
+  uint32_t mask = TT_SCALAR_SEEN_SLOTS - 1, i = (uint32_t)(key >> 32) & mask;
+  while (tt_scalar_seen_[i]) {
+    if (tt_scalar_seen_[i] == key) return 0;
+    i = (i + 1) & mask;
+  }
+  if (tt_scalar_seen_count_ >= TT_SCALAR_SEEN_SLOTS / 2) {
+    memset(tt_scalar_seen_, 0, sizeof(tt_scalar_seen_));
+    tt_scalar_seen_count_ = 0;
+    i = (uint32_t)(key >> 32) & mask;
+  }
+  tt_scalar_seen_[i] = key;
+  ++tt_scalar_seen_count_;
+  return 1;
+}
+
 /* The (graph, donors) pairs already counted in InputOutputAliasCount:
  * PyTorch/XLA's donors are part of its graph's identity, so it compiles, and
  * samples the metric, once per pair. This engine's cache ignores donation,
@@ -289,7 +319,7 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
       vals[i].buffer = in->op == TT_OP_PARAM ? in->buffer : NULL;
       vals[i].scalar_f = in->scalar_f;
       vals[i].scalar_i = in->scalar_i;
-      if (in->op != TT_OP_PARAM) {
+      if (in->op != TT_OP_PARAM && tt_scalar_first_sent_(in, device)) {
         ++scalars;
         scalar_bytes += (int64_t)tt_dtype_size(in->dtype);
       }
@@ -298,7 +328,8 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
     tt_metric_add("UnwrapXlaData", TT_UNIT_NANOSECONDS, (double)unwrap_ns);
     /* The runtime scalars (numbers, RNG keys) go to the device with the
      * execution: PyTorch/XLA makes each such value device data, a transfer
-     * counted under these names (its scalar cache aside). */
+     * counted under these names the first time it sends a value
+     * (tt_scalar_first_sent_). */
     if (scalars) {
       tt_counter_add("CreateDataHandles", scalars);
       tt_metric_add("InboundData", TT_UNIT_BYTES, (double)scalar_bytes);

@@ -239,3 +239,19 @@ def test_donated_user_data_becomes_a_placeholder(dev, clean_metrics):
         t0.cpu()
     with pytest.raises(RuntimeError, match="is deleted"):
         t0 + 1
+
+
+def test_scalar_values_transfer_once(dev, clean_metrics):
+    # PyTorch/XLA caches scalar device data: a value already sent is not
+    # transferred again
+    t1, t2, t3 = (torch.randn(1, 7).to(dev) for _ in range(3))
+    t1.addcdiv_(t2, t3, value=0.123)
+    torch_xla.sync()
+    assert met.metric_data("TransferToDeviceTime")[0] == 4
+    t1.addcdiv_(t2, t3, value=0.123)
+    t1.addcdiv_(t2, t3, value=0.123)
+    torch_xla.sync()
+    assert met.metric_data("TransferToDeviceTime")[0] == 4
+    t1.addcdiv_(t2, t3, value=0.3771)  # a new value
+    torch_xla.sync()
+    assert met.metric_data("TransferToDeviceTime")[0] == 5
