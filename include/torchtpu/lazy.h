@@ -70,7 +70,18 @@ void tt_tensor_propagate_alias(tt_tensor_t *input, tt_tensor_t *output);
  * holds no data (a pending value). */
 int tt_tensor_set_donation(tt_tensor_t *t, int donate);
 int tt_tensor_donation(const tt_tensor_t *t);
+/* 1 when t's data was donated and deleted (PyTorch/XLA's placeholder): a
+ * sync that donates user-marked data (a step's sync, or any sync while
+ * tt_lazy_set_alias_with_donor is on) deletes it from the tensors holding
+ * it, unless the sync gave them new values. Reading or using such a tensor
+ * fails (TT_INVALID_ARGUMENT "... is deleted"). */
+int tt_tensor_is_placeholder(const tt_tensor_t *t);
 void tt_lazy_set_alias_with_donor(int enable);
+/* InputOutputAliasCount is sampled the first time a graph runs with a given
+ * set of donors (PyTorch/XLA samples it per compile, its donors being part
+ * of the graph's identity). Called when the metrics are cleared: from then
+ * on each (graph, donors) pair is sampled again on its next run. */
+void tt_lazy_forget_alias_samples(void);
 
 /* Address of the data of a tensor that holds a value, once that value is
  * ready (PyTorch/XLA's _unsafe_buffer_pointer; the runtime's buffers are

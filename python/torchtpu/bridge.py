@@ -172,6 +172,7 @@ def _device_object(index):
 
 _now_ns = op_metrics.now_ns
 _record_op = op_metrics.record_op
+_tensor_counts = op_metrics.tensor_counts  # CreateXlaTensor/DestroyXlaTensor
 
 
 def _load_dispatch(func, args, kwargs):
@@ -203,7 +204,12 @@ class XlaTensor(torch.Tensor):
         r = _make_wrapper_subclass(cls, handle.shape, dtype=dtype, device=device,
                                    requires_grad=requires_grad)
         r._h = handle
+        _tensor_counts[0] += 1
         return r
+
+    def __del__(self, _counts=_tensor_counts):
+        # Bound as a default: module globals may be gone at interpreter exit.
+        _counts[1] += 1
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
@@ -287,14 +293,14 @@ _lib = torch.library.Library("aten", "IMPL")
 
 
 def want_inner():
-    """True inside functionalization (the Functionalize key excluded, as it
-    is while our __torch_dispatch__ runs under it): an op called there must
-    return the inner tensor. At top level, and in torch.tensor()'s builder
-    (which excludes Functionalize and Python together), it returns the
+    """True below functionalization (the Functionalize key excluded): inside
+    our __torch_dispatch__ under it, and in torch.tensor()'s builder (which
+    excludes Functionalize and Python together, then lifts the result: the
+    lift_fresh lowering wraps that inner tensor, as PyTorch/XLA's lift_fresh
+    does). There an op returns the inner tensor; at top level the
     user-facing functional wrapper."""
     excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
-    return (excluded(torch._C.DispatchKey.Functionalize) and
-            not excluded(torch._C.DispatchKey.Python))
+    return excluded(torch._C.DispatchKey.Functionalize)
 
 
 def wrap_result(handle):
@@ -372,3 +378,4 @@ def _copy_from_xla_key(src, dst, non_blocking=False):
 _lib.impl("empty.memory_format", _empty_memory_format, "XLA")
 _lib.impl("empty_strided", _empty_strided, "XLA")
 _lib.impl("_copy_from", _copy_from_xla_key, "XLA")
+

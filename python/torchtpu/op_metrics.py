@@ -23,6 +23,10 @@ What becomes of the counts (PyTorch/XLA's names and meanings):
                        device data; this engine keeps no cache of them, so
                        every one counts (PyTorch/XLA counts only the values
                        its scalar cache had not seen)
+  CreateXlaTensor /    each Python xla tensor (bridge.XlaTensor) made /
+  DestroyXlaTensor     freed, as PyTorch/XLA counts its XLATensor objects:
+                       one per op result or upload, not per engine value
+                       (tensor_counts, two integers bumped by the bridge)
 """
 import time
 
@@ -37,6 +41,9 @@ _ops = {}        # OpOverload -> count since the last flush
 _counters = {}   # counter name -> delta since the last flush
 _tracing = []    # LazyTracing samples (ns) since the last flush
 _pending = [0]   # ops recorded since the last flush
+# [created, destroyed] Python xla tensors since the last flush: the bridge
+# bumps these in XlaTensor.__new__/__del__ (a list item, cheaper than a call).
+tensor_counts = [0, 0]
 
 now_ns = time.perf_counter_ns
 _LOCAL_SCALAR_DENSE = torch.ops.aten._local_scalar_dense.default
@@ -73,6 +80,14 @@ def flush():
                 _C.counter_add("aten::_local_scalar_dense", n)
             elif func in lowered and func.namespace == "aten":
                 _C.counter_add("xla::" + func._opname, n)
+    created, destroyed = tensor_counts
+    if created or destroyed:
+        tensor_counts[0] -= created
+        tensor_counts[1] -= destroyed
+        if created:
+            _C.counter_add("CreateXlaTensor", created)
+        if destroyed:
+            _C.counter_add("DestroyXlaTensor", destroyed)
     if _counters:
         items = list(_counters.items())
         _counters.clear()
@@ -89,6 +104,7 @@ def discard_counts():
     """Drops unflushed counts (the counters are being cleared)."""
     _ops.clear()
     _counters.clear()
+    tensor_counts[0] = tensor_counts[1] = 0
 
 
 def discard_samples():

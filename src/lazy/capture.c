@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "lazy/lazy_internal.h"
-#include "torchtpu/metrics.h"
 #include "torchtpu/codegen.h"
 
 enum { TT_CAP_SRC_INPUT = 0, TT_CAP_SRC_CONST = 1, TT_CAP_SRC_SEED = 2 };
@@ -407,7 +406,6 @@ tt_status_t tt_lazy_replay(tt_capture_t *c, tt_tensor_t *const *inputs, int32_t 
     if (!st && tt_executable_count_run(c->exe) == 1 && tt_tier_mode() == TT_TIER_AUTO)
       tt_tier1_request(c->exe, 0);
   }
-  int32_t created = 0;
   for (int32_t i = 0; i < c->num_outputs && !st; ++i) {
     if (c->out_src[i] == TT_CAP_OUT_INPUT) {
       tt_tensor_retain(inputs[c->out_index[i]]);
@@ -420,7 +418,6 @@ tt_status_t tt_lazy_replay(tt_capture_t *c, tt_tensor_t *const *inputs, int32_t 
       st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (tensor)");
       break;
     }
-    ++created;
     tt_buffer_retain(b);
     t->buffer = b;
     out_tensors[i] = t;
@@ -436,6 +433,5 @@ tt_status_t tt_lazy_replay(tt_capture_t *c, tt_tensor_t *const *inputs, int32_t 
     }
     return st;
   }
-  tt_counter_add("CreateXlaTensor", created);
   return NULL;
 }

@@ -147,35 +147,119 @@ static int tt_by_id_(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* PyTorch/XLA's InputOutputAliasCount, one sample per executed cut: the
- * graph inputs PyTorch/XLA would make buffer donors. At a step's sync,
- * those holding data that an output's in-place update replaces
+/* The runtime scalar values already sent to each device: PyTorch/XLA keeps
+ * its scalar device data in a cache and transfers only values it has not
+ * seen, so only those count as transfers here. A bounded set of 64-bit keys
+ * (device, dtype, value), emptied when full. Guarded by the engine lock. */
+#define TT_SCALAR_SEEN_SLOTS 4096 /* power of two */
+static uint64_t tt_scalar_seen_[TT_SCALAR_SEEN_SLOTS]; /* 0: empty */
+static int32_t tt_scalar_seen_count_;
+
+static int tt_scalar_first_sent_(const tt_node_t *in, int32_t device) {
+  uint64_t bits = 0;
+  if (tt_dtype_is_float(in->dtype)) memcpy(&bits, &in->scalar_f, sizeof(bits));
+  else bits = (uint64_t)in->scalar_i;
+  uint64_t key = ((bits ^ 0xCBF29CE484222325ull) * 0x100000001B3ull) ^
+                 ((uint64_t)in->dtype << 40 | (uint64_t)(uint32_t)device);
+  key = (key * 0x9E3779B97F4A7C15ull) | 1; /* never 0 */
+  uint32_t mask = TT_SCALAR_SEEN_SLOTS - 1, i = (uint32_t)(key >> 32) & mask;
+  while (tt_scalar_seen_[i]) {
+    if (tt_scalar_seen_[i] == key) return 0;
+    i = (i + 1) & mask;
+  }
+  if (tt_scalar_seen_count_ >= TT_SCALAR_SEEN_SLOTS / 2) {
+    memset(tt_scalar_seen_, 0, sizeof(tt_scalar_seen_));
+    tt_scalar_seen_count_ = 0;
+    i = (uint32_t)(key >> 32) & mask;
+  }
+  tt_scalar_seen_[i] = key;
+  ++tt_scalar_seen_count_;
+  return 1;
+}
+
+/* The (graph, donors) pairs already counted in InputOutputAliasCount:
+ * PyTorch/XLA's donors are part of its graph's identity, so it compiles, and
+ * samples the metric, once per pair. This engine's cache ignores donation,
+ * so the pairs are remembered here (64-bit keys), until the metrics are
+ * cleared (tt_lazy_forget_alias_samples). Guarded by the engine lock. */
+#define TT_ALIAS_SEEN_BUCKETS 256
+typedef struct tt_alias_seen_s {
+  struct tt_alias_seen_s *next;
+  uint64_t key;
+} tt_alias_seen_t;
+static tt_alias_seen_t *tt_alias_seen_[TT_ALIAS_SEEN_BUCKETS];
+
+void tt_lazy_forget_alias_samples(void) {
+  pthread_mutex_lock(&tt_lazy_lock);
+  for (int32_t b = 0; b < TT_ALIAS_SEEN_BUCKETS; ++b) {
+    while (tt_alias_seen_[b]) {
+      tt_alias_seen_t *e = tt_alias_seen_[b];
+      tt_alias_seen_[b] = e->next;
+      free(e);
+    }
+  }
+  pthread_mutex_unlock(&tt_lazy_lock);
+}
+
+/* 1 the first time key is seen (and remembers it; out of memory only means
+ * it may be counted again). */
+static int tt_alias_first_seen_(uint64_t key) {
+  tt_alias_seen_t **head = &tt_alias_seen_[key % TT_ALIAS_SEEN_BUCKETS];
+  for (tt_alias_seen_t *e = *head; e; e = e->next)
+    if (e->key == key) return 0;
+  tt_alias_seen_t *e = malloc(sizeof(*e));
+  if (e) {
+    e->key = key;
+    e->next = *head;
+    *head = e;
+  }
+  return 1;
+}
+
+/* PyTorch/XLA's buffer donors among a cut's graph inputs. At a step's
+ * sync, those holding data that an output's in-place update replaces
  * (tt_tensor_propagate_alias); at a step's sync, or any sync while
  * tt_lazy_set_alias_with_donor is on, those the user marked
- * (tt_tensor_set_donation). PyTorch/XLA takes the sample when it compiles
- * (its donors are part of the graph's identity); here it is taken per
- * execution, whether or not the graph was cached. This engine itself
- * donates at run time whenever the execution holds an input buffer's
- * only reference (src/backends/cpu/backend.c, whose counter of the same
- * name counts those). */
-static void tt_count_alias_inputs_(tt_node_t *const *inputs, int32_t ni,
-                                   tt_tensor_t *const *owners, int32_t nr, int step) {
+ * (tt_tensor_set_donation). Samples InputOutputAliasCount (their number)
+ * the first time the graph runs with these donors, as PyTorch/XLA samples
+ * it per compile. Returns the user-marked donors' buffers in *user_donated
+ * (malloc'd, *n_user entries; the caller frees it): PyTorch/XLA deletes
+ * those after the run. This engine itself also donates at run time
+ * whenever the execution holds an input buffer's only reference
+ * (src/backends/cpu/backend.c, whose counter of the same name counts
+ * those). */
+static void tt_count_alias_inputs_(uint64_t graph_hash, tt_node_t *const *inputs, int32_t ni,
+                                   tt_tensor_t *const *owners, int32_t nr, int step,
+                                   tt_buffer_t ***user_donated, int32_t *n_user) {
   int64_t aliased = 0;
+  uint64_t key = graph_hash ^ 0x9E3779B97F4A7C15ull;
   int64_t *ids = step ? malloc(sizeof(int64_t) * ((size_t)nr + 1)) : NULL;
   if (ids) {
     for (int32_t r = 0; r < nr; ++r) ids[r] = owners[r]->alias_id;
     qsort(ids, (size_t)nr, sizeof(int64_t), tt_by_id_);
   }
   int user = step || tt_alias_with_donor_;
+  *user_donated = NULL;
+  *n_user = 0;
   for (int32_t i = 0; i < ni; ++i) {
     const tt_node_t *in = inputs[i];
     if (in->op != TT_OP_PARAM) continue;
-    aliased += (user && in->donor) ||
-               (ids && in->tensor_id && bsearch(&in->tensor_id, ids, (size_t)nr, sizeof(int64_t),
-                                                tt_by_id_));
+    int by_user = user && in->donor;
+    int donor = by_user || (ids && in->tensor_id &&
+                            bsearch(&in->tensor_id, ids, (size_t)nr, sizeof(int64_t), tt_by_id_));
+    if (!donor) continue;
+    ++aliased;
+    /* FNV-1a step per donor: its position and kind (a user's buffer donor
+     * or an in-place update's input-output alias, which PyTorch/XLA's
+     * graph identity tells apart). */
+    key = (key ^ ((uint64_t)(i + 1) << 1 | (uint64_t)by_user)) * 0x100000001B3ull;
+    if (!by_user) continue;
+    if (!*user_donated) *user_donated = malloc(sizeof(tt_buffer_t *) * (size_t)ni);
+    if (*user_donated) (*user_donated)[(*n_user)++] = in->buffer;
   }
   free(ids);
-  tt_metric_add("InputOutputAliasCount", TT_UNIT_COUNT, (double)aliased);
+  if (tt_alias_first_seen_(key))
+    tt_metric_add("InputOutputAliasCount", TT_UNIT_COUNT, (double)aliased);
 }
 
 tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int derive) {
@@ -218,7 +302,9 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
   if (st) goto done;
   const tt_graph_t *eg = tt_executable_graph(exe);
   int32_t ni = eg->num_inputs;
-  tt_count_alias_inputs_(inputs, ni, owners, nr, derive);
+  tt_buffer_t **user_donated = NULL;
+  int32_t n_user_donated = 0;
+  tt_count_alias_inputs_(g->hash, inputs, ni, owners, nr, derive, &user_donated, &n_user_donated);
   tt_input_value_t *vals = calloc((size_t)ni + 1, sizeof(*vals));
   tt_buffer_t **outs = calloc((size_t)nr + 1, sizeof(*outs));
   if (!vals || !outs) {
@@ -227,13 +313,28 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
     /* PyTorch/XLA's timers of the same names: the graph's input buffers
      * taken from their nodes, the outputs given to their tensors. */
     int64_t unwrap_t0 = tt_now_ns();
+    int64_t scalars = 0, scalar_bytes = 0;
     for (int32_t i = 0; i < ni; ++i) {
       tt_node_t *in = inputs[i];
       vals[i].buffer = in->op == TT_OP_PARAM ? in->buffer : NULL;
       vals[i].scalar_f = in->scalar_f;
       vals[i].scalar_i = in->scalar_i;
+      if (in->op != TT_OP_PARAM && tt_scalar_first_sent_(in, device)) {
+        ++scalars;
+        scalar_bytes += (int64_t)tt_dtype_size(in->dtype);
+      }
     }
-    tt_metric_add("UnwrapXlaData", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - unwrap_t0));
+    int64_t unwrap_ns = tt_now_ns() - unwrap_t0;
+    tt_metric_add("UnwrapXlaData", TT_UNIT_NANOSECONDS, (double)unwrap_ns);
+    /* The runtime scalars (numbers, RNG keys) go to the device with the
+     * execution: PyTorch/XLA makes each such value device data, a transfer
+     * counted under these names the first time it sends a value
+     * (tt_scalar_first_sent_). */
+    if (scalars) {
+      tt_counter_add("CreateDataHandles", scalars);
+      tt_metric_add("InboundData", TT_UNIT_BYTES, (double)scalar_bytes);
+      tt_metric_add("TransferToDeviceTime", TT_UNIT_NANOSECONDS, (double)unwrap_ns);
+    }
     for (int32_t r = 0; r < nr; ++r) {
       tt_tensor_t *t = owners[r];
       size_t bytes = (size_t)tt_shape_numel(&t->shape) * tt_dtype_size(t->dtype);
@@ -257,12 +358,17 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
         tt_node_release(old);
       }
       tt_metric_add("WrapXlaData", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - wrap_t0));
+      /* The job holds the user-donated buffers: the tensors holding them
+       * (not given new values above) lose them and become placeholders,
+       * as PyTorch/XLA deletes donated data. */
+      for (int32_t k = 0; k < n_user_donated; ++k) tt_tensor_delete_donated_locked(user_donated[k]);
     }
     if (!st) tt_attach_derived_(derived, nderived);
     for (int32_t r = 0; r < nr; ++r) tt_buffer_release(outs[r]);
     /* The graph's IR is gone: let the job run (it may now own its inputs). */
     if (!st) tt_runtime_release_held(device);
   }
+  free(user_donated);
   free(vals);
   free(outs);
   free(inputs);

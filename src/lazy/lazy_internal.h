@@ -33,6 +33,10 @@ struct tt_tensor_s {
   /* node is a movement of another tensor's data, left pending by a step's
    * sync (tt_derive_roots_ in cut.c): later step syncs leave it so too. */
   uint8_t derived;
+  /* PyTorch/XLA's placeholder: the data was donated to a computation and
+   * deleted (tt_tensor_delete_donated_locked); no buffer, node or data
+   * node, and any use is refused. */
+  uint8_t deleted;
   tt_tensor_t *prev, *next;
 };
 
@@ -46,6 +50,12 @@ tt_tensor_t *tt_tensor_new_locked(int32_t device, tt_dtype_t dtype, const tt_sha
 /* The node that stands for t in a new op: its pending node, else a PARAM
  * over its buffer made once (NULL when out of memory). */
 tt_node_t *tt_tensor_use_node(tt_tensor_t *t);
+/* Deletes buffer b's data from every live materialized tensor holding it
+ * (they become placeholders, tt_tensor_is_placeholder): b was donated to an
+ * execution that now holds it. Engine lock held. */
+void tt_tensor_delete_donated_locked(const tt_buffer_t *b);
+/* The error for using a placeholder tensor t (a RuntimeError in Python). */
+tt_status_t tt_tensor_deleted_error(const tt_tensor_t *t);
 /* Number of live tensors. */
 int64_t tt_lazy_live_count_locked(void);
 /* Writes the live tensors of device that a step's sync cuts (pending, not

@@ -1,11 +1,11 @@
 /* Lazy tensors and the live-tensor registry: making tensors (from host
  * data, runtime scalars, recorded ops), their accessors, sharding
  * annotations and reading values back (which cuts through cut.c). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lazy/lazy_internal.h"
-#include "torchtpu/metrics.h"
 #include "torchtpu/debug.h"
 
 pthread_mutex_t tt_lazy_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -54,7 +54,6 @@ tt_status_t tt_tensor_from_host(int32_t device, tt_dtype_t dtype, const tt_shape
     return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (tensor)");
   }
   t->buffer = b;
-  tt_counter_add("CreateXlaTensor", 1);
   *out = t;
   return NULL;
 }
@@ -77,13 +76,13 @@ tt_status_t tt_tensor_scalar(int32_t device, tt_dtype_t dtype, double value_f, i
     return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (tensor)");
   }
   t->node = n;
-  tt_counter_add("CreateXlaTensor", 1);
   *out = t;
   return NULL;
 }
 
 tt_node_t *tt_tensor_use_node(tt_tensor_t *t) {
   if (t->node) return t->node;
+  if (t->deleted) return NULL;
   if (!t->data_node) {
     t->data_node = tt_node_create_param(t->buffer, t->dtype, &t->shape, t->device);
     if (t->data_node) {
@@ -162,7 +161,11 @@ tt_status_t tt_tensor_op(tt_op_t op, int32_t device, tt_tensor_t *const *operand
     return st;
   }
   pthread_mutex_lock(&tt_lazy_lock);
-  for (int32_t i = 0; i < num_operands; ++i) {
+  for (int32_t i = 0; i < num_operands && !st; ++i) {
+    if (operands[i]->deleted) {
+      st = tt_tensor_deleted_error(operands[i]);
+      break;
+    }
     nodes[i] = tt_tensor_use_node(operands[i]);
     if (!nodes[i]) st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (node)");
   }
@@ -183,7 +186,6 @@ tt_status_t tt_tensor_op(tt_op_t op, int32_t device, tt_tensor_t *const *operand
   pthread_mutex_unlock(&tt_lazy_lock);
   if (nodes != small) free(nodes);
   if (st) return st;
-  tt_counter_add("CreateXlaTensor", 1);
   *out = t;
   return NULL;
 }
@@ -204,7 +206,6 @@ void tt_tensor_release(tt_tensor_t *t) {
   tt_buffer_release(t->buffer);
   free(t->sharding);
   free(t);
-  tt_counter_add("DestroyXlaTensor", 1);
 }
 
 int32_t tt_tensor_device(const tt_tensor_t *t) { return t->device; }
@@ -212,6 +213,38 @@ tt_dtype_t tt_tensor_dtype(const tt_tensor_t *t) { return t->dtype; }
 const tt_shape_t *tt_tensor_shape(const tt_tensor_t *t) { return &t->shape; }
 int64_t tt_tensor_id(const tt_tensor_t *t) { return t->id; }
 int tt_tensor_is_pending(const tt_tensor_t *t) { return t->node != NULL; }
+
+int tt_tensor_is_placeholder(const tt_tensor_t *t) {
+  pthread_mutex_lock(&tt_lazy_lock);
+  int deleted = t->deleted;
+  pthread_mutex_unlock(&tt_lazy_lock);
+  return deleted;
+}
+
+tt_status_t tt_tensor_deleted_error(const tt_tensor_t *t) {
+  char dims[160];
+  size_t len = 0;
+  dims[0] = 0;
+  for (int32_t d = 0; d < t->shape.rank && len < sizeof(dims); ++d)
+    len += (size_t)snprintf(dims + len, sizeof(dims) - len, d ? ",%lld" : "%lld",
+                            (long long)t->shape.dims[d]);
+  return tt_status_make(TT_INVALID_ARGUMENT,
+                        "buffer with shape %s[%s] on device CPU:%d is deleted: its data was "
+                        "donated to a computation (_set_buffer_donation)",
+                        tt_dtype_name(t->dtype), dims, t->device);
+}
+
+void tt_tensor_delete_donated_locked(const tt_buffer_t *b) {
+  for (tt_tensor_t *t = tt_live_head; t; t = t->next) {
+    if (t->node || t->buffer != b) continue;
+    tt_buffer_release(t->buffer);
+    t->buffer = NULL;
+    tt_node_release(t->data_node);
+    t->data_node = NULL;
+    t->donor = 0;
+    t->deleted = 1;
+  }
+}
 tt_node_t *tt_tensor_node(const tt_tensor_t *t) { return t->node; }
 
 int64_t tt_lazy_live_tensors(void) {
@@ -235,7 +268,9 @@ tt_status_t tt_tensor_to_host(tt_tensor_t *t, void *host, size_t nbytes) {
   pthread_mutex_lock(&tt_lazy_lock);
   tt_buffer_t *b = t->buffer;
   if (b) tt_buffer_retain(b);
+  tt_status_t deleted = t->deleted ? tt_tensor_deleted_error(t) : NULL;
   pthread_mutex_unlock(&tt_lazy_lock);
+  if (deleted) return deleted;
   if (!b) return tt_status_make(TT_INTERNAL, "tensor %lld has no value after sync", (long long)t->id);
   tt_status_t st = tt_buffer_to_host(b, host, nbytes);
   tt_buffer_release(b);

@@ -19,6 +19,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 from models import MLP, SmallCNN, loss_of, make_batch, make_model  # noqa: E402
 
 
+def _cpu_ops():
+    """Ops that ran on the CPU fallback, value reads aside: .item() is
+    listed as aten::_local_scalar_dense, as PyTorch/XLA lists it."""
+    return [op for op in met.executed_fallback_ops() if op != "aten::_local_scalar_dense"]
+
+
 @pytest.fixture(autouse=True)
 def fresh_dynamo():
     torch._dynamo.reset()
@@ -115,7 +121,7 @@ def test_module_inference_matches_cpu(backend, dev):
             torch.testing.assert_close(cm(x.to(dev)).cpu(), cpu(x), atol=1e-4, rtol=1e-4)
     assert met.counter_value("DynamoGraphTrace") == 1
     assert met.counter_value("DynamoGraphReplay") == 2
-    assert met.executed_fallback_ops() == []
+    assert _cpu_ops() == []
 
 
 def _train(kind, compiled, steps=4):
@@ -148,7 +154,7 @@ def test_training_forward_and_backward(kind):
     assert met.counter_value("DynamoExtractCompiledGraph") == 2
     assert met.counter_value("DynamoGraphTrace") == 2
     assert met.counter_value("DynamoGraphReplay") == 2 * 3
-    assert met.executed_fallback_ops() == []
+    assert _cpu_ops() == []
 
 
 @torch.library.custom_op("tttest::cpu_only_double", mutates_args=())

@@ -1,5 +1,6 @@
 """Counters and metrics under PyTorch/XLA's names, counted as it counts
 them (per-op xla::<op>, LazyTracing, transfers, .item())."""
+import pytest
 import torch
 
 import torch_xla
@@ -61,9 +62,21 @@ def test_item_counts_local_scalar_dense(dev, clean_metrics):
     assert met.counter_value("aten::_local_scalar_dense") == 2
     assert "aten::_local_scalar_dense" in met.short_metrics_report(
         counter_names=["CreateCompileHandles"], metric_names=["InboundData"])
-    # counted, but not an op that ran on the CPU fallback here
+    # listed as an executed fallback, as PyTorch/XLA lists it
+    assert met.executed_fallback_ops() == ["aten::_local_scalar_dense"]
+    assert torch_xla._XLAC._get_executed_fallback_ops() == ["aten::_local_scalar_dense"]
+    met.clear_counters()
     assert met.executed_fallback_ops() == []
-    assert torch_xla._XLAC._get_executed_fallback_ops() == []
+
+
+def test_fallback_counter_names_carry_the_overload(dev, clean_metrics):
+    # PyTorch/XLA names a fallback by its operator and overload
+    x = torch.tensor([[1.0], [2.0]], device=dev)
+    r = torch.repeat_interleave(x, torch.tensor([1, 2], device=dev), dim=0)
+    assert r.cpu().tolist() == [[1.0], [2.0], [2.0]]
+    assert "aten::repeat_interleave.Tensor" in met.executed_fallback_ops()
+    assert met.counter_value("aten::repeat_interleave.Tensor") == 1
+    assert met.counter_value("aten::repeat_interleave") is None
 
 
 def test_scalar_operands_and_compile_handles(dev, clean_metrics):
@@ -162,3 +175,83 @@ def test_eager_op_metrics(dev, clean_metrics):
     assert met.metric_data("EagerOpExecuteTime")[0] == 2
     compile_ns = met.metric_data("CompileTime")[1]
     assert met.metric_data("EagerOpCompileTime")[1] <= compile_ns
+
+
+def test_create_xla_tensor_counts_python_tensors(dev, clean_metrics):
+    # PyTorch/XLA counts its tensor objects: torch.tensor makes one
+    t = torch.tensor(2077, device=dev)
+    assert met.counter_value("CreateXlaTensor") == 1
+    u = t + 1
+    assert met.counter_value("CreateXlaTensor") == 2
+    del u
+    assert met.counter_value("DestroyXlaTensor") == 1
+    torch_xla._XLAC._xla_increment_counter("CreateXlaTensor", 3)
+    assert met.counter_value("CreateXlaTensor") == 5
+    assert torch._is_functional_tensor(t) and t.cpu().item() == 2077
+
+
+def test_runtime_scalars_count_as_transfers(dev, clean_metrics):
+    # the RNG key goes to the device with the execution, as PyTorch/XLA
+    # transfers its seed
+    torch.rand(3, 5, device=dev).cpu()
+    assert met.counter_value("CreateDataHandles") >= 1
+    assert "TransferToDeviceTime" in met.metric_names()
+    assert met.metric_data("InboundData")[1] >= 8.0
+
+
+def test_alias_count_sampled_once_per_graph_and_donors(dev, clean_metrics):
+    # gradient accumulation: the first step's graph has no donor, the next
+    # ones donate the accumulated gradient; PyTorch/XLA compiles (and
+    # samples) each (graph, donors) pair once
+    w = torch.randn(13, 6).to(dev).requires_grad_()
+    x = torch.randn(2, 13).to(dev)
+    torch_xla.sync()
+    met.clear_metrics()
+    for _ in range(4):
+        (x @ w).sum().backward()
+        torch_xla.sync()
+    total, acc, _ = met.metric_data("InputOutputAliasCount")
+    assert (total, acc) == (2, 1.0)
+    met.clear_metrics()  # from here each pair is sampled again on its next run
+    (x @ w).sum().backward()
+    torch_xla.sync()
+    total, acc, _ = met.metric_data("InputOutputAliasCount")
+    assert (total, acc) == (1, 1.0)
+
+
+def test_donated_user_data_becomes_a_placeholder(dev, clean_metrics):
+    xlac = torch_xla._XLAC
+    t0 = torch.randn(4, 3, 2).to(dev)
+    t1 = torch.randn(4, 3, 2).to(dev)
+    t0c = t0.cpu()
+    expect = t0c + t1.cpu()
+    assert xlac._set_buffer_donation(t0, True)
+    t2 = t0 + t1
+    t1 += 2
+    xlac._xla_sync_multi([t0, t1, t2], [str(dev)], True, False)  # not a step: kept
+    assert not xlac._is_placecholder(t0)
+    t3 = t0 * 1
+    torch_xla.sync(wait=True)  # a step's sync donates it
+    assert xlac._is_placecholder(t0) and not xlac._is_placecholder(t1)
+    torch.testing.assert_close(t2.cpu(), expect)
+    torch.testing.assert_close(t3.cpu(), t0c)
+    with pytest.raises(RuntimeError, match=r"float32\[4,3,2\] on device CPU:0 is deleted"):
+        t0.cpu()
+    with pytest.raises(RuntimeError, match="is deleted"):
+        t0 + 1
+
+
+def test_scalar_values_transfer_once(dev, clean_metrics):
+    # PyTorch/XLA caches scalar device data: a value already sent is not
+    # transferred again
+    t1, t2, t3 = (torch.randn(1, 7).to(dev) for _ in range(3))
+    t1.addcdiv_(t2, t3, value=0.123)
+    torch_xla.sync()
+    assert met.metric_data("TransferToDeviceTime")[0] == 4
+    t1.addcdiv_(t2, t3, value=0.123)
+    t1.addcdiv_(t2, t3, value=0.123)
+    torch_xla.sync()
+    assert met.metric_data("TransferToDeviceTime")[0] == 4
+    t1.addcdiv_(t2, t3, value=0.3771)  # a new value
+    torch_xla.sync()
+    assert met.metric_data("TransferToDeviceTime")[0] == 5

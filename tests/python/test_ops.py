@@ -655,7 +655,11 @@ def _check(actual, expected, atol, rtol, what):
 
 
 def _no_fallback(stage):
-    assert met.executed_fallback_ops() == [], f"CPU fallback during {stage}"
+    # value reads (.item(): BatchNorm's cumulative momentum reads its step
+    # count) are listed as aten::_local_scalar_dense, as PyTorch/XLA lists
+    # them; they run no op on the CPU
+    ran = [op for op in met.executed_fallback_ops() if op != "aten::_local_scalar_dense"]
+    assert ran == [], f"CPU fallback during {stage}"
 
 
 @pytest.mark.parametrize("case,dtype", _params(CASES))

@@ -18,6 +18,12 @@ from models import loss_of, make_batch, make_model  # noqa: E402
 STEPS = 20
 
 
+def _cpu_ops():
+    """Ops that ran on the CPU fallback, value reads aside: .item() is
+    listed as aten::_local_scalar_dense, as PyTorch/XLA lists it."""
+    return [op for op in met.executed_fallback_ops() if op != "aten::_local_scalar_dense"]
+
+
 def eager_losses(kind):
     model = make_model(kind)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -79,7 +85,7 @@ def test_training_matches_eager(kind, style):
     losses, compiles, model = run(kind)
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses),
                                rtol=2e-3, atol=2e-4)
-    assert met.executed_fallback_ops() == [], met.executed_fallback_ops()
+    assert _cpu_ops() == [], _cpu_ops()
     # The first two steps differ (optimizer state appears); after that every
     # step hits the cache.
     assert compiles[-1] == compiles[2], compiles

@@ -32,7 +32,7 @@ from torch_xla._XLAC.sharding import (  # noqa: F401
     _get_xla_sharding_type, _xla_clear_sharding, _xla_mark_sharding)
 from torch_xla._XLAC.state import (  # noqa: F401
     _get_allow_execution, _get_buffer_donation, _get_current_graph_name, _get_ir_debug,
-    _get_use_eager_mode, _set_allow_execution, _set_buffer_donation, _set_current_graph_name,
+    _get_use_eager_mode, _is_placecholder, _set_allow_execution, _set_buffer_donation, _set_current_graph_name,
     _set_ir_debug, _set_use_eager_mode, _xla_get_enable_alias_with_buffer_donor_config,
     _xla_get_mat_mul_precision, _xla_set_enable_alias_with_buffer_donor_config,
     _xla_set_mat_mul_precision)

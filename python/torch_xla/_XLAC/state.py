@@ -1,12 +1,13 @@
 """_XLAC's process-wide switches: matmul precision, buffer donation,
 execution allowed, eager mode, IR debug, graph name.
 
-Buffer donation: the engine decides donation itself (an input buffer is
-reused for an output when the execution holds its only reference,
-src/backends/cpu/backend.c). The per-tensor flag and the alias-with-donor
-configuration live in the engine, which counts marked inputs among a
-graph's aliases (the InputOutputAliasCount metric) as PyTorch/XLA does; they
-do not change what the engine donates (docs/xlac.md)."""
+Buffer donation: the per-tensor flag and the alias-with-donor
+configuration live in the engine. As in PyTorch/XLA, a sync that donates
+(a step's sync, or any sync with the alias-with-donor config on) counts the
+marked inputs among the graph's aliases (InputOutputAliasCount) and deletes
+their data: the tensors holding it become placeholders (_is_placecholder),
+and the execution may reuse the buffer (it does whenever it holds an input
+buffer's only reference, src/backends/cpu/backend.c; docs/xlac.md)."""
 from torchtpu import _C, bridge, modes
 
 _PRECISIONS = ("default", "high", "highest")
@@ -38,6 +39,13 @@ def _set_buffer_donation(tensor, should_donate):
 
 def _get_buffer_donation(tensor):
     return _C.get_donation(bridge.handle_of(tensor))
+
+
+def _is_placecholder(tensor):
+    """True when tensor's data was donated to a computation and deleted
+    (PyTorch/XLA's spelling of the name); reading the tensor then raises
+    RuntimeError."""
+    return bridge.handle_of(tensor).placeholder
 
 
 def _xla_set_enable_alias_with_buffer_donor_config(enable_user_config_alias=False, device=""):

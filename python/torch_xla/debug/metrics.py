@@ -88,10 +88,15 @@ def clear_all():
     clear_metrics()
 
 
+_LOCAL_SCALAR_DENSE = "aten::_local_scalar_dense"
+
+
 def executed_fallback_ops():
     """Names of the ops that ran on the CPU fallback path since the counters
-    were last cleared (aten::<op>, or prims::<op> for PyTorch prims).
-    aten::_local_scalar_dense (values read to Python numbers) is counted
-    but not listed: nothing runs on the CPU for it here (docs/xlac.md)."""
+    were last cleared (aten::<op>[.<overload>], or prims::<op> for PyTorch
+    prims), and aten::_local_scalar_dense once a value was read to a Python
+    number (.item(), if t:), which PyTorch/XLA runs as a CPU fallback and
+    lists here."""
     names = set(_fallback_names())
+    names.add(_LOCAL_SCALAR_DENSE)
     return [n for n in counter_names() if n in names]

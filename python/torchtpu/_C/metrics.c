@@ -115,6 +115,7 @@ static PyObject *py_clear_metrics(PyObject *m, PyObject *a) {
   (void)m;
   (void)a;
   tt_metrics_clear();
+  tt_lazy_forget_alias_samples();
   Py_RETURN_NONE;
 }
 

@@ -52,12 +52,19 @@ static PyObject *Tensor_get_pending(TensorObject *self, void *c) {
   return PyBool_FromLong(tt_tensor_is_pending(self->t));
 }
 
+static PyObject *Tensor_get_placeholder(TensorObject *self, void *c) {
+  (void)c;
+  return PyBool_FromLong(tt_tensor_is_placeholder(self->t));
+}
+
 static PyGetSetDef Tensor_getset[] = {
     {"shape", (getter)Tensor_get_shape, NULL, "dims", NULL},
     {"dtype", (getter)Tensor_get_dtype, NULL, "tt dtype code", NULL},
     {"device", (getter)Tensor_get_device, NULL, "device index", NULL},
     {"id", (getter)Tensor_get_id, NULL, "unique id", NULL},
     {"pending", (getter)Tensor_get_pending, NULL, "has pending IR", NULL},
+    {"placeholder", (getter)Tensor_get_placeholder, NULL,
+     "its data was donated and deleted (tt_tensor_is_placeholder)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -60,7 +60,10 @@ def _written_args(func, args, kwargs):
 
 
 def fallback(func, args, kwargs):
-    name = func._schema.name  # e.g. "aten::nonzero"
+    # PyTorch/XLA's counter name: the operator with its overload
+    # ("aten::nonzero", "aten::repeat_interleave.Tensor").
+    overload = func._schema.overload_name
+    name = func._schema.name + ("." + overload if overload else "")
     written = _written_args(func, args, kwargs) if func._schema.is_mutable else []
     if written and decomposition_depth[0] > 0:
         raise NotImplementedError(

@@ -37,11 +37,27 @@ def _infer_view_shape(shape, numel):
 
 # ------------------------------------------------------------- identities
 @lowers(aten.alias.default, aten.alias_copy.default, aten.detach.default,
-        aten.detach_copy.default, aten.clone.default, aten.lift_fresh.default,
+        aten.detach_copy.default, aten.clone.default,
         aten.lift_fresh_copy.default, aten.contiguous.default, aten.lift.default,
         aten.resolve_conj.default, aten.resolve_neg.default)
 def identity(x, *args, **kwargs):
     return wrap(x._h)
+
+
+_FUNCTIONALIZE = torch._C.DispatchKey.Functionalize
+
+
+@lowers(aten.lift_fresh.default)
+def lift_fresh(x):
+    # torch.tensor(..., device='xla') builds its result below
+    # functionalization (bridge.want_inner) and lifts it here: the fresh
+    # inner tensor itself becomes the user's tensor, as PyTorch/XLA's
+    # lift_fresh wraps its one XLATensor (CreateXlaTensor counts 1). Under a
+    # functionalization mode (torch.func.functionalize) its own lift_fresh
+    # kernel wraps what this returns.
+    if torch._C._dispatch_tls_local_include_set().has(_FUNCTIONALIZE):
+        return wrap(x._h)
+    return torch._to_functional_tensor(x)
 
 
 @lowers(aten._propagate_xla_data.default)
