@@ -59,3 +59,10 @@ def test_ir_text_types_every_value(dev):
     text = X._get_xla_tensors_text([b])
     assert "s64[71]{0}" in text and "pred[71]{0}" in text and "s64[]" in text
     assert "int64" not in text and "bool[" not in text
+
+
+def test_device_data_is_named_as_pytorch_xla_names_it(dev):
+    t = torch.randn(1, 83).to(dev)
+    text = X._get_xla_tensors_text([t])
+    assert "%0 = f32[1,83]{1,0} xla::device_data(), input=0, ROOT=0" in text
+    assert " param(" not in X._get_xla_tensors_text([t * 2])

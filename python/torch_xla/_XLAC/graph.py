@@ -24,16 +24,22 @@ def _hlo_debug_requested():
 _IR_VALUE_TYPE = re.compile(r"(= )([a-z]+[0-9]*)\[([0-9,]*)\]")
 
 
+# The engine's graph input holding device data is PyTorch/XLA's
+# xla::device_data node; programs look for that name.
+_IR_PARAM = re.compile(r"(= \S+ )param\(")
+
+
 def _xla_types(text):
     """The engine's IR text with value types in XLA's syntax
-    (float32[4,2] -> f32[4,2]{1,0}), as PyTorch/XLA's IR text shows them."""
+    (float32[4,2] -> f32[4,2]{1,0}) and device-data inputs named
+    xla::device_data, as PyTorch/XLA's IR text shows them."""
     def sub(m):
         name = xla_shapes.ENGINE_TYPE_NAMES.get(m.group(2))
         if name is None:
             return m.group(0)
         dims = [d for d in m.group(3).split(",") if d]
         return m.group(1) + xla_shapes.shape_text(name, dims)
-    return _IR_VALUE_TYPE.sub(sub, text)
+    return _IR_PARAM.sub(r"\1xla::device_data(", _IR_VALUE_TYPE.sub(sub, text))
 
 
 def _handles(tensors):
