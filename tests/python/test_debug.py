@@ -530,21 +530,42 @@ def test_dump_dir_tier1_source(tmp_path):
 
 
 # ------------------------------------------- PyTorch/XLA's cause wording
-def test_sync_through_a_wrapper_is_named_by_its_caller(debug_file, dev):
-    """The cause names the first known caller below the sync anywhere on
-    the stack (xm.mark_step's deprecation wrapper sits in between), as
-    PyTorch/XLA's does: the parallel loader's step-end sync."""
+def test_loader_sync_cause(debug_file, dev):
     import torch_xla.distributed.parallel_loader as pl
     data = [(torch.full((3, 31), float(i)),) for i in range(3)]
     seen = []
     for (x,) in pl.MpDeviceLoader(data, dev):
         seen.append(x + 1)
-    text = read(debug_file)
-    causes = [parse_block(b)["cause"] for b in blocks(text, "Execution Analysis: ")]
+    causes = [parse_block(b)["cause"] for b in blocks(read(debug_file), "Execution Analysis: ")]
     assert causes and set(causes) == {"torch_xla.sync in parallel loader at step end"}, causes
-    assert any(f.startswith("mark_step (") for f in
-               parse_block(blocks(text, "Execution Analysis: ")[0])["frames"])
     assert [s.cpu()[0, 0].item() for s in seen] == [1.0, 2.0, 3.0]
+
+
+def test_sync_through_a_wrapper_is_named_by_its_caller(debug_file, dev, tmp_path, monkeypatch):
+    """The cause names the first known caller below the sync anywhere on
+    the stack, as PyTorch/XLA's does (a deprecation wrapper such as
+    xm.mark_step's may sit in between): here a loader `next` reaches the
+    sync through xm.mark_step and a helper."""
+    (tmp_path / "parallel_loader.py").write_text(textwrap.dedent("""
+        import torch_xla.core.xla_model as xm
+
+        def _helper():
+            xm.mark_step()
+
+        def next():
+            _helper()
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    fake = importlib.import_module("parallel_loader")
+    y = torch.arange(89.0).to(dev) * 3
+    with pytest.warns(DeprecationWarning):
+        fake.next()
+    comp = parse_block(blocks(read(debug_file), "Compilation Analysis: ")[0])
+    assert comp["cause"] == "torch_xla.sync in parallel loader at step end"
+    names = [f.split(" (")[0] for f in comp["frames"]]
+    assert names[0] == "sync" and names.index("_helper") + 1 == names.index("next"), names
+    assert y.cpu()[2] == 6
 
 
 def test_loader_transfers_compile_one_graph(debug_file, dev, monkeypatch):
