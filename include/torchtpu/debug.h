@@ -89,7 +89,10 @@ void tt_debug_get_config(tt_debug_config_t *out);
 /* ---- thread-local call context (set by the Python binding) ---- */
 /* Frames (innermost first, copied) of the Python code now calling into the
  * engine on this thread, and optionally an explicit cause that overrides
- * the one derived from the frames. tt_debug_clear_context forgets both. */
+ * the one derived from the frames: "cause" for both analysis blocks, or
+ * "compilation cause\nexecution cause" when a call both compiles and runs
+ * a graph that PyTorch/XLA describes differently in the two (dynamo's
+ * first call). tt_debug_clear_context forgets both. */
 void tt_debug_set_context(const tt_debug_frame_t *frames, int32_t num_frames,
                           const char *cause);
 void tt_debug_clear_context(void);
@@ -101,6 +104,12 @@ const char *tt_debug_graph_name(void);
 /* Set by tt_lazy_sync around its cuts: its name argument (borrowed, not
  * copied; NULL after the call). */
 void tt_debug_set_sync_name(const char *name);
+
+/* Eager mode on (and not suspended by a compile region or dynamo trace):
+ * as PyTorch/XLA, no analysis blocks are printed for eager ops' graphs,
+ * except the execution of a graph whose cause was set explicitly
+ * (dynamo executing a compiled program). Process-wide. */
+void tt_debug_set_eager(int eager);
 
 /* ---- XLA_IR_DEBUG ---- */
 /* Frames for the next IR nodes this thread creates (copied); the lazy core

@@ -37,7 +37,7 @@ import time
 import torch
 from torch.utils import _pytree as pytree
 
-from torchtpu import _C, bridge, modes
+from torchtpu import _C, bridge, debugging, modes
 from torchtpu.lowering.fallback import fallback_names as _fallback_names
 from torchtpu.lowering import misc_ops as _rng
 
@@ -224,7 +224,8 @@ class CompiledGraph:
             pending = [h for h in handles if h.pending]
             if pending:
                 _C.counter_add("DynamoSyncInputExecuteTime", 1)
-                _C.sync_tensors(pending)
+                with debugging.cause("torch_xla.sync when dynamo processing input graphs"):
+                    _C.sync_tensors(pending)
             # Trace on fresh, non-view tensors over the arguments' values:
             # functionalization computes an op on a view from the view's
             # base, which is not an input of this graph, so tracing on the
@@ -298,7 +299,11 @@ class CompiledGraph:
                 return
             mut.append((i, slot_of(h)))
         const_args = [(i, a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
-        cap = _C.capture(handles, cap_outs)
+        # PyTorch/XLA's PT_XLA_DEBUG causes for the graph's compilation and
+        # its first run (the capture does both).
+        with debugging.cause("dynamo is compiling a FX graph to HLO\n"
+                             "dynamo is executing a compiled program"):
+            cap = _C.capture(handles, cap_outs)
         device = handles[0].device if handles else (cap_outs[0].device if cap_outs else 0)
         c = _Captured(cap, xla_idx, const_args, template, spec, mut, device)
         self.captures[key] = c

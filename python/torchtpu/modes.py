@@ -21,7 +21,7 @@ import os
 import time
 import traceback
 
-from torchtpu import _C, bridge
+from torchtpu import _C, bridge, xla_shapes
 import torchtpu.lowering as _lowering
 
 _NS = 0  # TT_UNIT_NANOSECONDS
@@ -93,17 +93,21 @@ def _eager_run(out):
     _C.metric_add("EagerOpExecuteTime", _NS, float(dt))
 
 
-def _observe(func, out):
+def _observe(func, out, updated=()):
     if _suspended:
         for r in _regions:
             if r.session is not None:
                 r.session.add(_op_signature(func, out))
         return
     if _eager:
-        _eager_run(out)
+        # The op's updates of its arguments (batch norm's running
+        # statistics) run with its results, in the same graph.
+        _eager_run((out, updated) if updated else out)
 
 
 def _update_hooks():
+    # PyTorch/XLA prints no PT_XLA_DEBUG analysis for eager ops' graphs.
+    _C.debug_set_eager(bool(_eager and not _suspended))
     recording = any(r.session is not None for r in _regions)
     want = (_eager and not _suspended) or (recording and _suspended)
     _lowering.op_observer = _observe if want else None
@@ -112,6 +116,11 @@ def _update_hooks():
 
 
 # ------------------------------------------------------- host reads
+# PyTorch/XLA's error when a graph would run where execution is not allowed
+# (torch_xla.compile(full_graph=True), _XLAC._set_allow_execution(False)).
+UNEXPECTED_EXECUTION = "Unexpected execution happens inside the compiled function, exiting"
+
+
 def add_download_listener(fn):
     _download_listeners.append(fn)
     _update_hooks()
@@ -141,6 +150,7 @@ def _on_download(handle):
             if r.full_graph:
                 fname, line, func, src = user_frame()
                 raise RuntimeError(
+                    f"{UNEXPECTED_EXECUTION}\n"
                     f"torch_xla.compile(full_graph=True, name={r.name!r}): `{src}` at "
                     f"{fname}:{line} (in {func}) needs a value computed inside the compiled "
                     "region, which would run the graph before the region ends. Move the value "
@@ -172,7 +182,8 @@ class _Session:
 
     def _error(self, lines):
         head = f"Maximum number of different graphs allowed per function exceeded: {self.max_graphs}"
-        return GraphCountError("\n".join([head] + lines))
+        # Newline-terminated, as PyTorch/XLA's detector message is.
+        return GraphCountError("\n".join([head] + lines) + "\n")
 
     def _expected(self, pos):
         nexts = []
@@ -219,11 +230,16 @@ _sessions = {}
 
 
 def _op_signature(func, out):
+    """The op as PyTorch/XLA's detector names it (its IR node's text):
+    '[] aten::add, xla_shape=f32[10]{0}, dynamic_dims: ()', with
+    ', num_outputs=N' and a tuple shape for several outputs."""
     hs = _xla_handles(out, [])
-    shapes = ", ".join(
-        f"{bridge.TT_TO_TORCH[h.dtype]}[{','.join(str(d) for d in h.shape)}]".replace("torch.", "")
-        for h in hs)
-    return f"{func}, xla_shape=({shapes})" if len(hs) != 1 else f"{func}, xla_shape={shapes}"
+    shapes = [xla_shapes.shape_text(bridge.TT_TO_TORCH[h.dtype], h.shape) for h in hs]
+    schema = getattr(func, "_schema", None)
+    name = schema.name if schema is not None else str(func)
+    if len(hs) > 1:
+        name += f", num_outputs={len(hs)}"
+    return f"[] {name}, xla_shape={xla_shapes.tuple_text(shapes) if shapes else '()'}, dynamic_dims: ()"
 
 
 class Region:

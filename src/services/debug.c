@@ -127,7 +127,8 @@ typedef struct tt_frames_s {
 } tt_frames_t;
 
 static _Thread_local tt_frames_t tt_ctx_frames_;
-static _Thread_local char *tt_ctx_cause_;
+static _Thread_local char *tt_ctx_cause_;      /* compilation cause */
+static _Thread_local char *tt_ctx_exec_cause_; /* execution cause, NULL: tt_ctx_cause_ */
 static _Thread_local char *tt_ctx_graph_name_;
 static _Thread_local char *tt_ctx_node_info_; /* "fn@file:line\n..." */
 
@@ -159,7 +160,14 @@ static void tt_frames_set(tt_frames_t *dst, const tt_debug_frame_t *frames, int3
 void tt_debug_set_context(const tt_debug_frame_t *frames, int32_t num_frames, const char *cause) {
   tt_frames_set(&tt_ctx_frames_, frames, num_frames);
   free(tt_ctx_cause_);
+  free(tt_ctx_exec_cause_);
   tt_ctx_cause_ = tt_strdup_or_null(cause);
+  tt_ctx_exec_cause_ = NULL;
+  char *nl = tt_ctx_cause_ ? strchr(tt_ctx_cause_, '\n') : NULL;
+  if (nl) { /* "compile cause\nexecution cause" */
+    *nl = '\0';
+    tt_ctx_exec_cause_ = tt_strdup_or_null(nl + 1);
+  }
 }
 
 void tt_debug_clear_context(void) { tt_debug_set_context(NULL, 0, NULL); }
@@ -324,6 +332,12 @@ static _Thread_local const char *tt_ctx_sync_name_; /* borrowed for one sync */
 
 void tt_debug_set_sync_name(const char *name) { tt_ctx_sync_name_ = name; }
 
+static int tt_debug_eager_ = 0; /* atomic */
+
+void tt_debug_set_eager(int eager) { __atomic_store_n(&tt_debug_eager_, eager ? 1 : 0, __ATOMIC_RELAXED); }
+
+static int tt_debug_eager(void) { return __atomic_load_n(&tt_debug_eager_, __ATOMIC_RELAXED); }
+
 static const char *tt_cut_graph_name(void) {
   if (tt_ctx_sync_name_ && *tt_ctx_sync_name_) return tt_ctx_sync_name_;
   return tt_ctx_graph_name_;
@@ -339,33 +353,35 @@ static int tt_is_sync_frame(const tt_debug_frame_t *f) {
          tt_in_torch_xla_module(f->file);
 }
 
-/* PyTorch/XLA's cause wording, derived from the frames. */
+/* PyTorch/XLA's cause wording, derived from the frames. As PyTorch/XLA,
+ * a sync's cause is named by the first frame below it that marks a known
+ * caller (the parallel loader, a StepTrace exit, dynamo, torch_xla.compile)
+ * wherever it is on the stack: wrappers such as mark_step's deprecation
+ * shim sit between the sync and its caller. */
 static const char *tt_debug_cause(const tt_debug_frame_t *f, int32_t n, const char *graph_name) {
   if (graph_name && tt_ends_with(graph_name, "_clear_pending"))
     return "torch_xla.compile clear the pending graph prior calling the target function";
   if (n == 0) return "engine call without Python frames";
   if (tt_is_sync_frame(&f[0])) {
-    int32_t k = 1;
-    while (k < n && tt_is_sync_frame(&f[k])) ++k; /* mark_step -> sync */
-    if (k < n) {
+    for (int32_t k = 1; k < n; ++k) {
       const char *fn = f[k].function, *file = f[k].file;
       if ((!strcmp(fn, "next") || !strcmp(fn, "__next__")) && tt_ends_with(file, "parallel_loader.py"))
-        return "mark_step in parallel loader at step end";
+        return "torch_xla.sync in parallel loader at step end";
       if (!strcmp(fn, "__exit__") && tt_ends_with(file, "profiler.py"))
-        return "mark_step when exiting a profiler StepTrace region";
+        return "torch_xla.sync when exiting a profiler StepTrace region";
       if ((!strcmp(fn, "extract_compiled_graph_helper") || !strcmp(fn, "extract_internal")) &&
           tt_ends_with(file, "dynamo_bridge.py"))
-        return "mark_step when dynamo processing input graphs";
+        return "torch_xla.sync when dynamo processing input graphs";
       if ((!strcmp(fn, "region") || !strcmp(fn, "compiled") || !strcmp(fn, "_compile") ||
            !strcmp(fn, "wrapped") || !strcmp(fn, "ctx")) &&
           tt_in_torch_xla_module(file))
         return "torch_xla.compile";
     }
-    return "user mark_step";
+    return "user torch_xla.sync";
   }
   if (!strcmp(f[0].function, "extract_graph_helper") && tt_ends_with(f[0].file, "dynamo_bridge.py"))
     return "dynamo is compiling a FX graph to HLO";
-  return "most likely user code trying to access tensor value before mark_step";
+  return "most likely user code trying to access tensor value before torch_xla.sync";
 }
 
 static void tt_block_begin(tt_strbuf_t *t, const char *prefix) {
@@ -392,10 +408,11 @@ static void tt_block_frames(tt_strbuf_t *t, const char *prefix, int32_t max_fram
 static void tt_block_head(tt_strbuf_t *t, const char *prefix, const char *title,
                           const tt_debug_cut_t *cut, const char *recompile) {
   const char *name = tt_cut_graph_name();
+  const char *cause = tt_ctx_cause_;
+  if (cause && tt_ctx_exec_cause_ && !strcmp(title, "Execution Cause")) cause = tt_ctx_exec_cause_;
   tt_strbuf_printf(t, "%s%s\n", prefix, title);
   tt_strbuf_printf(t, "%s  %s\n", prefix,
-                 tt_ctx_cause_ ? tt_ctx_cause_
-                               : tt_debug_cause(tt_ctx_frames_.frames, tt_ctx_frames_.n, name));
+                 cause ? cause : tt_debug_cause(tt_ctx_frames_.frames, tt_ctx_frames_.n, name));
   tt_strbuf_printf(t, "%sGraph Info: \n", prefix);
   if (name) tt_strbuf_printf(t, "%s  Graph Name: %s\n", prefix, name);
   tt_strbuf_printf(t, "%s  Graph Hash: %016llx\n", prefix, (unsigned long long)cut->graph->hash);
@@ -465,7 +482,7 @@ void tt_debug_on_cut_built(const tt_debug_cut_t *cut) {
     }
     free(text);
   }
-  if (!(flags & TT_DEBUG_ANALYSIS) || !cut->cache_miss) return;
+  if (!(flags & TT_DEBUG_ANALYSIS) || !cut->cache_miss || tt_debug_eager()) return;
   char *recompile = NULL;
   char *key = tt_site_key();
   if (key) {
@@ -534,9 +551,11 @@ void tt_debug_on_cut_scheduled(const tt_debug_cut_t *cut, const tt_graph_t *exec
   if (!(flags & TT_DEBUG_ANALYSIS)) return;
   tt_debug_config_t cfg;
   tt_debug_get_config(&cfg);
+  int eager = tt_debug_eager();
+  if (eager && !tt_ctx_cause_) return;
   tt_strbuf_t t = {0};
   const tt_graph_t *g = exec_graph ? exec_graph : cut->graph;
-  if (cut->cache_miss) {
+  if (cut->cache_miss && !eager) {
     int64_t in_bytes = 0, out_bytes = 0, operands = 0;
     for (int32_t i = 0; i < g->num_inputs; ++i) {
       const tt_instr_t *in = &g->instrs[g->input_instr[i]];

@@ -274,7 +274,7 @@ static void test_analysis_save_tensors_ir_frames_and_dumps(void) {
   CHECK(text != NULL);
   if (text) {
     CHECK(count_of(text, "Compilation Analysis: Compilation Cause\n"
-                         "Compilation Analysis:   user mark_step\n") == 2);
+                         "Compilation Analysis:   user torch_xla.sync\n") == 2);
     CHECK(count_of(text, "Execution Analysis: Execution Cause\n") == 2);
     CHECK(count_of(text, "Post Compilation Analysis: Graph input size: 0.000000 GB\n") == 2);
     /* max_frames 1: one frame, then the ellipsis. */

@@ -164,8 +164,8 @@ def test_max_graphs_same_graph_many_times(clean_metrics, dev):
     assert met.counter_value("CompiledRegion_double") == 3
     assert _graphs_looked_up() == 3
     assert met.counter_value("CachedCompile") >= 2
-    with pytest.raises(RuntimeError, match=r"exceeded: 1\nGot: aten.add.Tensor, "
-                       r"xla_shape=float32\[3,12\]"):
+    with pytest.raises(RuntimeError, match=r"exceeded: 1\nGot: \[\] aten::add, "
+                       r"xla_shape=f32\[3,12\]\{1,0\}, dynamic_dims: \(\)"):
         cf(torch.rand(3, 12).to(dev))
 
 
@@ -208,8 +208,8 @@ def test_max_graphs_exceeded_by_a_new_shape(dev):
         cf(torch.rand(5).to(dev))
     assert str(e.value) == (
         "Maximum number of different graphs allowed per function exceeded: 1\n"
-        "Got: aten.add.Tensor, xla_shape=float32[5]\n"
-        "Expected: aten.add.Tensor, xla_shape=float32[10]")
+        "Got: [] aten::add, xla_shape=f32[5]{0}, dynamic_dims: ()\n"
+        "Expected: [] aten::add, xla_shape=f32[10]{0}, dynamic_dims: ()\n")
 
 
 def test_max_graphs_exceeded_by_a_different_op(dev):
@@ -218,8 +218,8 @@ def test_max_graphs_exceeded_by_a_different_op(dev):
 
     cf = torch_xla.compile(foo, max_different_graphs=1)
     cf(torch.rand(10).to(dev), 0)
-    with pytest.raises(RuntimeError, match=r"(?s)exceeded: 1\nGot: aten.mul.Tensor, "
-                       r"xla_shape=float32\[10\]\nExpected: aten.add.Tensor"):
+    with pytest.raises(RuntimeError, match=r"(?s)exceeded: 1\nGot: \[\] aten::mul, "
+                       r"xla_shape=f32\[10\]\{0\}, dynamic_dims: \(\)\nExpected: \[\] aten::add"):
         cf(torch.rand(10).to(dev), 2)
 
 
@@ -239,10 +239,10 @@ def test_max_graphs_exceeded_lists_every_expected_op(dev):
         cf(torch.rand(10).to(dev), 2)
     assert str(e.value) == (
         "Maximum number of different graphs allowed per function exceeded: 2\n"
-        "Got: aten.div.Tensor, xla_shape=float32[10]\n"
+        "Got: [] aten::div, xla_shape=f32[10]{0}, dynamic_dims: ()\n"
         "Expected either of:\n"
-        "  - aten.mul.Tensor, xla_shape=float32[10]\n"
-        "  - aten.add.Tensor, xla_shape=float32[10]")
+        "  - [] aten::mul, xla_shape=f32[10]{0}, dynamic_dims: ()\n"
+        "  - [] aten::add, xla_shape=f32[10]{0}, dynamic_dims: ()\n")
 
 
 def test_max_graphs_exceeded_by_an_early_end(dev):
@@ -256,8 +256,8 @@ def test_max_graphs_exceeded_by_an_early_end(dev):
         cf(torch.rand(10).to(dev), False)
     assert str(e.value) == (
         "Maximum number of different graphs allowed per function exceeded: 1\n"
-        "Reached the end of the function at: aten.add.Tensor, xla_shape=float32[10]\n"
-        "Expected: aten.mul.Tensor, xla_shape=float32[10]")
+        "Reached the end of the function at: [] aten::add, xla_shape=f32[10]{0}, dynamic_dims: ()\n"
+        "Expected: [] aten::mul, xla_shape=f32[10]{0}, dynamic_dims: ()\n")
 
 
 def test_max_graphs_is_per_function(clean_metrics, dev):
@@ -272,11 +272,11 @@ def test_max_graphs_is_per_function(clean_metrics, dev):
     assert met.counter_value("CompiledRegion_<lambda>") == 4
     assert _graphs_looked_up() == 4
     assert met.counter_value("CachedCompile") >= 2
-    with pytest.raises(RuntimeError, match=r"exceeded: 1\nGot: aten.add.Tensor, "
-                       r"xla_shape=float32\[2,14\]"):
+    with pytest.raises(RuntimeError, match=r"exceeded: 1\nGot: \[\] aten::add, "
+                       r"xla_shape=f32\[2,14\]\{1,0\}, dynamic_dims: \(\)"):
         f1(b.to(dev))
-    with pytest.raises(RuntimeError, match=r"exceeded: 1\nGot: aten.add.Tensor, "
-                       r"xla_shape=float32\[2,13\]"):
+    with pytest.raises(RuntimeError, match=r"exceeded: 1\nGot: \[\] aten::add, "
+                       r"xla_shape=f32\[2,13\]\{1,0\}, dynamic_dims: \(\)"):
         f2(a.to(dev))
 
 

@@ -110,7 +110,7 @@ def test_compilation_post_compilation_and_execution_blocks(debug_file, dev):
     comp = [parse_block(b) for b in blocks(text, "Compilation Analysis: ")]
     execs = [parse_block(b) for b in blocks(text, "Execution Analysis: ")]
     assert len(comp) == 1 and len(execs) == 1, text
-    assert comp[0]["cause"] == "user mark_step"
+    assert comp[0]["cause"] == "user torch_xla.sync"
     assert re.fullmatch(r"[0-9a-f]{16}", comp[0]["hash"])
     assert comp[0]["hash"] == execs[0]["hash"]
     assert (comp[0]["inputs"], comp[0]["outputs"]) == (execs[0]["inputs"], 1)
@@ -165,7 +165,7 @@ def test_value_read_cause(debug_file, dev):
     assert t.sum().item() == 156.0
     comp = [parse_block(b) for b in blocks(read(debug_file), "Compilation Analysis: ")]
     assert comp and comp[0]["cause"] == \
-        "most likely user code trying to access tensor value before mark_step"
+        "most likely user code trying to access tensor value before torch_xla.sync"
     # No torchtpu frame is shown (PyTorch/XLA's equivalent code is C++).
     assert not any("/torchtpu/" in f for f in comp[0]["frames"])
     assert any(f.startswith("test_value_read_cause (") for f in comp[0]["frames"])
@@ -183,7 +183,7 @@ def test_step_trace_and_compile_and_explicit_causes(debug_file, dev):
         torch_xla.sync()
     assert y1.cpu()[0] == 1 and y2.cpu()[1] == 7 and y3.cpu()[0] == -1
     causes = [parse_block(b)["cause"] for b in blocks(read(debug_file), "Compilation Analysis: ")]
-    assert causes == ["mark_step when exiting a profiler StepTrace region", "torch_xla.compile", "dynamo is executing a compiled program"], causes
+    assert causes == ["torch_xla.sync when exiting a profiler StepTrace region", "torch_xla.compile", "dynamo is executing a compiled program"], causes
 
 
 def test_graph_name_and_max_frames(debug_file, dev):
@@ -527,3 +527,93 @@ def test_dump_dir_tier1_source(tmp_path):
     assert "void tt_gen_" in src and "tt_gen_key" in src
     h = gen[0].split("-")[2]
     assert any(n.endswith(f"-{h}-build.txt") for n in names), names
+
+
+# ------------------------------------------- PyTorch/XLA's cause wording
+def test_loader_sync_cause(debug_file, dev):
+    import torch_xla.distributed.parallel_loader as pl
+    data = [(torch.full((3, 31), float(i)),) for i in range(3)]
+    seen = []
+    for (x,) in pl.MpDeviceLoader(data, dev):
+        seen.append(x + 1)
+    causes = [parse_block(b)["cause"] for b in blocks(read(debug_file), "Execution Analysis: ")]
+    assert causes and set(causes) == {"torch_xla.sync in parallel loader at step end"}, causes
+    assert [s.cpu()[0, 0].item() for s in seen] == [1.0, 2.0, 3.0]
+
+
+def test_sync_through_a_wrapper_is_named_by_its_caller(debug_file, dev, tmp_path, monkeypatch):
+    """The cause names the first known caller below the sync anywhere on
+    the stack, as PyTorch/XLA's does (a deprecation wrapper such as
+    xm.mark_step's may sit in between): here a loader `next` reaches the
+    sync through xm.mark_step and a helper."""
+    (tmp_path / "parallel_loader.py").write_text(textwrap.dedent("""
+        import torch_xla.core.xla_model as xm
+
+        def _helper():
+            xm.mark_step()
+
+        def next():
+            _helper()
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    fake = importlib.import_module("parallel_loader")
+    y = torch.arange(89.0).to(dev) * 3
+    with pytest.warns(DeprecationWarning):
+        fake.next()
+    comp = parse_block(blocks(read(debug_file), "Compilation Analysis: ")[0])
+    assert comp["cause"] == "torch_xla.sync in parallel loader at step end"
+    names = [f.split(" (")[0] for f in comp["frames"]]
+    assert names[0] == "sync" and names.index("_helper") + 1 == names.index("next"), names
+    assert y.cpu()[2] == 6
+
+
+def test_loader_transfers_compile_one_graph(debug_file, dev, monkeypatch):
+    """Batches reach the device as device data (no pending empty tensor a
+    step-end sync could catch on the transfer thread): one graph, compiled
+    once, whatever the thread timing."""
+    import torch_xla.distributed.parallel_loader as pl
+    from torchtpu import bridge
+
+    def no_empty(*a, **k):
+        raise AssertionError("a transfer made a pending empty xla tensor")
+    monkeypatch.setattr(bridge, "_empty_handle", no_empty)
+    sent = xm.send_cpu_data_to_device([torch.ones(2, 3)], dev)
+    assert torch_xla._XLAC._check_tensor_need_materialization(sent) == [False]
+    assert torch.equal(sent[0].cpu(), torch.ones(2, 3))
+    data = [(torch.zeros(4, 3, 37, 37), torch.zeros(4, dtype=torch.int64))] * 10
+    loader = pl.MpDeviceLoader(data, dev, loader_prefetch_size=8, device_prefetch_size=4)
+    for x, _ in loader:
+        y = x + 100
+    comp = blocks(read(debug_file), "Compilation Analysis: ")
+    assert len(comp) == 1, [parse_block(b)["inputs"] for b in comp]
+    assert (parse_block(comp[0])["inputs"], parse_block(comp[0])["outputs"]) == (2, 1)
+    assert len(blocks(read(debug_file), "Execution Analysis: ")) == 10
+    assert torch.equal(y.cpu(), torch.full((4, 3, 37, 37), 100.0))
+
+
+def test_eager_mode_prints_no_analysis(debug_file, dev):
+    with torch_xla.experimental.eager_mode_context(True):
+        t = torch.arange(41.0).to(dev) * 3
+        torch_xla.sync()
+    assert read(debug_file) == ""
+    t2 = torch.arange(43.0).to(dev) * 3
+    torch_xla.sync()
+    assert len(blocks(read(debug_file), "Compilation Analysis: ")) == 1
+    assert t.cpu()[1] == 3 and t2.cpu()[2] == 6
+
+
+def test_dynamo_causes(debug_file, dev):
+    """PyTorch/XLA's order: the input sync, then the FX graph's compilation
+    and its execution, each named as PyTorch/XLA names them."""
+    t = torch.arange(47.0).to(dev) + 2  # not x * 100's graph (scalars are inputs)
+    out = torch.compile(lambda x: x * 100, backend="openxla")(t)
+    text = read(debug_file)
+    comp = [parse_block(b) for b in blocks(text, "Compilation Analysis: ")]
+    execs = [parse_block(b) for b in blocks(text, "Execution Analysis: ")]
+    assert [c["cause"] for c in comp] == ["torch_xla.sync when dynamo processing input graphs",
+                                         "dynamo is compiling a FX graph to HLO"]
+    assert [e["cause"] for e in execs] == ["torch_xla.sync when dynamo processing input graphs",
+                                          "dynamo is executing a compiled program"]
+    assert comp[1]["hash"] == execs[1]["hash"] and comp[1]["inputs"] == 2
+    assert torch.equal(out.cpu(), (torch.arange(47.0) + 2) * 100)

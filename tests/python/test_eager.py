@@ -170,3 +170,24 @@ def test_eager_debug_mode_off_by_default():
     """, XLA_USE_EAGER_DEBUG_MODE="0")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+def test_updated_arguments_run_with_the_op(eager, clean_metrics, dev):
+    """Batch norm updates its running statistics in place; in eager mode
+    they become device data with the op (as PyTorch/XLA's eager mode),
+    and no graph runs just to fill a tensor that is about to be
+    overwritten."""
+    import torch.nn as nn
+    m = nn.BatchNorm1d(73).to(dev)
+    m.train()
+    x = torch.randn(4, 73).to(dev)
+    m(x)
+    assert not pending(m.running_mean) and not pending(m.running_var)
+    assert "Data Shape: f32[73]" in torch_xla._XLAC._get_xla_tensor_debug_info(m.running_mean)
+    ref = nn.BatchNorm1d(73)
+    ref.train()
+    ref(x.cpu())
+    torch.testing.assert_close(m.running_mean.cpu(), ref.running_mean)
+    before = samples("EagerOpExecuteTime")
+    torch.randn(5, 79).to(dev)  # a transfer is not an op: nothing runs
+    assert samples("EagerOpExecuteTime") == before

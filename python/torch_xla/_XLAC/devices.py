@@ -144,7 +144,14 @@ def _xla_tensors_from_aten(tensors, devices, shardings=None):
                            f"{len(devices)} devices")
     out = []
     for i, (t, d) in enumerate(zip(tensors, devices)):
-        x = t.detach().to(torch.device("xla", _index(d)))
+        index = _index(d)
+        if t.dtype in bridge.TORCH_TO_TT:
+            # Straight to device data: `.to()` would first make an empty
+            # (pending) xla tensor that a sync on another thread could
+            # catch and compile, as the data loader's transfer thread does.
+            x = bridge.wrap_user(bridge.upload(t, index))
+        else:
+            x = t.detach().to(torch.device("xla", index))
         if shardings is not None and shardings[i] is not None:
             from torch_xla._XLAC.sharding import _xla_mark_sharding
             _xla_mark_sharding(x, shardings[i])

@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from torchtpu import _C, bridge
+from torchtpu import _C, bridge, xla_shapes
 from torch_xla._XLAC.hlo_text import to_hlo_text
 
 _module_ids = itertools.count(1)
@@ -20,10 +20,26 @@ _warned = [False]
 
 def _hlo_debug_requested():
     return os.environ.get("XLA_HLO_DEBUG", "0").strip().lower() in ("1", "true", "yes", "on")
-_DTYPE_NAMES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
-                torch.bfloat16: "bf16", torch.int8: "s8", torch.uint8: "u8", torch.int16: "s16",
-                torch.int32: "s32", torch.int64: "s64", torch.bool: "pred",
-                torch.complex64: "c64"}
+# `%3 = float32[4,2] op(...)`: the engine's value type in its IR text.
+_IR_VALUE_TYPE = re.compile(r"(= )([a-z]+[0-9]*)\[([0-9,]*)\]")
+
+
+# The engine's graph input holding device data is PyTorch/XLA's
+# xla::device_data node; programs look for that name.
+_IR_PARAM = re.compile(r"(= \S+ )param\(")
+
+
+def _xla_types(text):
+    """The engine's IR text with value types in XLA's syntax
+    (float32[4,2] -> f32[4,2]{1,0}) and device-data inputs named
+    xla::device_data, as PyTorch/XLA's IR text shows them."""
+    def sub(m):
+        name = xla_shapes.ENGINE_TYPE_NAMES.get(m.group(2))
+        if name is None:
+            return m.group(0)
+        dims = [d for d in m.group(3).split(",") if d]
+        return m.group(1) + xla_shapes.shape_text(name, dims)
+    return _IR_PARAM.sub(r"\1xla::device_data(", _IR_VALUE_TYPE.sub(sub, text))
 
 
 def _handles(tensors):
@@ -33,8 +49,9 @@ def _handles(tensors):
 
 
 def _get_xla_tensors_text(tensors):
-    """The IR graph computing tensors, as text ('IR {...}')."""
-    return _C.graph_dump(_handles(tensors), 0)
+    """The IR graph computing tensors, as text ('IR {...}'): the engine's
+    nodes (docs/debugging.md), value types in XLA's shape syntax."""
+    return _xla_types(_C.graph_dump(_handles(tensors), 0))
 
 
 def _get_xla_tensors_dot(tensors):
@@ -81,7 +98,7 @@ def _xla_get_tensor_id(tensor):
 
 def _get_xla_tensor_shape_type(tensor):
     bridge.handle_of(tensor)
-    return _DTYPE_NAMES[tensor.dtype]
+    return xla_shapes.type_name(tensor.dtype)
 
 
 def _check_tensor_need_materialization(tensors):
@@ -89,28 +106,48 @@ def _check_tensor_need_materialization(tensors):
     return [bool(bridge.handle_of(t).pending) for t in tensors]
 
 
-def _shape_text(tensor):
-    return f"{_DTYPE_NAMES.get(tensor.dtype, str(tensor.dtype))}[{','.join(map(str, tensor.shape))}]"
+def _ir_node_text(tensor, h):
+    """PyTorch/XLA's IR node text for the op that made tensor's pending
+    value: '[] aten::add, xla_shape=f32[5]{0}, dynamic_dims: ()'. The op
+    is the aten op recorded on the value (torchtpu.lowering._tag); a value
+    made otherwise is named by the engine's root op ('xla::<op>')."""
+    name = None
+    try:
+        op = getattr(bridge.inner_of(tensor), "_op", None)
+    except RuntimeError:
+        op = None
+    if op is not None and op[1] == h.id:
+        schema = getattr(op[0], "_schema", None)
+        name = schema.name if schema is not None else str(op[0])
+    if name is None:
+        roots = [ln for ln in _C.graph_dump([h], 0).splitlines() if "ROOT=" in ln]
+        m = re.search(r"= \S+ (\w+)\(", roots[-1]) if roots else None
+        name = f"xla::{m.group(1) if m else 'unknown'}"
+    return (f"[] {name}, xla_shape={xla_shapes.shape_text(tensor.dtype, tensor.shape)}, "
+            "dynamic_dims: ()")
 
 
 def _get_xla_tensor_debug_info(tensor):
-    """PyTorch/XLA's 'XLATensor {...}' block for tensor."""
+    """PyTorch/XLA's 'XLATensor {...}' block for tensor: shapes in XLA's
+    syntax (XLA Shape / Data Shape without layout, the IR node's with it),
+    the IR node of a pending value, else the device data."""
     if not isinstance(tensor, torch.Tensor) or tensor.device.type != "xla":
         return "Not a XLATensor\n"
     from torch_xla._XLAC.sharding import _get_xla_sharding_spec
     from torchtpu import config
     h = bridge.handle_of(tensor)
     device = f"{config.device_type()}:{h.device}"
+    shape = xla_shapes.tensor_shape_text(tensor, layout=False)
     spec = _get_xla_sharding_spec(tensor)
     lines = ["XLATensor {", f"TensorID: {h.id}", f"AliasID: {h.id}", f"Device: {device}",
-             f"XLA Shape: {_shape_text(tensor)}", f"ShardingSpec: {spec or 'None'}"]
+             f"XLA Shape: {shape}", f"ShardingSpec: {spec or 'None'}"]
     if h.pending:
-        ir = [ln.strip() for ln in _C.graph_dump([h], 0).splitlines() if "ROOT=" in ln]
-        lines.append(f"IR: {ir[-1] if ir else 'None'}")
-        lines.append("XLAData: None")
+        lines += [f"IR: {_ir_node_text(tensor, h)}", "XLAData: None"]
+    elif spec:
+        lines += ["IR: None", "XLAShardedData: ", f"  Data Device: {device}",
+                  f"  Data Shape: {shape}", f"  OpSharding: {spec}", "  NumShards: 1"]
     else:
-        lines.append("IR: None")
-        lines += ["XLAData: ", f"  Data Device: {device}", f"  Data Shape: {_shape_text(tensor)}",
-                  "  OpSharding: " + (spec or "{replicated}"), "  NumShards: 1"]
+        lines += ["IR: None", "XLAData: ", f"  Data Device: {device}", f"  Data Shape: {shape}",
+                  f"  Data Handle: {h.id}"]
     lines += ["Tensor on host: None", "}"]
     return "\n".join(lines) + "\n"

@@ -59,7 +59,8 @@ def _xla_get_enable_alias_with_buffer_donor_config(device=""):
 
 def _refuse_execution(handle):
     if handle.pending and not _state["allow_execution"]:
-        raise RuntimeError("Graph execution is not allowed: a value computed by the pending "
+        # PyTorch/XLA's wording first: programs and its tests match it.
+        raise RuntimeError(f"{modes.UNEXPECTED_EXECUTION}\nA value computed by the pending "
                            "graph was read while execution is disabled "
                            "(torch_xla._XLAC._set_allow_execution(False))")
 

@@ -634,7 +634,9 @@ def send_cpu_data_to_device(datas: Any,
         'torch_xla.distributed.spmd.mark_sharding after the transfer')
 
   def convert_fn(tensors):
-    return [t.to(device) for t in tensors]
+    # Device data directly (no pending empty tensor for a sync on another
+    # thread to catch), as PyTorch/XLA's transfer does.
+    return torch_xla._XLAC._xla_tensors_from_aten(tensors, [device] * len(tensors))
 
   def select_fn(v):
     return type(v) == torch.Tensor and v.device.type == 'cpu'

@@ -3,7 +3,7 @@ pipelines (ParallelLoader, MpDeviceLoader), as in PyTorch/XLA.
 
 A loader thread pulls batches from the CPU loader and round-robins them to
 one queue per device; a transfer thread per device moves each batch to its
-device ahead of use. Iterating a PerDeviceLoader cuts the graph (mark_step)
+device ahead of use. Iterating a PerDeviceLoader cuts the graph (torch_xla.sync)
 every `batches_per_execution` batches.
 """
 import queue
@@ -36,12 +36,12 @@ class PerDeviceLoader:
     def next(self):
         if self._mark_step_batch_count <= self._batches_yielded:
             self._batches_yielded = 0
-            xm.mark_step()
+            torch_xla.sync()
         else:
             self._batches_yielded += 1
         item = self._loader.next_item(self._device)
         if item is _END:
-            xm.mark_step()
+            torch_xla.sync()
             raise StopIteration
         return item
 

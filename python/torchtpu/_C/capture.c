@@ -93,8 +93,10 @@ static PyObject *py_capture(PyObject *m, PyObject *args) {
   }
   tt_capture_t *c = NULL;
   tt_status_t st;
+  int dbg = tt_py_debug_call_begin(); /* the first call's analysis blocks */
   Py_BEGIN_ALLOW_THREADS st = tt_lazy_capture(it, (int32_t)ni, ot, (int32_t)no, &c);
-  Py_END_ALLOW_THREADS PyMem_Free(it);
+  Py_END_ALLOW_THREADS tt_py_debug_call_end(dbg);
+  PyMem_Free(it);
   PyMem_Free(ot);
   if (st) return tt_py_raise_status(st);
   CaptureObject *o = PyObject_New(CaptureObject, &CaptureType);

@@ -190,6 +190,14 @@ static PyObject *py_debug_set_cause(PyObject *m, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+static PyObject *py_debug_set_eager(PyObject *m, PyObject *args) {
+  (void)m;
+  int eager = 0;
+  if (!PyArg_ParseTuple(args, "p", &eager)) return NULL;
+  tt_debug_set_eager(eager);
+  Py_RETURN_NONE;
+}
+
 static PyObject *py_debug_last_recompile(PyObject *m, PyObject *a) {
   (void)m;
   (void)a;
@@ -221,6 +229,8 @@ PyMethodDef tt_py_methods_debug[] = {
     {"set_graph_name", py_set_graph_name, METH_VARARGS, "set_graph_name(name or None), this thread"},
     {"graph_name", py_graph_name, METH_NOARGS, "this thread's graph name or None"},
     {"debug_set_cause", py_debug_set_cause, METH_VARARGS, "debug_set_cause(text or None), this thread"},
+    {"debug_set_eager", py_debug_set_eager, METH_VARARGS,
+     "debug_set_eager(bool): eager mode in effect (analysis blocks off)"},
     {"debug_last_recompile", py_debug_last_recompile, METH_NOARGS, "last recompilation diff or None"},
     {"debug_dump", py_debug_dump, METH_VARARGS, "debug_dump(graph_hash, stage, ext, text)"},
     {NULL, NULL, 0, NULL},

@@ -99,6 +99,7 @@ tt_shv_t tt_shlo_new_value(tt_shlo_t *c, int32_t ssa, int32_t res, tt_dtype_t dt
   i->res = res;
   i->dtype = dt;
   i->shape = *s;
+  i->unit_of = -1;
   return c->num_vals++;
 }
 
@@ -398,6 +399,8 @@ tt_shv_t tt_shlo_convert(tt_shlo_t *c, tt_shv_t v, tt_dtype_t dt) {
 tt_shv_t tt_shlo_reshape(tt_shlo_t *c, tt_shv_t v, const tt_shape_t *s) {
   if (tt_shlo_bad(c, 1, &v)) return -1;
   if (tt_shape_equal(&c->vals[v].shape, s)) return v;
+  tt_shv_t u = c->vals[v].unit_of;
+  if (u >= 0 && tt_shape_equal(&c->vals[u].shape, s)) return u;
   return tt_shlo_op(c, "stablehlo.reshape", 1, &v, NULL, c->vals[v].dtype, s);
 }
 
@@ -406,7 +409,13 @@ tt_shv_t tt_shlo_bcast_dims(tt_shlo_t *c, tt_shv_t v, const tt_shape_t *s,
   if (tt_shlo_bad(c, 1, &v)) return -1;
   tt_shlo_attr_t a = {0};
   tt_shlo_attr_i64s(&a, "broadcast_dimensions", dims, c->vals[v].shape.rank);
-  return tt_shlo_op(c, "stablehlo.broadcast_in_dim", 1, &v, a.s, c->vals[v].dtype, s);
+  tt_shv_t r = tt_shlo_op(c, "stablehlo.broadcast_in_dim", 1, &v, a.s, c->vals[v].dtype, s);
+  /* Same element count and dims in order: only unit dims were added. */
+  int ordered = 1;
+  for (int d = 1; d < c->vals[v].shape.rank; ++d) ordered &= dims[d] > dims[d - 1];
+  if (r >= 0 && ordered && tt_shape_numel(s) == tt_shape_numel(&c->vals[v].shape))
+    c->vals[r].unit_of = v;
+  return r;
 }
 
 tt_shv_t tt_shlo_bcast_to(tt_shlo_t *c, tt_shv_t v, const tt_shape_t *s) {

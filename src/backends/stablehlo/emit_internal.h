@@ -31,6 +31,11 @@ typedef struct tt_shv_info_s {
   int32_t res;  /* -1, or the result index of a multi-result op (%ssa#res) */
   tt_dtype_t dtype;
   tt_shape_t shape;
+  /* The value this one was made from by a broadcast that only added unit
+   * dimensions (same elements), or -1: a reshape back to that value's
+   * shape reuses it instead of emitting a reshape (dot's shared-weight
+   * form, which the partitioner then sees unreshaped). */
+  tt_shv_t unit_of;
 } tt_shv_info_t;
 
 typedef struct tt_shlo_s {

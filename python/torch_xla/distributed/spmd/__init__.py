@@ -321,3 +321,8 @@ def run_spmd(tensors, client=None, with_shards=False):
     per partition (torchtpu.spmd.run_spmd)."""
     from torchtpu import spmd
     return spmd.run_spmd(tensors, client=client, with_shards=with_shards)
+
+
+# nn.Linear that keeps a rank-3 input's dimensions (patched_linear.py).
+from torch_xla.distributed.spmd.patched_linear import (  # noqa: E402,F401
+    EinsumLinear, XLAPatchedLinear, apply_xla_patch_to_nn_linear, xla_patched_nn_linear_forward)

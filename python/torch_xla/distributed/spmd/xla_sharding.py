@@ -2,3 +2,5 @@
 the sharding API in; the same names as torch_xla.distributed.spmd."""
 from torch_xla.distributed.spmd import *  # noqa: F401,F403
 from torch_xla.distributed.spmd import reapply_shardings  # noqa: F401
+from torch_xla.distributed.spmd.patched_linear import (  # noqa: F401
+    EinsumLinear, XLAPatchedLinear, apply_xla_patch_to_nn_linear, xla_patched_nn_linear_forward)
