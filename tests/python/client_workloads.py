@@ -160,7 +160,7 @@ def lightning_bf16_true_run(accelerator):
             if w.device.type == "xla" and not self.device_dtype:
                 import torch_xla
                 text = torch_xla._XLAC._get_xla_tensors_text([w])
-                self.device_dtype = "bfloat16" if "bfloat16[16,8]" in text else text
+                self.device_dtype = "bfloat16" if "bf16[16,8]" in text else text
             return loss
 
         def configure_optimizers(self):

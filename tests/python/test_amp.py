@@ -186,13 +186,13 @@ def test_bf16_env_switches_store_floats_narrower(var):
     lines = r.stdout.strip().splitlines()
     assert lines[0].startswith(f"{var} will be deprecated after the 2.6 release")
     dtypes, text, (err16, err32) = (eval(v) for v in lines[1:4])
-    assert "bfloat16[5,8]" in text and "float32[5,8]" not in text
+    assert "bf16[5,8]{1,0}" in text and "f32[5,8]{1,0}" not in text
     if var == "XLA_USE_BF16":  # float64 is bfloat16 too
         assert dtypes == ("torch.float32", "torch.float32", "torch.float32", "torch.float32")
-        assert "bfloat16[2]" in text
+        assert "bf16[2]{0}" in text
     else:  # float64 is float32 on the device, float64 to PyTorch
         assert dtypes == ("torch.float32", "torch.float32", "torch.float64", "torch.float64")
-        assert "float32[2]" in text
+        assert "f32[2]{0}" in text
     # The values are bfloat16 computations, not float32 ones.
     assert err16 < 2e-2 and err32 > 1e-4
 
@@ -205,7 +205,7 @@ def test_bf16_env_switch_off_keeps_float32():
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.strip().splitlines()
     assert "deprecated" not in r.stdout
-    assert "float32[5,8]" in eval(lines[1]) and eval(lines[2])[1] < 1e-5
+    assert "f32[5,8]{1,0}" in eval(lines[1]) and eval(lines[2])[1] < 1e-5
 
 
 def test_grad_scaler_with_plain_optimizer_reads_found_inf(dev):
