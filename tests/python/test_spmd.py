@@ -40,6 +40,15 @@ def spmd_mode():
     xr._spmd = before
 
 
+@pytest.fixture(autouse=True)
+def _restore_spmd_mode():
+    """The first mark_sharding turns SPMD mode on; each test starts and
+    leaves the mode as it found it."""
+    before = xr._spmd
+    yield
+    xr._spmd = before
+
+
 def mesh24():
     return xs.Mesh(np.arange(8), (2, 4), ("data", "model"))
 
@@ -57,7 +66,7 @@ def mesh24():
 def test_partition_spec_text(dev, spec, text):
     t = torch.zeros(8, 8).to(dev)
     assert xs.get_sharding_spec(t) == ""
-    assert xs.mark_sharding(t, mesh24(), spec) is t
+    assert xs.mark_sharding(t, mesh24(), spec).global_tensor is t
     assert xs.get_sharding_spec(t) == text
 
 
@@ -69,6 +78,10 @@ def test_mesh_device_order_and_types(dev):
     xs.mark_sharding(t, mesh, ("x", "y"))
     assert xs.get_sharding_spec(t) == "{devices=[2,2]3,2,1,0}"
     assert xs.get_sharding_type(t) == xs.ShardingType.TILED
+    # A different sharding over an existing one needs clear_sharding first.
+    with pytest.raises(RuntimeError, match="Existing annotation must be cleared first"):
+        xs.mark_sharding(t, mesh, ("x", None))
+    xs.clear_sharding(t)
     xs.mark_sharding(t, mesh, ("x", None))
     assert xs.get_sharding_type(t) == xs.ShardingType.PARTIAL
     xs.clear_sharding(t)
@@ -103,7 +116,7 @@ def test_module_paths():
 def test_hybrid_mesh(dev):
     mesh = xs.HybridMesh(ici_mesh_shape=(2, 4), axis_names=("a", "b"))
     assert mesh.get_logical_mesh().tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    with pytest.raises(NotImplementedError, match="several slices"):
+    with pytest.raises(ValueError, match="several slices"):
         xs.HybridMesh(ici_mesh_shape=(2, 2), dcn_mesh_shape=(2, 1))
 
 

@@ -76,7 +76,7 @@ def is_xla_tensor(tensor: torch.Tensor) -> bool:
 
 def get_xla_supported_devices(max_devices: Optional[int] = None) -> List[str]:
   """['xla:0', 'xla:1', ...], at most max_devices of them."""
-  n = config.ensure_runtime()
+  n = 1 if runtime.is_spmd() else config.ensure_runtime()  # SPMD: one virtual device
   if max_devices:
     n = min(n, max_devices)
   return [f'xla:{i}' for i in range(n)]
