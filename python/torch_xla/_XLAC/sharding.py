@@ -145,15 +145,31 @@ def _global_tensor_from_cpu_shards(shards, op_sharding, global_shape=None):
     (global_shape defaults to the shards' shape times the tiles), annotated."""
     from torch_xla.distributed.spmd import annotations, local_shards
     spec = op_sharding.spec
+    n = spec[4]
+    if len(shards) != n:
+        raise RuntimeError(f"Expected {n} shards (one per device of the sharding), got "
+                           f"{len(shards)}")
+    shard_shape = tuple(shards[0].shape)
+    if any(tuple(s.shape) != shard_shape for s in shards):
+        raise RuntimeError(f"Shards must all have one shape, got "
+                           f"{sorted({tuple(s.shape) for s in shards})}")
     if spec[0] == "replicated":
-        n = spec[4]
-        if len(shards) != n:
-            raise RuntimeError(f"Expected {n} shards, got {len(shards)}")
+        if global_shape is not None and tuple(global_shape) != shard_shape:
+            raise RuntimeError(f"Global shape {tuple(global_shape)} of a replicated tensor must "
+                               f"be its shards' shape {shard_shape}")
         value = shards[0]
     else:
+        tiles = spec[1][:len(shard_shape)]
         if global_shape is None:
-            global_shape = tuple(s * t for s, t in zip(shards[0].shape, spec[1]))
-        value = local_shards.assemble(list(shards), spec, tuple(global_shape), shards[0].dtype)
+            global_shape = tuple(s * t for s, t in zip(shard_shape, tiles))
+        global_shape = tuple(global_shape)
+        # Each dim's shard is ceil(dim / tiles): less data is padding, more
+        # (or padding of a whole shard) does not fit the shards.
+        if len(global_shape) != len(shard_shape) or any(
+                -(-g // t) != s for g, t, s in zip(global_shape, tiles, shard_shape)):
+            raise RuntimeError(f"Global shape {global_shape} does not fit shards of shape "
+                               f"{shard_shape} tiled {tuple(tiles)}")
+        value = local_shards.assemble(list(shards), spec, global_shape, shards[0].dtype)
     t = value.to("xla")
     annotations.set_spec(t, spec, "_global_tensor_from_cpu_shards", check_existing=False)
     return t

@@ -92,8 +92,22 @@ def set_spec(t, spec, what, check_existing):
             raise RuntimeError("Existing annotation must be cleared first: "
                                f"{_C.sharding_text(current, t.dim())} (xs.clear_sharding), "
                                f"new one: {_C.sharding_text(spec, t.dim())}")
+    if not h.pending:
+        # PyTorch/XLA counts annotations of device data here: its virtual
+        # device keeps such data on the host until it is sharded.
+        _C.counter_add("VirtualDeviceUsage")
     _C.sharding_set(h, spec)
     _remember(t, spec)
+
+
+def _cacheable(mesh, partition_spec):
+    """Whether the mesh's OpSharding cache can hold partition_spec."""
+    from torch_xla.distributed.spmd.mesh import Mesh
+    try:
+        hash(tuple(partition_spec))
+    except TypeError:
+        return False
+    return isinstance(mesh, Mesh)
 
 
 def mark_sharding(t, mesh, partition_spec):
@@ -107,7 +121,8 @@ def mark_sharding(t, mesh, partition_spec):
         return module_sharding.mark_module(t, mesh, partition_spec)
     g = unwrap(t)
     check_xla(g, "mark_sharding")
-    spec = spec_tuple(mesh, partition_spec, g.dim())
+    spec = spec_tuple(mesh, partition_spec, g.dim()) if not _cacheable(mesh, partition_spec) \
+        or len(partition_spec) != g.dim() else mesh.get_op_sharding(partition_spec).spec
     set_spec(g, spec, "mark_sharding", check_existing=True)
     return wrap_as_sharded_tensor(t, mesh.mesh_shape, tuple(partition_spec))
 

@@ -22,7 +22,10 @@ from torch_xla.distributed.spmd.mesh import spec_tuple
 
 
 def _annotated_copy(t, mesh, partition_spec, what):
-    out = t.clone()
+    # A clone shares t's engine value (copy-on-write), and the annotation
+    # lives on the value; multiplying by a one of t's dtype makes a new
+    # value with t's exact bits (-0.0, NaN and inf included).
+    out = t * torch.ones((), dtype=t.dtype, device=t.device)
     annotations.set_spec(out, spec_tuple(mesh, partition_spec, out.dim()), what,
                          check_existing=False)
     return out

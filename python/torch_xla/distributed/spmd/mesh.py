@@ -103,8 +103,10 @@ class Mesh:
         key = tuple(partition_spec)
         op = self._op_shardings.get(key)
         if op is None:
+            from torchtpu import _C
             op = OpSharding.from_spec(spec_tuple(self, key, len(key)))
             self._op_shardings[key] = op
+            _C.counter_add("CreateOpSharding")  # PyTorch/XLA counts each one it builds
         return op
 
     def get_jax_mesh(self):
