@@ -3,6 +3,7 @@ partition-spec semantics (HloSharding text as PyTorch/XLA writes it), the
 annotation in the graph hash and in the emitted StableHLO, values unchanged
 on the engine's own backend, and 8-way SPMD-partitioned execution through
 XLA's CPU plugin (torchtpu.spmd.run_spmd) compared with PyTorch CPU."""
+import os
 import subprocess
 
 import numpy as np
@@ -44,9 +45,13 @@ def spmd_mode():
 def _restore_spmd_mode():
     """The first mark_sharding turns SPMD mode on; each test starts and
     leaves the mode as it found it."""
-    before = xr._spmd
+    before, env = xr._spmd, os.environ.get("XLA_USE_SPMD")
     yield
     xr._spmd = before
+    if env is None:
+        os.environ.pop("XLA_USE_SPMD", None)  # subprocesses of later tests inherit it
+    else:
+        os.environ["XLA_USE_SPMD"] = env
 
 
 def mesh24():

@@ -30,9 +30,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 @pytest.fixture(autouse=True)
 def _spmd_mode_restored():
     """Marking turns SPMD mode on; every test leaves the mode as found."""
-    before = xr._spmd
+    before, env = xr._spmd, os.environ.get("XLA_USE_SPMD")
     yield
     xr._spmd = before
+    if env is None:
+        os.environ.pop("XLA_USE_SPMD", None)  # subprocesses of later tests inherit it
+    else:
+        os.environ["XLA_USE_SPMD"] = env
 
 
 def mesh22():
