@@ -453,3 +453,24 @@ def test_visualize_tensor_sharding_table():
     assert cells == ["CPU [0, 1]", "CPU [2, 3]"]
     with pytest.raises(ValueError, match="is not organized as expected"):
         visualize_tensor_sharding.__globals__["visualize_sharding"]("{devices=[2]0}")
+
+
+# ------------------------------------------------- manual regions via _XLAC
+def test_manual_region_through_xlac_calls():
+    mesh = Mesh(np.arange(1), (1, 1))  # the own backend runs one-device manual regions
+    x = _xla(torch.arange(6.).reshape(3, 2))
+    with pytest.raises(RuntimeError, match="has no sharding annotation"):
+        torch_xla._XLAC._spmd_full_to_shard_shape(x)
+    with pytest.raises(RuntimeError, match="device data tensor cannot be marked"):
+        xs._mark_manual_sharding(x)
+    xt = xs.mark_sharding(x, mesh, (0, 1))
+    shard = torch_xla._XLAC._spmd_full_to_shard_shape(xt.global_tensor)
+    assert xs.get_sharding_spec(shard) == "{manual}" and tuple(shard.shape) == (3, 2)
+    with pytest.raises(RuntimeError, match="must carry a \\{manual\\} sharding"):
+        torch_xla._XLAC._spmd_shard_to_full_shape(x, mesh.get_op_sharding((0, 1)), x.shape,
+                                                  x.dtype)
+    marked = xs._mark_manual_sharding(shard * 2)
+    assert marked.sharding_type == xs.ShardingType.MANUAL
+    full = torch_xla._XLAC._spmd_shard_to_full_shape(
+        marked.global_tensor, mesh.get_op_sharding((0, 1)), x.shape, x.dtype)
+    assert full.cpu().tolist() == (2 * torch.arange(6.).reshape(3, 2)).tolist()

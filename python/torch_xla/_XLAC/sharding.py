@@ -173,3 +173,18 @@ def _global_tensor_from_cpu_shards(shards, op_sharding, global_shape=None):
     t = value.to("xla")
     annotations.set_spec(t, spec, "_global_tensor_from_cpu_shards", check_existing=False)
     return t
+
+
+def _spmd_full_to_shard_shape(tensor):
+    """Each device's shard of tensor, split as its annotation says (manual region)."""
+    from torch_xla.distributed.spmd import manual
+    return manual.full_to_shard_of_annotation(tensor)
+
+
+def _spmd_shard_to_full_shape(tensor, op_sharding, full_shape, dtype):
+    """The full tensor of full_shape from a {manual} shard tensor, split as op_sharding says."""
+    from torch_xla.distributed.spmd import manual
+    if dtype != tensor.dtype:
+        raise RuntimeError(f"_spmd_shard_to_full_shape: dtype {dtype} differs from the "
+                           f"tensor's {tensor.dtype}")
+    return manual.shard_to_full_of(tensor, op_sharding, full_shape)

@@ -48,11 +48,10 @@ __all__ = [
 
 
 def _mark_manual_sharding(t):
-    """PyTorch/XLA's internal half of pause_spmd/resume_spmd: marking a
-    tensor {manual} outside a manual region has no engine representation
-    here; use enable_manual_sharding / disable_manual_sharding."""
-    raise NotImplementedError("_mark_manual_sharding: use enable_manual_sharding / "
-                              "disable_manual_sharding (manual regions are IR ops here)")
+    """Annotates a computed tensor {manual} (manual.py); returns an
+    XLAShardedTensor."""
+    from torch_xla.distributed.spmd import manual
+    return manual.mark_manual(t)
 
 
 def get_1d_mesh(axis_name=None):
