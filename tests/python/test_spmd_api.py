@@ -474,3 +474,28 @@ def test_manual_region_through_xlac_calls():
     full = torch_xla._XLAC._spmd_shard_to_full_shape(
         marked.global_tensor, mesh.get_op_sharding((0, 1)), x.shape, x.dtype)
     assert full.cpu().tolist() == (2 * torch.arange(6.).reshape(3, 2)).tolist()
+
+
+def test_mark_sharding_function_traces_as_one_operator():
+    from functorch.compile import aot_function, make_boxed_func
+    from torch_xla.distributed.spmd.xla_sharding import MarkShardingFunction
+    mesh = Mesh(np.arange(4), (4,))
+    graphs = []
+
+    def capture(gm, _):
+        graphs.append(gm.code)
+        return make_boxed_func(gm)
+
+    def fn(x):
+        return MarkShardingFunction.apply(torch.sin(x), mesh, (0,)) + 42
+
+    cpu = torch.randn(8)
+    x = cpu.to("xla").requires_grad_(True)
+    y = aot_function(fn, capture)(x)
+    y.sum().backward()
+    assert len(graphs) == 2
+    for code in graphs:  # forward and backward each hold the annotation
+        assert "torch.ops.xla.aot_mark_sharding.default(" in code
+        assert "'mesh_shape': (4,)" in code and "'(0,)'" in code
+    torch.testing.assert_close(y.cpu(), torch.sin(cpu) + 42)
+    torch.testing.assert_close(x.grad.cpu(), torch.cos(cpu))

@@ -31,21 +31,64 @@ def _annotated_copy(t, mesh, partition_spec, what):
     return out
 
 
+@torch.library.custom_op("xla::aot_mark_sharding", mutates_args=())
+def _aot_mark_sharding(t: torch.Tensor, mesh: str, partition_spec: str) -> torch.Tensor:
+    """The annotated copy as an operator (PyTorch/XLA's name), so that AOT
+    autograd and dynamo trace it as one node: mesh is str(Mesh),
+    partition_spec the repr of a tuple."""
+    import ast
+    from torch_xla.distributed.spmd.mesh import Mesh
+    the_mesh = Mesh.from_str(mesh)
+    if the_mesh is None:
+        raise ValueError(f"xla::aot_mark_sharding: not a mesh: {mesh!r}")
+    return _annotated_copy(t, the_mesh, ast.literal_eval(partition_spec),
+                           "mark_sharding_with_gradients")
+
+
+@_aot_mark_sharding.register_fake
+def _aot_mark_sharding_fake(t, mesh, partition_spec):
+    return torch.empty_like(t)
+
+
+def _aot_mark_sharding_lowering(t, mesh, partition_spec):
+    # Reached with the engine's inner tensors when a traced graph (AOT
+    # autograd, dynamo) runs the operator: annotate the new value directly.
+    import ast
+    from torchtpu import _C
+    from torch_xla.distributed.spmd import spmd_mode
+    from torch_xla.distributed.spmd.mesh import Mesh
+    the_mesh = Mesh.from_str(mesh)
+    if the_mesh is None:
+        raise ValueError(f"xla::aot_mark_sharding: not a mesh: {mesh!r}")
+    spec = spec_tuple(the_mesh, ast.literal_eval(partition_spec), t.dim())
+    spmd_mode.ensure_spmd("mark_sharding_with_gradients")
+    out = t * torch.ones((), dtype=t.dtype)
+    _C.sharding_set(out._h, spec)
+    return out
+
+
+def _register_lowering():
+    from torchtpu.lowering.core import LOWERINGS
+    LOWERINGS[torch.ops.xla.aot_mark_sharding.default] = _aot_mark_sharding_lowering
+
+
+_register_lowering()
+
+
 class MarkShardingFunction(torch.autograd.Function):
     """mark_sharding on a copy of the input, and on the input's gradient."""
 
     @staticmethod
     def forward(ctx, t, mesh, partition_spec):
         ctx.mesh, ctx.partition_spec = mesh, tuple(partition_spec)
-        return _annotated_copy(annotations.unwrap(t), mesh, partition_spec,
-                               "mark_sharding_with_gradients")
+        return _aot_mark_sharding(annotations.unwrap(t), str(mesh), repr(tuple(partition_spec)))
 
     @staticmethod
     def backward(ctx, grad_output):
         if grad_output is None:
             return None, None, None
-        return (_annotated_copy(grad_output, ctx.mesh, ctx.partition_spec,
-                                "mark_sharding_with_gradients (backward)"), None, None)
+        return (_aot_mark_sharding(grad_output, str(ctx.mesh), repr(ctx.partition_spec)),
+                None, None)
 
 
 def mark_sharding_with_gradients(t, mesh, partition_spec):
