@@ -499,3 +499,32 @@ def test_mark_sharding_function_traces_as_one_operator():
         assert "'mesh_shape': (4,)" in code and "'(0,)'" in code
     torch.testing.assert_close(y.cpu(), torch.sin(cpu) + 42)
     torch.testing.assert_close(x.grad.cpu(), torch.cos(cpu))
+
+
+# ----------------------------------------------------------- HybridMesh
+def test_torus_folding_lays_logical_axes_over_whole_physical_axes():
+    from torch_xla.distributed.spmd.tpu_mesh_layout import fold_onto_torus, physical_mesh
+    attrs = [{"coords": c} for c in ([0, 1, 0], [1, 0, 0], [0, 0, 0], [1, 1, 0])]
+    phys = physical_mesh(attrs, [0, 1, 2, 3])
+    assert phys.tolist() == [[[2], [0]], [[1], [3]]]
+    # the last logical axis takes physical x (with the size-1 z), the first y
+    assert fold_onto_torus(phys, (2, 2)).tolist() == [[2, 1], [0, 3]]
+    assert fold_onto_torus(np.arange(8).reshape(4, 2, 1), (2, 4)).tolist() == \
+        [[0, 2, 4, 6], [1, 3, 5, 7]]
+    # 2 fits no product of (4, 1, 1): devices in physical order
+    assert fold_onto_torus(np.arange(4).reshape(4, 1, 1), (2, 2)).tolist() == [[0, 1], [2, 3]]
+    with pytest.raises(ValueError, match="do not tile"):
+        physical_mesh([{"coords": [0, 0, 0]}, {"coords": [2, 0, 0]}], [0, 1])
+
+
+def test_hybrid_mesh_across_slices(monkeypatch):
+    attrs = [{"name": f"CPU:{i}", "slice_index": i % 2, "coords": [0, 0, 0]} for i in (3, 1, 2, 0)]
+    monkeypatch.setattr(xr, "global_runtime_device_attributes", lambda: [dict(a) for a in attrs])
+    mesh = xs.HybridMesh(ici_mesh_shape=(1, 2), dcn_mesh_shape=(2, 1), axis_names=("s", "d"))
+    # slice 0 holds devices 0 and 2, slice 1 devices 1 and 3; slices stack along dcn axis 0
+    assert mesh.get_logical_mesh().tolist() == [[0, 2], [1, 3]]
+    assert mesh.shape() == {"s": 2, "d": 2}
+    with pytest.raises(ValueError, match="Provide dcn_mesh_shape to create a mesh for multislice"):
+        xs.HybridMesh(ici_mesh_shape=(2, 2))
+    with pytest.raises(ValueError, match="Number of slices 2 must equal the product of"):
+        xs.HybridMesh(ici_mesh_shape=(1, 1), dcn_mesh_shape=(4, 1))

@@ -140,10 +140,15 @@ class Mesh:
 
 
 class HybridMesh(Mesh):
-    """PyTorch/XLA's ICI x DCN mesh. This runtime has one slice (its devices
-    carry no slice_index), so as in PyTorch/XLA a dcn_mesh_shape other than
-    all ones is a ValueError; the ICI mesh takes the devices in order (the
-    CPU devices have no physical torus to fold)."""
+    """PyTorch/XLA's ICI x DCN mesh: ici_mesh_shape within a slice (fast
+    interconnect), dcn_mesh_shape across slices. Devices are taken from
+    xr.global_runtime_device_attributes() (sorted by device index): with a
+    `slice_index` they are grouped by slice, each slice's devices laid out
+    by ici_mesh_shape and the slices by dcn_mesh_shape; on TPUs each slice
+    is folded onto its chips' torus (tpu_mesh_layout.py), elsewhere devices
+    are taken in order (one slice: partition ids 0..n-1, any n, as Mesh). As in PyTorch/XLA, several slices without a
+    dcn_mesh_shape, a dcn_mesh_shape without slices, or counts that do not
+    match are ValueError."""
 
     def __init__(self, *, ici_mesh_shape, dcn_mesh_shape=None, axis_names=None):
         import torch_xla.runtime as xr
@@ -152,14 +157,61 @@ class HybridMesh(Mesh):
         if len(ici) != len(dcn):
             raise SpmdSpecError(f"ici_mesh_shape {ici} and dcn_mesh_shape {dcn} must have the "
                                 "same length")
-        if math.prod(dcn) > 1:
-            raise ValueError(f"Invalid dcn_mesh_shape for single slice mesh: {dcn} asks for "
-                             "several slices, this runtime has one")
+        attrs = list(xr.global_runtime_device_attributes())
+        attrs.sort(key=lambda a: int(str(a["name"]).rpartition(":")[2]))
+        self.device_attributes = attrs
         self.ici_mesh_shape = ici
         self.dcn_mesh_shape = dcn
-        self.device_attributes = xr.global_runtime_device_attributes()
+        sliced = bool(attrs) and "slice_index" in attrs[0]
+        if sliced and math.prod(dcn) == 1:
+            raise ValueError("Provide dcn_mesh_shape to create a mesh for multislice")
+        if not sliced and math.prod(dcn) > 1:
+            raise ValueError(f"Invalid dcn_mesh_shape for single slice mesh: {dcn} asks for "
+                             "several slices, this runtime has one")
+        if sliced and math.prod(dcn) > 1:
+            mesh = self._multi_slice(ici, dcn)
+        elif self._on_tpu():
+            mesh = self._one_slice(ici, np.arange(xr.global_runtime_device_count()))
+        else:
+            # Partition ids in order, of any count, as for Mesh (module doc).
+            mesh = np.arange(math.prod(ici))
         shape = tuple(i * d for i, d in zip(ici, dcn))
-        super().__init__(np.arange(math.prod(shape)), shape, axis_names)
+        super().__init__(mesh.reshape(-1), shape, axis_names)
+
+    @staticmethod
+    def _on_tpu():
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+        return xm.xla_device_hw(torch_xla.device()) == "TPU"
+
+    def _one_slice(self, mesh_shape, devices):
+        from torch_xla.distributed.spmd import tpu_mesh_layout
+        devices = np.asarray(devices)
+        if math.prod(mesh_shape) != len(devices):
+            raise ValueError(f"Number of devices {len(devices)} must equal the product of "
+                             f"mesh_shape {mesh_shape}")
+        if self._on_tpu():
+            physical = tpu_mesh_layout.physical_mesh(self.device_attributes, devices.tolist())
+            return tpu_mesh_layout.fold_onto_torus(physical, mesh_shape)
+        return devices.reshape(mesh_shape)
+
+    def _multi_slice(self, ici, dcn):
+        slices = {}
+        for d, a in enumerate(self.device_attributes):
+            slices.setdefault(a["slice_index"], []).append(d)
+        groups = [slices[k] for k in sorted(slices)]
+        if math.prod(dcn) != len(groups):
+            raise ValueError(f"Number of slices {len(groups)} must equal the product of "
+                             f"dcn_mesh_shape {dcn}")
+        per_slice = [self._one_slice(ici, g) for g in groups]
+        # Slice k's block sits at position k of the dcn grid: the global
+        # mesh is the dcn grid of ici blocks.
+        grid = np.arange(len(groups)).reshape(dcn)
+        out = np.empty(tuple(i * d for i, d in zip(ici, dcn)), dtype=np.int64)
+        for pos in np.ndindex(*dcn):
+            sl = tuple(slice(p * i, (p + 1) * i) for p, i in zip(pos, ici))
+            out[sl] = per_slice[grid[pos]]
+        return out
 
 
 def spec_tuple(mesh, partition_spec, rank):
