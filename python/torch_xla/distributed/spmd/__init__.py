@@ -17,7 +17,8 @@ assignment), annotations.py (mark/clear/read), module_sharding.py
 (mark_sharding of an nn.Module), xla_sharded_tensor.py, local_shards.py,
 spmd_mode.py (switching SPMD on), manual.py, gradient_sharding.py,
 api.py (DTensor-style entry points), debugging.py (visualization),
-sharding_spec.py (ShardingSpec for data loaders), patched_linear.py.
+sharding_spec.py (ShardingSpec), input_sharding.py (sharded loaders),
+tpu_mesh_layout.py (HybridMesh on TPU chips), patched_linear.py.
 """
 import numpy as np
 

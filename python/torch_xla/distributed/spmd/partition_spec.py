@@ -11,23 +11,23 @@ here for type only; whether the names exist is the mesh's business
 """
 
 
-def _check_entry(e, where):
-    if e is None or isinstance(e, str):
+def _is_axis(e):
+    """An axis name or index (numpy integers count; bools do not)."""
+    import numpy as np
+    return isinstance(e, str) or (isinstance(e, (int, np.integer)) and not isinstance(e, bool))
+
+
+def _check_entry(e):
+    if e is None or _is_axis(e):
         return
-    if isinstance(e, bool) or not isinstance(e, int):
-        if isinstance(e, tuple) and where == "top":
-            for sub in e:
-                if isinstance(sub, tuple):
-                    raise ValueError("Partition spec cannot contain nested tuples")
-                _check_entry(sub, "nested")
-            return
-        try:  # numpy integers are ints for this purpose
-            import numpy as np
-            if isinstance(e, np.integer):
-                return
-        except ImportError:  # pragma: no cover - numpy is a dependency
-            pass
-        raise ValueError(f"Spec type {type(e)} is not supported in partition spec")
+    if isinstance(e, tuple):
+        for sub in e:
+            if isinstance(sub, tuple):
+                raise ValueError("Partition spec cannot contain nested tuples")
+            if not _is_axis(sub):
+                raise ValueError(f"Spec type {type(sub)} is not supported in partition spec")
+        return
+    raise ValueError(f"Spec type {type(e)} is not supported in partition spec")
 
 
 class PartitionSpec(tuple):
@@ -35,7 +35,7 @@ class PartitionSpec(tuple):
 
     def __new__(cls, *entries):
         for e in entries:
-            _check_entry(e, "top")
+            _check_entry(e)
         return super().__new__(cls, entries)
 
     def __repr__(self):
