@@ -528,3 +528,27 @@ def test_hybrid_mesh_across_slices(monkeypatch):
         xs.HybridMesh(ici_mesh_shape=(2, 2))
     with pytest.raises(ValueError, match="Number of slices 2 must equal the product of"):
         xs.HybridMesh(ici_mesh_shape=(1, 1), dcn_mesh_shape=(4, 1))
+
+
+def test_sharded_tensor_placements_and_redistribute():
+    from torch.distributed.tensor import Partial
+    xt = xs.mark_sharding(_xla(torch.randn(4, 6)), mesh22(), ("x", None))
+    assert xt.placements == (Shard(0), Replicate())
+    assert tuple(xt._spec.mesh.mesh.shape) == (2, 2) and xt._spec.tensor_meta.shape == (4, 6)
+    both = xs.mark_sharding(_xla(torch.randn(8)), mesh22(), (("x", "y"),))
+    assert both.placements == (Shard(0), Shard(0))
+    copy = xt.redistribute(mesh22(), [Replicate(), Shard(1)], async_op=True)
+    assert copy.sharding_spec == "{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}"
+    assert xt.sharding_spec == "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}"  # untouched
+    assert copy.placements == (Replicate(), Shard(1))
+    torch.testing.assert_close(copy.global_tensor.cpu(), xt.global_tensor.cpu())
+    moved = xt.redistribute(mesh22(), [Shard(1), Shard(0)])
+    assert moved.global_tensor is xt.global_tensor and xt.sharding_spec == "{devices=[2,2]0,2,1,3}"
+    with pytest.raises(ValueError, match=r"Number of placements \(1\) must match mesh dimensions"):
+        xt.redistribute(mesh22(), [Replicate()])
+    with pytest.raises(NotImplementedError, match="Partial placement"):
+        xt.redistribute(mesh22(), [Partial(), Replicate()])
+    with pytest.raises(IndexError, match="Shard dimension 2 is out of bounds"):
+        xt.redistribute(mesh22(), [Shard(2), Replicate()])
+    with pytest.raises(ValueError, match="Placements not available"):
+        xs.XLAShardedTensor(_xla(torch.zeros(2))).placements

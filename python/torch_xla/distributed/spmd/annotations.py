@@ -68,9 +68,13 @@ def spec_tuple_of(t):
     return _C.sharding_get(bridge.handle_of(unwrap(t)))
 
 
-def wrap_as_sharded_tensor(t, mesh_shape=None, partition_spec=None):
+def wrap_as_sharded_tensor(t, mesh_shape=None, partition_spec=None, axis_names=None):
     if not isinstance(t, XLAShardedTensor):
-        return XLAShardedTensor(t, mesh_shape=mesh_shape, partition_spec=partition_spec)
+        t = XLAShardedTensor(t, mesh_shape=mesh_shape, partition_spec=partition_spec)
+        t._axis_names = axis_names
+        return t
+    if axis_names is not None:
+        t._axis_names = axis_names
     if mesh_shape is not None:
         t.mesh_shape = mesh_shape
     if partition_spec is not None:
@@ -124,7 +128,7 @@ def mark_sharding(t, mesh, partition_spec):
     spec = spec_tuple(mesh, partition_spec, g.dim()) if not _cacheable(mesh, partition_spec) \
         or len(partition_spec) != g.dim() else mesh.get_op_sharding(partition_spec).spec
     set_spec(g, spec, "mark_sharding", check_existing=True)
-    return wrap_as_sharded_tensor(t, mesh.mesh_shape, tuple(partition_spec))
+    return wrap_as_sharded_tensor(t, mesh.mesh_shape, tuple(partition_spec), mesh.axis_names)
 
 
 def annotate_custom_sharding(t, mesh, partition_spec):
@@ -134,7 +138,7 @@ def annotate_custom_sharding(t, mesh, partition_spec):
     check_xla(g, "annotate_custom_sharding")
     spec = spec_tuple(mesh, partition_spec, g.dim())
     set_spec(g, spec, "annotate_custom_sharding", check_existing=False)
-    return wrap_as_sharded_tensor(t, mesh.mesh_shape, tuple(partition_spec))
+    return wrap_as_sharded_tensor(t, mesh.mesh_shape, tuple(partition_spec), mesh.axis_names)
 
 
 def clear_sharding(t):

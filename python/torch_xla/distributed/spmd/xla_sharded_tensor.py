@@ -67,13 +67,15 @@ def _run_below(func, args, kwargs):
 class XLAShardedTensor(DTensor):
     """A wrapper around an xla tensor with a sharding annotation."""
 
-    __slots__ = ["global_tensor", "mesh_shape", "partition_spec", "_cached_spec"]
+    __slots__ = ["global_tensor", "mesh_shape", "partition_spec", "_cached_spec", "_axis_names"]
 
     @staticmethod
     def __new__(cls, elem, mesh_shape=None, partition_spec=None, *args, **kwargs):
+        axis_names = None
         if isinstance(elem, XLAShardedTensor):
             mesh_shape = mesh_shape or elem.mesh_shape
             partition_spec = partition_spec or elem.partition_spec
+            axis_names = elem._axis_names
             elem = elem.global_tensor
         if not isinstance(elem, torch.Tensor):
             raise TypeError(f"XLAShardedTensor wraps a tensor, got {type(elem).__name__}")
@@ -86,6 +88,7 @@ class XLAShardedTensor(DTensor):
         r.mesh_shape = mesh_shape
         r.partition_spec = partition_spec
         r._cached_spec = None
+        r._axis_names = axis_names
         return r
 
     # ------------------------------------------------------------ shards
@@ -127,6 +130,79 @@ class XLAShardedTensor(DTensor):
 
     def invalidate_spec_cache(self):
         self._cached_spec = None
+
+    # ---------------------------------------------------- DTensor view
+    def _mesh_dims_of(self, entry):
+        """The mesh dims (ints) a partition-spec entry names."""
+        axes = () if entry is None else entry if isinstance(entry, tuple) else (entry,)
+        names = self._axis_names or ()
+        return [names.index(a) if isinstance(a, str) and a in names else a for a in axes]
+
+    @property
+    def _spec(self):
+        """The DTensorSpec equivalent of the annotation: a DeviceMesh('xla')
+        of the runtime's devices in mesh_shape, Shard(d) for each mesh dim
+        that splits tensor dim d, Replicate() for the others."""
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
+        from torch.distributed.tensor.placement_types import Replicate, Shard
+        if self._cached_spec is not None:
+            return self._cached_spec
+        if self.mesh_shape is None or self.partition_spec is None:
+            raise ValueError("mesh_shape and partition_spec must be set to create a DTensorSpec "
+                             "(mark_sharding sets them; a tensor wrapped from an op result "
+                             "has neither)")
+        n = 1
+        for d in self.mesh_shape:
+            n *= d
+        mesh = DeviceMesh("xla", torch.arange(n).reshape(tuple(self.mesh_shape)),
+                          _init_backend=False)
+        placements = [Replicate() for _ in self.mesh_shape]
+        for tensor_dim, entry in enumerate(self.partition_spec):
+            for mesh_dim in self._mesh_dims_of(entry):
+                placements[mesh_dim] = Shard(tensor_dim)
+        g = self.global_tensor
+        self._cached_spec = DTensorSpec(mesh=mesh, placements=tuple(placements),
+                                        tensor_meta=TensorMeta(shape=g.shape, stride=g.stride(),
+                                                               dtype=g.dtype))
+        return self._cached_spec
+
+    @property
+    def placements(self):
+        try:
+            return self._spec.placements
+        except ValueError as e:
+            raise ValueError("Placements not available: XLAShardedTensor requires mesh_shape "
+                             "and partition_spec to be set. Use mark_sharding() to properly "
+                             "initialize sharding information.") from e
+
+    def redistribute(self, device_mesh, placements, *, async_op=False):
+        """A new XLAShardedTensor annotated as placements on device_mesh (an
+        xs.Mesh) describe; async_op annotates a copy instead of this tensor's
+        value. Partial placements are NotImplementedError."""
+        from torch.distributed.tensor.placement_types import Partial, Shard
+        from torch_xla.distributed.spmd import annotations
+        if len(placements) != len(device_mesh.mesh_shape):
+            raise ValueError(f"Number of placements ({len(placements)}) must match mesh "
+                             f"dimensions ({len(device_mesh.mesh_shape)})")
+        if any(isinstance(p, Partial) for p in placements):
+            raise NotImplementedError("Partial placement is not yet implemented and may have "
+                                      "unexpected behavior. Use Shard or Replicate placements "
+                                      "instead.")
+        spec = [None] * self.global_tensor.dim()
+        for mesh_dim, p in enumerate(placements):
+            if isinstance(p, Shard):
+                if p.dim >= len(spec):
+                    raise IndexError(f"Shard dimension {p.dim} is out of bounds for tensor with "
+                                     f"{len(spec)} dimensions")
+                spec[p.dim] = mesh_dim
+        g = self.global_tensor
+        # A copy needs a value of its own (a clone shares g's, and the
+        # annotation lives on the value): g times a one of g's dtype.
+        target = g * torch.ones((), dtype=g.dtype, device=g.device) if async_op else g
+        out = annotations.annotate_custom_sharding(target, device_mesh, tuple(spec))
+        out._axis_names = device_mesh.axis_names
+        return out
 
     def __repr__(self):
         return f"XLAShardedTensor({self.global_tensor})"
