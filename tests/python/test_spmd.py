@@ -43,9 +43,12 @@ def spmd_mode():
 
 @pytest.fixture(autouse=True)
 def _restore_spmd_mode():
-    """The first mark_sharding turns SPMD mode on; each test starts and
-    leaves the mode as it found it."""
+    """Each test runs in SPMD mode, as mark_sharding needs (switched on here
+    rather than by the first mark_sharding, so that no other test's data on
+    xla:1.. matters; test_spmd_api.py tests the switch), and leaves the mode
+    as it found it."""
     before, env = xr._spmd, os.environ.get("XLA_USE_SPMD")
+    xr.use_spmd()
     yield
     xr._spmd = before
     if env is None:

@@ -29,8 +29,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 @pytest.fixture(autouse=True)
 def _spmd_mode_restored():
-    """Marking turns SPMD mode on; every test leaves the mode as found."""
+    """Each test runs in SPMD mode (switched on here rather than by its first
+    mark_sharding, so no other test's data on xla:1.. matters; the switch
+    itself is tested in fresh interpreters below) and leaves the mode as
+    found."""
     before, env = xr._spmd, os.environ.get("XLA_USE_SPMD")
+    xr.use_spmd()
     yield
     xr._spmd = before
     if env is None:
@@ -216,8 +220,11 @@ def test_mark_sharding_of_a_module():
 # -------------------------------------------------------------- SPMD switching
 def test_spmd_mode_presents_one_virtual_device():
     xr._spmd = False
+    os.environ.pop("XLA_USE_SPMD")
+    assert not xr.is_spmd()
     assert xm.get_xla_supported_devices() == ["xla:0", "xla:1", "xla:2", "xla:3"]
-    xs.mark_sharding(_xla(torch.zeros(2)), Mesh(np.arange(4), (4,)), (0,))
+    assert xr.global_device_count() == xr.addressable_device_count() == 4
+    xr.use_spmd()
     assert xr.is_spmd() and os.environ["XLA_USE_SPMD"] == "1"
     assert xm.get_xla_supported_devices() == ["xla:0"]
     assert xr.global_device_count() == xr.addressable_device_count() == 1
