@@ -55,6 +55,12 @@ default_files=(
   test/debug_tool/test_pt_xla_debug.py
   test/test_compilation_cache_utils.py
   test/test_persistent_cache.py
+  test/spmd/test_xla_sharding.py
+  test/spmd/test_xla_sharded_tensor.py
+  test/spmd/test_xla_virtual_device.py
+  test/spmd/test_xla_spmd_python_api_interaction.py
+  test/spmd/test_spmd_debugging.py
+  test/spmd/test_train_spmd_linear_model.py
 )
 if [ $# -gt 0 ]; then files=("$@"); else files=("${default_files[@]}"); fi
 
@@ -63,6 +69,8 @@ file_env() {
   case "$1" in
     test/debug_tool/test_pt_xla_debug.py)
       echo "PT_XLA_DEBUG=1 PT_XLA_DEBUG_FILE=$logs/pt_xla_debug.txt" ;;
+    test/spmd/test_xla_sharded_tensor.py)  # run_test_multi_devices upstream
+      echo "CPU_NUM_DEVICES=4" ;;
     *) echo "" ;;
   esac
 }
@@ -71,6 +79,7 @@ file_env() {
 file_args() {
   case "$1" in
     test/test_operations.py | test/test_xla_graph_execution.py) echo "--verbosity=2" ;;
+    test/spmd/test_train_spmd_linear_model.py) echo "--skip-gradient-checkpointing" ;;
     *) echo "" ;;
   esac
 }

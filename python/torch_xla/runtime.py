@@ -84,8 +84,9 @@ def local_process_count() -> int:
 
 
 def global_device_count() -> int:
-    """Devices of the whole job."""
-    return config.ensure_runtime()
+    """Devices of the whole job (1 in SPMD mode: one virtual device)."""
+    n = config.ensure_runtime()
+    return 1 if is_spmd() else n
 
 
 def local_device_count() -> int:
@@ -95,8 +96,9 @@ def local_device_count() -> int:
 
 
 def addressable_device_count() -> int:
-    """Devices this process drives."""
-    return config.ensure_runtime()
+    """Devices this process drives (1 in SPMD mode: one virtual device)."""
+    n = config.ensure_runtime()
+    return 1 if is_spmd() else n
 
 
 def global_runtime_device_count() -> int:
@@ -151,7 +153,9 @@ def save(data, file_or_path, master_only: bool = True, global_master: bool = Fal
     xm.save(data, file_or_path, master_only=master_only, global_master=global_master)
 
 
-_spmd = False
+# SPMD mode: on after use_spmd(), or when XLA_USE_SPMD was set at import
+# (PyTorch/XLA reads that variable; deleting it turns the mode off again).
+_spmd = os.environ.get("XLA_USE_SPMD", "").lower() in ("1", "true", "yes")
 
 
 def use_spmd(auto=False):
@@ -164,11 +168,12 @@ def use_spmd(auto=False):
     if auto:
         raise NotImplementedError("use_spmd(auto=True): XLA auto-sharding is not supported")
     _spmd = True
+    os.environ["XLA_USE_SPMD"] = "1"
 
 
 def is_spmd():
-    """True after use_spmd()."""
-    return _spmd
+    """True after use_spmd() while XLA_USE_SPMD stays set."""
+    return _spmd and os.environ.get("XLA_USE_SPMD", "").lower() in ("1", "true", "yes")
 
 
 def initialize_cache(path: str, readonly: bool = False):

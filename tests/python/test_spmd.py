@@ -3,6 +3,7 @@ partition-spec semantics (HloSharding text as PyTorch/XLA writes it), the
 annotation in the graph hash and in the emitted StableHLO, values unchanged
 on the engine's own backend, and 8-way SPMD-partitioned execution through
 XLA's CPU plugin (torchtpu.spmd.run_spmd) compared with PyTorch CPU."""
+import os
 import subprocess
 
 import numpy as np
@@ -40,6 +41,22 @@ def spmd_mode():
     xr._spmd = before
 
 
+@pytest.fixture(autouse=True)
+def _restore_spmd_mode():
+    """Each test runs in SPMD mode, as mark_sharding needs (switched on here
+    rather than by the first mark_sharding, so that no other test's data on
+    xla:1.. matters; test_spmd_api.py tests the switch), and leaves the mode
+    as it found it."""
+    before, env = xr._spmd, os.environ.get("XLA_USE_SPMD")
+    xr.use_spmd()
+    yield
+    xr._spmd = before
+    if env is None:
+        os.environ.pop("XLA_USE_SPMD", None)  # subprocesses of later tests inherit it
+    else:
+        os.environ["XLA_USE_SPMD"] = env
+
+
 def mesh24():
     return xs.Mesh(np.arange(8), (2, 4), ("data", "model"))
 
@@ -57,7 +74,7 @@ def mesh24():
 def test_partition_spec_text(dev, spec, text):
     t = torch.zeros(8, 8).to(dev)
     assert xs.get_sharding_spec(t) == ""
-    assert xs.mark_sharding(t, mesh24(), spec) is t
+    assert xs.mark_sharding(t, mesh24(), spec).global_tensor is t
     assert xs.get_sharding_spec(t) == text
 
 
@@ -69,6 +86,10 @@ def test_mesh_device_order_and_types(dev):
     xs.mark_sharding(t, mesh, ("x", "y"))
     assert xs.get_sharding_spec(t) == "{devices=[2,2]3,2,1,0}"
     assert xs.get_sharding_type(t) == xs.ShardingType.TILED
+    # A different sharding over an existing one needs clear_sharding first.
+    with pytest.raises(RuntimeError, match="Existing annotation must be cleared first"):
+        xs.mark_sharding(t, mesh, ("x", None))
+    xs.clear_sharding(t)
     xs.mark_sharding(t, mesh, ("x", None))
     assert xs.get_sharding_type(t) == xs.ShardingType.PARTIAL
     xs.clear_sharding(t)
@@ -103,7 +124,7 @@ def test_module_paths():
 def test_hybrid_mesh(dev):
     mesh = xs.HybridMesh(ici_mesh_shape=(2, 4), axis_names=("a", "b"))
     assert mesh.get_logical_mesh().tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    with pytest.raises(NotImplementedError, match="several slices"):
+    with pytest.raises(ValueError, match="several slices"):
         xs.HybridMesh(ici_mesh_shape=(2, 2), dcn_mesh_shape=(2, 1))
 
 

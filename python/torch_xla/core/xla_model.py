@@ -76,7 +76,7 @@ def is_xla_tensor(tensor: torch.Tensor) -> bool:
 
 def get_xla_supported_devices(max_devices: Optional[int] = None) -> List[str]:
   """['xla:0', 'xla:1', ...], at most max_devices of them."""
-  n = config.ensure_runtime()
+  n = 1 if runtime.is_spmd() else config.ensure_runtime()  # SPMD: one virtual device
   if max_devices:
     n = min(n, max_devices)
   return [f'xla:{i}' for i in range(n)]
@@ -628,15 +628,15 @@ def send_cpu_data_to_device(datas: Any,
   """datas with every CPU tensor copied to device (through lists, tuples,
   dicts, sets and objects' attributes). As in PyTorch/XLA a lone tensor
   comes back as a one-element list, and tuples as lists."""
-  if input_sharding is not None:
-    raise NotImplementedError(
-        'send_cpu_data_to_device(input_sharding=...): shard inputs with '
-        'torch_xla.distributed.spmd.mark_sharding after the transfer')
 
   def convert_fn(tensors):
     # Device data directly (no pending empty tensor for a sync on another
     # thread to catch), as PyTorch/XLA's transfer does.
-    return torch_xla._XLAC._xla_tensors_from_aten(tensors, [device] * len(tensors))
+    out = torch_xla._XLAC._xla_tensors_from_aten(tensors, [device] * len(tensors))
+    if input_sharding is not None:  # a ShardingSpec (spmd/input_sharding.py)
+      from torch_xla.distributed.spmd.input_sharding import shard_batch
+      shard_batch(out, input_sharding)
+    return out
 
   def select_fn(v):
     return type(v) == torch.Tensor and v.device.type == 'cpu'

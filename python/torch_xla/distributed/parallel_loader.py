@@ -57,14 +57,14 @@ class ParallelLoader:
       loader_prefetch_size: capacity of the host-side queue per device.
       device_prefetch_size: capacity of the on-device queue per device.
       host_to_device_transfer_threads: transfer threads per device.
-      input_sharding: not supported by this backend (must be None).
+      input_sharding: a ShardingSpec, or a dict of them keyed like the batch,
+        applied to each batch once on its device (spmd/input_sharding.py).
     """
 
     def __init__(self, cpu_loader, devices, batchdim=0, batches_per_execution=1,
                  loader_prefetch_size=16, device_prefetch_size=1,
                  host_to_device_transfer_threads=1, input_sharding=None):
-        if input_sharding is not None:
-            raise NotImplementedError("input_sharding needs SPMD, which this backend lacks yet")
+        self._input_sharding = input_sharding
         if batches_per_execution < 1:
             raise ValueError(f"batches_per_execution must be >= 1, got {batches_per_execution}")
         self._cpu_loader = cpu_loader
@@ -127,6 +127,9 @@ class ParallelLoader:
                 return
             try:
                 item = xm.send_cpu_data_to_device(item, device)
+                if self._input_sharding is not None:
+                    from torch_xla.distributed.spmd.input_sharding import shard_batch
+                    item = shard_batch(item, self._input_sharding)
             except BaseException as e:
                 self._errors.append(e)
                 self._device_queues[device].put(_END)
