@@ -167,4 +167,3 @@ from torch_xla import amp  # noqa: E402,F401  (AutocastXLA kernels for torch.aut
 from torch_xla import _XLAC  # noqa: E402,F401  (PyTorch/XLA extension-module names)
 from torch_xla._patched_functions import _apply_patches  # noqa: E402
 _apply_patches()  # torch.nn.utils.clip_grad_norm_, as PyTorch/XLA patches it
-_XLAC._init_xla_lazy_backend()  # counts RegisterXLAFunctions once, as PyTorch/XLA's import
