@@ -173,8 +173,9 @@ def test_eager_op_metrics(dev, clean_metrics):
     # two executions, the first of which compiled
     assert met.metric_data("EagerOpCompileTime")[0] == 1
     assert met.metric_data("EagerOpExecuteTime")[0] == 2
-    compile_ns = met.metric_data("CompileTime")[1]
-    assert met.metric_data("EagerOpCompileTime")[1] <= compile_ns
+    # as PyTorch/XLA: eager ops are not sampled in CompileTime/ExecuteTime
+    assert met.metric_data("CompileTime") is None
+    assert met.metric_data("ExecuteTime") is None
 
 
 def test_create_xla_tensor_counts_python_tensors(dev, clean_metrics):
