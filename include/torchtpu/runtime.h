@@ -32,6 +32,15 @@ void tt_runtime_wait(int32_t device);
  * step's inputs (as PyTorch/XLA's mark_step waits for the device). */
 void tt_runtime_throttle(int32_t device);
 
+/* Eager mode (PyTorch/XLA's torch_xla.experimental.eager_mode, off inside
+ * torch_xla.compile regions): while on, a graph compile is sampled in the
+ * EagerOpCompileTime metric instead of CompileTime, and an execution enqueued
+ * while on is sampled in EagerOpExecuteTime instead of ExecuteTime (the
+ * setting at enqueue time counts, not the one when the device runs it).
+ * Nothing else changes: the caller still cuts and syncs each op's graph. */
+void tt_set_eager_mode(int on);
+int tt_eager_mode(void);
+
 /* ---- buffers (refcounted) ---- */
 /* A ready buffer holding a copy of nbytes from host (TransferToDevice). */
 tt_status_t tt_buffer_from_host(int32_t device, const void *host, size_t nbytes,

@@ -125,7 +125,10 @@ def compile(fn=None, full_graph=False, name=None, max_different_graphs=None,
 
     @contextlib.contextmanager
     def region():
-        _sync_named(f"{name}_clear_pending" if name else None)
+        # Both syncs run with eager mode off, as PyTorch/XLA's: their
+        # graphs are sampled in CompileTime/ExecuteTime, not the Eager* ones.
+        with modes.suspend_eager():
+            _sync_named(f"{name}_clear_pending" if name else None)
         t0 = time.perf_counter_ns()
         compiles = _C.counter_value("UncachedCompile") or 0
         r = modes.enter_region(name, full_graph, session_key, max_different_graphs)
@@ -134,8 +137,9 @@ def compile(fn=None, full_graph=False, name=None, max_different_graphs=None,
             yield
             ok = True
         finally:
-            modes.exit_region(r, ok)
-            _sync_named(name)
+            with modes.suspend_eager():
+                modes.exit_region(r, ok)
+                _sync_named(name)
             if name:
                 _C.counter_add(f"CompiledRegion_{name}", 1)
                 _C.metric_add(f"CompiledRegionTime_{name}", 0, float(time.perf_counter_ns() - t0))

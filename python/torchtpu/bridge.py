@@ -350,13 +350,26 @@ def _empty_handle(size, dtype, device):
     return ir.broadcast(zero, dims=tuple(int(s) for s in size))
 
 
+# Set by torchtpu.modes while eager mode is in effect, called with each
+# empty's result: PyTorch/XLA's empty is a zero fill, and its eager mode runs
+# that fill at once like any op (torch.randn(..., device=xla) runs two graphs
+# there, torch.tensor(..., device=xla) one). None costs one global read.
+on_empty = None
+
+
 def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None,
                          memory_format=None):
-    return wrap_result(_empty_handle(size, dtype, device))
+    out = wrap_result(_empty_handle(size, dtype, device))
+    if on_empty is not None:
+        on_empty(out)
+    return out
 
 
 def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
-    return wrap_result(_empty_handle(size, dtype, device))
+    out = wrap_result(_empty_handle(size, dtype, device))
+    if on_empty is not None:
+        on_empty(out)
+    return out
 
 
 def _copy_from_xla_key(src, dst, non_blocking=False):

@@ -18,13 +18,10 @@ global read) when nothing here is active:
   the dynamo bridge counts reads to find FX nodes that cannot be traced.
 """
 import os
-import time
 import traceback
 
 from torchtpu import _C, bridge, xla_shapes
 import torchtpu.lowering as _lowering
-
-_NS = 0  # TT_UNIT_NANOSECONDS
 
 
 def _env_flag(name):
@@ -76,21 +73,23 @@ def _xla_handles(out, acc):
 
 
 def _eager_run(out):
+    """Runs an op's pending results now. The engine samples the compile and
+    the execution under EagerOpCompileTime/EagerOpExecuteTime (its eager
+    setting, _update_hooks), as PyTorch/XLA does, not CompileTime/ExecuteTime."""
     handles = [h for h in _xla_handles(out, []) if h.pending]
-    if not handles:
-        return
-    compiles = _C.counter_value("UncachedCompile") or 0
-    t0 = time.perf_counter_ns()
-    _C.sync_tensors(handles, _eager_debug)
-    dt = time.perf_counter_ns() - t0
-    # As PyTorch/XLA: every op's run is an execution; one that compiled
-    # also records its compile (the engine's CompileTime sample just made).
-    if (_C.counter_value("UncachedCompile") or 0) != compiles:
-        data = _C.metric_data("CompileTime")
-        compile_ns = min(float(data[2][-1][1]), float(dt)) if data and data[2] else 0.0
-        _C.metric_add("EagerOpCompileTime", _NS, compile_ns)
-        dt -= compile_ns
-    _C.metric_add("EagerOpExecuteTime", _NS, float(dt))
+    if handles:
+        # As PyTorch/XLA's device lock: an op's graph is queued once the
+        # device has finished the previous op's (its tracing still overlaps
+        # that execution), so the eager metrics count every earlier op.
+        for d in {h.device for h in handles}:
+            _C.wait(d)
+        _C.sync_tensors(handles, _eager_debug)
+
+
+def _eager_empty(out):
+    # A top-level empty (not one made inside another op's lowering).
+    if _lowering._depth[0] == 0:
+        _eager_run(bridge.inner_of(out))
 
 
 def _observe(func, out, updated=()):
@@ -108,9 +107,11 @@ def _observe(func, out, updated=()):
 def _update_hooks():
     # PyTorch/XLA prints no PT_XLA_DEBUG analysis for eager ops' graphs.
     _C.debug_set_eager(bool(_eager and not _suspended))
+    _C.set_eager_mode(bool(_eager and not _suspended))
     recording = any(r.session is not None for r in _regions)
     want = (_eager and not _suspended) or (recording and _suspended)
     _lowering.op_observer = _observe if want else None
+    bridge.on_empty = _eager_empty if (_eager and not _suspended) else None
     need_dl = bool(_download_listeners) or any(r.full_graph for r in _regions)
     bridge.on_download = _on_download if need_dl else None
 

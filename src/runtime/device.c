@@ -25,6 +25,7 @@
 typedef struct tt_job_s {
   struct tt_job_s *next;
   int held; /* queued but not yet runnable (tt_runtime_release_held) */
+  int eager; /* enqueued in eager mode: sampled in EagerOpExecuteTime */
   tt_executable_t *exe;
   int32_t num_inputs, num_outputs;
   tt_input_value_t *inputs;
@@ -319,6 +320,7 @@ static tt_status_t tt_enqueue(tt_executable_t *exe, int32_t device,
   tt_executable_retain(exe);
   job->exe = exe;
   job->held = held;
+  job->eager = tt_eager_mode();
   job->num_inputs = num_inputs;
   job->num_outputs = num_outputs;
   for (int32_t i = 0; i < num_inputs; ++i) {
@@ -375,7 +377,9 @@ static void tt_job_run(tt_device_t *d, tt_job_t *job) {
     int64_t t0 = tt_now_ns();
     int64_t trace_t0 = tt_trace_now();
     err = tt_executable_execute(job->exe, d->index, job->inputs, out_data);
-    tt_metric_add("ExecuteTime", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
+    /* PyTorch/XLA samples an eager op's execution in EagerOpExecuteTime only. */
+    tt_metric_add(job->eager ? "EagerOpExecuteTime" : "ExecuteTime", TT_UNIT_NANOSECONDS,
+                  (double)(tt_now_ns() - t0));
     tt_trace_complete("Execute", "execute", trace_t0, "{\"hash\":\"%016llx\",\"device\":%d}",
                       (unsigned long long)tt_executable_graph(job->exe)->hash, d->index);
   }

@@ -124,6 +124,42 @@ static void test_lazy_sync_and_cache(void) {
   CHECK(tt_counter_value("CachedCompile") - cached0 == 4);
 }
 
+static int64_t samples_of(const char *name) {
+  int64_t total = 0, n = 0;
+  double acc = 0;
+  return tt_metric_data(name, &total, &acc, &n, NULL, NULL, 0) ? total : 0;
+}
+
+/* Eager mode (tt_set_eager_mode): a compile and the execution queued while
+ * it is on are sampled in EagerOpCompileTime/EagerOpExecuteTime only; off,
+ * in CompileTime/ExecuteTime. */
+static void test_eager_mode_metrics(void) {
+  float x[5] = {1, 2, 3, 4, 5};
+  tt_shape_t s = {.rank = 1, .dims = {5}};
+  for (int eager = 1; eager >= 0; --eager) {
+    tt_runtime_wait(-1);
+    int64_t c0 = samples_of("CompileTime"), e0 = samples_of("ExecuteTime");
+    int64_t ec0 = samples_of("EagerOpCompileTime"), ee0 = samples_of("EagerOpExecuteTime");
+    tt_set_eager_mode(eager);
+    CHECK(tt_eager_mode() == eager);
+    tt_tensor_t *a = NULL, *m = NULL;
+    CHECK_OK(tt_tensor_from_host(0, TT_F32, &s, x, &a));
+    int64_t op = eager ? TT_BIN_SUB : TT_BIN_ADD; /* a graph not yet compiled */
+    tt_tensor_t *ops[2] = {a, a};
+    CHECK_OK(tt_tensor_op(TT_OP_BINARY, 0, ops, 2, &op, 1, NULL, 0, &m));
+    CHECK_OK(tt_lazy_sync_tensors(&m, 1, 0));
+    /* Switched off before the device ran it: the enqueue-time setting counts. */
+    tt_set_eager_mode(0);
+    tt_runtime_wait(-1);
+    CHECK(samples_of("EagerOpCompileTime") - ec0 == eager);
+    CHECK(samples_of("EagerOpExecuteTime") - ee0 == eager);
+    CHECK(samples_of("CompileTime") - c0 == !eager);
+    CHECK(samples_of("ExecuteTime") - e0 == !eager);
+    tt_tensor_release(m);
+    tt_tensor_release(a);
+  }
+}
+
 static void test_metrics_report(void) {
   tt_metric_add("TestTime", TT_UNIT_NANOSECONDS, 2384437513.0);
   tt_counter_add("TestCounter", 3);
@@ -244,6 +280,7 @@ int main(void) {
   test_lazy_sync_and_cache();
   test_derived_roots();
   test_metrics_report();
+  test_eager_mode_metrics();
   test_long_chain_release();
   tt_runtime_wait(-1);
   return test_summary();

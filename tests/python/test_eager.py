@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import torch_xla
+import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
 import torch_xla.experimental as exp
 from torchtpu import bridge
@@ -60,8 +61,9 @@ def test_each_op_runs_at_once(eager, clean_metrics, dev):
     z = (y + 1).relu()
     assert not pending(z)
     torch.testing.assert_close(z.cpu(), ((x.cpu() @ x.cpu()) + 1).relu())
-    # Three new op graphs were compiled; nothing waited for a sync.
-    assert samples("EagerOpCompileTime") == 3
+    # The transfer's zero fill (PyTorch/XLA's empty runs in eager mode) and
+    # three new op graphs were compiled; nothing waited for a sync.
+    assert samples("EagerOpCompileTime") == 4
     assert (met.counter_value("MarkStep") or 0) == 0
 
 
@@ -69,11 +71,12 @@ def test_repeated_ops_hit_the_cache(eager, clean_metrics, dev):
     x = torch.randn(8).to(dev)
     for _ in range(3):
         x = x * 2 + 1
-    # mul and add compiled once each, served from the cache four more times;
-    # every run is an execution (PyTorch/XLA's EagerOpExecuteTime)
-    assert samples("EagerOpCompileTime") == 2
-    assert samples("EagerOpExecuteTime") == 6
-    assert met.counter_value("UncachedCompile") == 2
+    # the transfer's zero fill, then mul and add compiled once each and
+    # served from the cache four more times; every run is an execution
+    # (PyTorch/XLA's EagerOpExecuteTime)
+    assert samples("EagerOpCompileTime") == 3
+    assert samples("EagerOpExecuteTime") == 7
+    assert met.counter_value("UncachedCompile") == 3
 
 
 def test_lazy_mode_records_no_eager_metrics(clean_metrics, dev):
@@ -86,6 +89,7 @@ def test_lazy_mode_records_no_eager_metrics(clean_metrics, dev):
 
 def test_compile_region_is_traced_whole(eager, clean_metrics, dev):
     x = torch.randn(16).to(dev)
+    met.clear_all()  # the transfer's eager zero fill
 
     @torch_xla.compile
     def region(a):
@@ -189,5 +193,6 @@ def test_updated_arguments_run_with_the_op(eager, clean_metrics, dev):
     ref(x.cpu())
     torch.testing.assert_close(m.running_mean.cpu(), ref.running_mean)
     before = samples("EagerOpExecuteTime")
-    torch.randn(5, 79).to(dev)  # a transfer is not an op: nothing runs
-    assert samples("EagerOpExecuteTime") == before
+    torch.randn(5, 79).to(dev)  # a transfer runs its empty's zero fill, as PyTorch/XLA
+    xm.wait_device_ops()
+    assert samples("EagerOpExecuteTime") == before + 1

@@ -173,20 +173,22 @@ def test_eager_op_metrics(dev, clean_metrics):
     # two executions, the first of which compiled
     assert met.metric_data("EagerOpCompileTime")[0] == 1
     assert met.metric_data("EagerOpExecuteTime")[0] == 2
-    compile_ns = met.metric_data("CompileTime")[1]
-    assert met.metric_data("EagerOpCompileTime")[1] <= compile_ns
+    # as PyTorch/XLA: eager ops are not sampled in CompileTime/ExecuteTime
+    assert met.metric_data("CompileTime") is None
+    assert met.metric_data("ExecuteTime") is None
 
 
 def test_create_xla_tensor_counts_python_tensors(dev, clean_metrics):
     # PyTorch/XLA counts its tensor objects: torch.tensor makes one
     t = torch.tensor(2077, device=dev)
     assert met.counter_value("CreateXlaTensor") == 1
-    u = t + 1
-    assert met.counter_value("CreateXlaTensor") == 2
-    del u
+    u = t + 1  # and one for the wrapped number 1, freed after the add
+    assert met.counter_value("CreateXlaTensor") == 3
     assert met.counter_value("DestroyXlaTensor") == 1
+    del u
+    assert met.counter_value("DestroyXlaTensor") == 2
     torch_xla._XLAC._xla_increment_counter("CreateXlaTensor", 3)
-    assert met.counter_value("CreateXlaTensor") == 5
+    assert met.counter_value("CreateXlaTensor") == 6
     assert torch._is_functional_tensor(t) and t.cpu().item() == 2077
 
 

@@ -39,6 +39,7 @@ from torch_xla._XLAC.state import (  # noqa: F401
     _set_ir_debug, _set_use_eager_mode, _xla_get_enable_alias_with_buffer_donor_config,
     _xla_get_mat_mul_precision, _xla_set_enable_alias_with_buffer_donor_config,
     _xla_set_mat_mul_precision)
+from torch_xla._XLAC.tensors import _replace_xla_tensor  # noqa: F401
 from torch_xla.amp.syncfree._functional import (  # noqa: F401
     adam_optimizer_step_ as _xla_adam_optimizer_step_,
     sgd_optimizer_step_ as _xla_sgd_optimizer_step_)

@@ -4,8 +4,9 @@ In eager mode every op's graph is cut, compiled (once per distinct op and
 shape; the cache serves repeats) and queued as soon as the op is recorded,
 so errors surface at the op and no graph grows across a training step.
 torch_xla.compile regions (and torch.compile's openxla backend) are still
-traced and compiled whole. Metrics: EagerOpCompileTime (ops whose graph was
-compiled) and EagerOpExecuteTime (ops served from the cache).
+traced and compiled whole. Metrics, as PyTorch/XLA: an eager op's compile
+is sampled in EagerOpCompileTime and its execution in EagerOpExecuteTime,
+not in CompileTime/ExecuteTime; empty runs its zero fill as an op.
 XLA_USE_EAGER_DEBUG_MODE=1 turns eager mode on at import and also waits for
 each op to finish.
 """

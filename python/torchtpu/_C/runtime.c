@@ -71,6 +71,22 @@ static PyObject *py_config_reload(PyObject *m, PyObject *a) {
   Py_RETURN_NONE;
 }
 
+/* set_eager_mode(bool): the engine's eager setting (runtime.h), which picks
+ * the Eager* metrics for compiles and executions. */
+static PyObject *py_set_eager_mode(PyObject *m, PyObject *args) {
+  (void)m;
+  int on = 0;
+  if (!PyArg_ParseTuple(args, "p", &on)) return NULL;
+  tt_set_eager_mode(on);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_eager_mode(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  return PyBool_FromLong(tt_eager_mode());
+}
+
 PyMethodDef tt_py_methods_runtime[] = {
     {"init", py_init, METH_VARARGS, "init(num_devices)"},
     {"device_count", py_device_count, METH_NOARGS, "number of devices"},
@@ -78,6 +94,9 @@ PyMethodDef tt_py_methods_runtime[] = {
     {"sync_tensors", py_sync_tensors, METH_VARARGS, "sync_tensors(tensors, wait=False)"},
     {"wait", py_wait, METH_VARARGS, "wait(device=-1)"},
     {"memory_stats", py_memory_stats, METH_VARARGS, "memory_stats(device) -> (in_use, peak)"},
+    {"set_eager_mode", py_set_eager_mode, METH_VARARGS,
+     "set_eager_mode(bool): compiles/executions sampled as eager ops"},
+    {"eager_mode", py_eager_mode, METH_NOARGS, "the engine's eager setting"},
     {"config_reload", py_config_reload, METH_NOARGS, "re-read the engine's environment settings"},
     {NULL, NULL, 0, NULL},
 };

@@ -4,6 +4,7 @@ import math
 import torch
 
 from torchtpu import bridge, settings, ir
+from torchtpu.op_metrics import tensor_counts as _tensor_counts
 from torchtpu.lowering.core import (
     BIN, BINARY, CONVERT, UN, UNARY, WHERE, XlaTensor, aten, device_of, float_type_of, handle,
     lowers, refuse_fake, result_type, scalar, tt, wrap, TT_BOOL)
@@ -25,7 +26,17 @@ def _on_device(a, b):
     bitwise and/or/xor, shifts) takes a CPU tensor operand this way, so
     `cpu_t + xla_t` and `xla_t + cpu_t` both compute on the device; its other
     ops, like PyTorch's, refuse one (core.cpu_operand). A 0-dim CPU tensor
-    stays a scalar, as everywhere."""
+    stays a scalar, as everywhere.
+
+    A number or 0-dim CPU tensor operand is counted as one xla tensor made
+    and destroyed (CreateXlaTensor/DestroyXlaTensor): PyTorch/XLA makes an
+    XLATensor of it for the op (`t += 1` destroys two tensors there)."""
+    a_xla = type(a) is XlaTensor
+    if a_xla != (type(b) is XlaTensor):
+        other = b if a_xla else a
+        if not isinstance(other, torch.Tensor) or other.dim() == 0:
+            _tensor_counts[0] += 1
+            _tensor_counts[1] += 1
     if isinstance(a, torch.Tensor) and not isinstance(a, XlaTensor) and a.dim() > 0:
         refuse_fake(a)
         dev = device_of(b)

@@ -747,7 +747,8 @@ def _bn_eval_outputs(fn, training_pos=5):
             return out
         dev, dt = out[0]._h.device, out[0]._h.dtype
         empty = wrap(broadcast(scalar(dev, dt, 0), [0]))
-        return out[0], empty, wrap(broadcast(scalar(dev, dt, 0), [0]))
+        # (the functional variant's new running statistics follow)
+        return (out[0], empty, wrap(broadcast(scalar(dev, dt, 0), [0]))) + tuple(out[3:])
     return lowering
 
 
@@ -856,6 +857,11 @@ lowers(aten._native_batch_norm_legit.default)(
     _bn_forward(aten._native_batch_norm_legit.default))
 lowers(aten._native_batch_norm_legit.no_stats)(
     _bn_forward(aten._native_batch_norm_legit.no_stats, 3, has_stats=False))
+# What functionalization turns _native_batch_norm_legit into (the running
+# statistics come back as outputs); eval mode's save_mean/save_invstd are
+# empty there too, as on the CPU.
+lowers(aten._native_batch_norm_legit_functional.default)(
+    _bn_eval_outputs(aten._native_batch_norm_legit_functional.default))
 
 
 # ------------------------------------------------------------ nll loss

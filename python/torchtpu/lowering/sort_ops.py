@@ -162,50 +162,10 @@ lowers(aten.median.dim)(_median_dim(False))
 lowers(aten.nanmedian.dim)(_median_dim(True))
 
 
-@lowers(aten.mode.default)
-def mode(x, dim=-1, keepdim=False):
-    """Most frequent value along dim (the smallest among equally frequent
-    ones) and the index of its last occurrence, as ATen's CPU mode."""
-    d = norm_dim(dim, x.dim())
-    h = _vec(x._h)
-    dev = h.device
-    n = h.shape[d]
-    # counts[i] = number of j with x[j] == x[i], by a pairwise comparison
-    # along an added axis (fine for the sizes mode is used with).
-    a = _unsq(h, d + 1)           # [..., n, 1, ...]
-    b = _unsq(h, d)               # [..., 1, n, ...]
-    eq = ir.binary(a, b, op=BIN["eq"])
-    nan_a = ir.unary(a, op=UN["isnan"], alpha=0.0, beta=0.0) if x.dtype.is_floating_point else None
-    if nan_a is not None:
-        nan_b = ir.unary(b, op=UN["isnan"], alpha=0.0, beta=0.0)
-        eq = ir.binary(eq, ir.binary(nan_a, nan_b, op=BIN["logical_and"]), op=BIN["logical_or"])
-    counts = ir.reduce(convert(eq, TT_I64), op=RED_SUM, dims_mask=1 << (d + 1), keepdim=0, dtype=TT_I64)
-    best = ir.reduce(counts, op=RED_MAX, dims_mask=1 << d, keepdim=1, dtype=TT_I64)
-    is_best = ir.binary(counts, best, op=BIN["eq"])
-    # Among the most frequent values take the smallest: sort ascending and
-    # take the first position whose value is among the most frequent.
-    order = argsort_h(h, d)
-    best_sorted = gather_h(is_best, d, order)
-    pos = reshape(iota(dev, n), [n if i == d else 1 for i in range(len(h.shape))])
-    big = scalar(dev, TT_I64, n)
-    first = ir.reduce(ir.where(best_sorted, pos, big), op=RED_MIN, dims_mask=1 << d, keepdim=1, dtype=TT_I64)
-    val = gather_h(h, d, gather_h(order, d, first))
-    # The index of its last occurrence.
-    same = ir.binary(h, val, op=BIN["eq"])
-    if nan_a is not None:
-        same = ir.binary(same, ir.binary(ir.unary(h, op=UN["isnan"], alpha=0.0, beta=0.0), ir.unary(val, op=UN["isnan"], alpha=0.0, beta=0.0), op=BIN["logical_and"]), op=BIN["logical_or"])
-    last = ir.reduce(ir.where(same, pos, scalar(dev, TT_I64, -1)), op=RED_MAX, dims_mask=1 << d, keepdim=1, dtype=TT_I64)
-    if x.dim() == 0:
-        return wrap(reshape(val, [])), wrap(reshape(last, []))
-    if not keepdim:
-        val, last = _squeeze_dim(val, d), _squeeze_dim(last, d)
-    return wrap(val), wrap(last)
-
-
-def _unsq(h, d):
-    shape = list(h.shape)
-    shape.insert(d, 1)
-    return reshape(h, shape)
+# aten::mode has no lowering: it runs on the counted CPU fallback, as in
+# PyTorch/XLA (which has no XLA kernel for it). ATen's CPU kernel picks the
+# index among equal values from an unstable std::sort of (value, index)
+# pairs, so only running that kernel gives PyTorch's indices.
 
 
 # ------------------------------------------------------------ searching
