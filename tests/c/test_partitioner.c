@@ -125,6 +125,15 @@ typedef struct input_s {
 
 typedef int (*build_fn)(tt_node_t **in, tt_node_t **out);
 
+/* The mesh of the case being built (for annotations inside a graph). */
+static const mesh_t *g_mesh;
+static tt_node_t *annotate(tt_node_t *n, const char *spec) {
+  tt_sharding_t *sh = spec_sharding(g_mesh, n->shape.rank, spec);
+  CHECK_OK(tt_node_set_sharding(n, sh), spec);
+  free(sh);
+  return n;
+}
+
 /* ---- running programs ---- */
 /* Replays graph g's instructions as tensor ops on device dev; host[k] is
  * input k's data. outs[j] gets output j (one reference). */
@@ -184,6 +193,7 @@ static int count_op(const tt_graph_t *g, tt_op_t op) {
 static void run_case(const char *name, const mesh_t *m, int32_t nin, const input_t *ins,
                      build_fn build, double tol, tt_partition_stats_t *stats) {
   tt_node_t *in_nodes[4], *outs[4];
+  g_mesh = m;
   for (int32_t k = 0; k < nin; ++k) {
     tt_shape_t s = {ins[k].rank, {0}};
     for (int32_t d = 0; d < s.rank; ++d) s.dims[d] = ins[k].dims[d];
@@ -384,6 +394,35 @@ static int b_mlp(tt_node_t **in, tt_node_t **out) {
   return 1;
 }
 
+static int b_dot_trans(tt_node_t **in, tt_node_t **out) {
+  /* a^T b^T: a [1, K, M], b [1, N, K] */
+  out[0] = mk(TT_OP_DOT, OPS(in[0], in[1]), IA(1, 1));
+  return 1;
+}
+static int b_reshard_output(tt_node_t **in, tt_node_t **out) {
+  /* rows in, columns out: the result is resharded (gather rows, slice
+   * columns) */
+  out[0] = annotate(unary(TT_UN_EXP, in[0]), "-,0");
+  out[1] = annotate(binary(TT_BIN_ADD, in[0], in[0]), "0,-");
+  return 2;
+}
+static int b_keepdim_argmax(tt_node_t **in, tt_node_t **out) {
+  out[0] = mk(TT_OP_REDUCE, OPS(in[0]), IA(TT_RED_SUM, 1, 1, TT_F32));
+  out[1] = mk(TT_OP_CONVERT, OPS(mk(TT_OP_REDUCE, OPS(in[0]), IA(TT_RED_ARGMAX, 1, 0, TT_I64))),
+              IA(TT_F32));
+  return 2;
+}
+static int b_block(tt_node_t **in, tt_node_t **out) {
+  /* softmax(x W1 + b) W2, summed over the batch: a small block mixing
+   * the families. */
+  tt_node_t *h = dot(in[0], in[1]);
+  h = binary(TT_BIN_ADD, h, in[2]);
+  h = mk(TT_OP_SOFTMAX, OPS(h), IA(2, 0));
+  tt_node_t *y = dot(h, in[3]);
+  out[0] = reduce(TT_RED_SUM, mk(TT_OP_RESHAPE, OPS(y), IA(8, 3)), 1);
+  return 1;
+}
+
 #define F TT_F32
 #define I(rank, d0, d1, d2, spec) {rank, {d0, d1, d2}, spec, F}
 
@@ -520,6 +559,39 @@ static void test_mlp_collectives(void) {
         (long long)st.all_gathers);
 }
 
+static void test_more(void) {
+  tt_partition_stats_t st;
+  /* Both operands transposed, K sharded: still one all_reduce. */
+  input_t tr[2] = {I(3, 1, 5, 3, "-,0,-"), I(3, 1, 4, 5, "-,-,0")};
+  run_case("dot transposed", &M2, 2, tr, b_dot_trans, 1e-5, &st);
+  CHECK(st.all_reduces == 1 && st.all_gathers == 0, "dot transposed: %lld reduces %lld gathers",
+        (long long)st.all_reduces, (long long)st.all_gathers);
+  run_case("dot transposed", &M4, 2, tr, b_dot_trans, 1e-5, &st);
+  /* A user's output layout that differs from its operand's. */
+  input_t x[1] = {I(2, 6, 5, 0, "0,-")};
+  run_case("resharded output", &M4, 1, x, b_reshard_output, 0, &st);
+  CHECK(st.all_gathers == 1 && st.all_reduces == 0, "resharded output: %lld gathers",
+        (long long)st.all_gathers);
+  run_case("resharded output", &M2, 1, x, b_reshard_output, 0, &st);
+  /* keepdim sum over sharded rows (partial), argmax over them (gathered). */
+  input_t r[1] = {I(2, 7, 3, 0, "0,-")};
+  run_case("keepdim/argmax", &M4, 1, r, b_keepdim_argmax, 1e-5, &st);
+  CHECK(st.all_reduces == 1 && st.all_gathers == 1, "keepdim/argmax: %lld reduces %lld gathers",
+        (long long)st.all_reduces, (long long)st.all_gathers);
+  input_t r22[1] = {I(2, 7, 3, 0, "0,1")};
+  run_case("keepdim/argmax", &M22, 1, r22, b_keepdim_argmax, 1e-5, &st);
+  /* A block over a (2,2) mesh: batch over axis 0, hidden over axis 1. */
+  input_t blk[4] = {I(3, 1, 8, 6, "-,0,-"), I(3, 1, 6, 5, "-,-,1"), I(1, 5, 0, 0, NULL),
+                    I(3, 1, 5, 3, NULL)};
+  run_case("block", &M22, 4, blk, b_block, 1e-5, &st);
+  run_case("block", &M2, 4, (input_t[]){I(3, 1, 8, 6, "-,0,-"), I(3, 1, 6, 5, NULL),
+                                         I(1, 5, 0, 0, NULL), I(3, 1, 5, 3, NULL)},
+           b_block, 1e-5, &st);
+  CHECK(st.all_gathers == 0 && st.all_reduces == 1,
+        "data-parallel block: %lld gathers %lld reduces (the batch sum)",
+        (long long)st.all_gathers, (long long)st.all_reduces);
+}
+
 static void test_fallback(void) {
   /* index_select has no partition rule: the sharded table is gathered and
    * the lookup computed replicated; counted. */
@@ -582,6 +654,7 @@ int main(void) {
   test_reductions();
   test_dot();
   test_mlp_collectives();
+  test_more();
   test_fallback();
   test_refusals();
   tt_runtime_wait(-1);
