@@ -125,6 +125,8 @@ typedef struct input_s {
 
 typedef int (*build_fn)(tt_node_t **in, tt_node_t **out);
 
+static int g_cases; /* cases run (printed at the end) */
+
 /* The mesh of the case being built (for annotations inside a graph). */
 static const mesh_t *g_mesh;
 static tt_node_t *annotate(tt_node_t *n, const char *spec) {
@@ -194,6 +196,7 @@ static void run_case(const char *name, const mesh_t *m, int32_t nin, const input
                      build_fn build, double tol, tt_partition_stats_t *stats) {
   tt_node_t *in_nodes[4], *outs[4];
   g_mesh = m;
+  ++g_cases;
   for (int32_t k = 0; k < nin; ++k) {
     tt_shape_t s = {ins[k].rank, {0}};
     for (int32_t d = 0; d < s.rank; ++d) s.dims[d] = ins[k].dims[d];
@@ -406,6 +409,12 @@ static int b_reshard_output(tt_node_t **in, tt_node_t **out) {
   out[1] = annotate(binary(TT_BIN_ADD, in[0], in[0]), "0,-");
   return 2;
 }
+static int b_dot_rows_out(tt_node_t **in, tt_node_t **out) {
+  /* row-parallel with the result wanted sharded by rows (sequence
+   * parallelism): the partial sums reduce-scatter. */
+  out[0] = annotate(dot(in[0], in[1]), "-,0,-");
+  return 1;
+}
 static int b_keepdim_argmax(tt_node_t **in, tt_node_t **out) {
   out[0] = mk(TT_OP_REDUCE, OPS(in[0]), IA(TT_RED_SUM, 1, 1, TT_F32));
   out[1] = mk(TT_OP_CONVERT, OPS(mk(TT_OP_REDUCE, OPS(in[0]), IA(TT_RED_ARGMAX, 1, 0, TT_I64))),
@@ -567,6 +576,15 @@ static void test_more(void) {
   CHECK(st.all_reduces == 1 && st.all_gathers == 0, "dot transposed: %lld reduces %lld gathers",
         (long long)st.all_reduces, (long long)st.all_gathers);
   run_case("dot transposed", &M4, 2, tr, b_dot_trans, 1e-5, &st);
+  /* Row-parallel with the result wanted in row tiles over the devices
+   * that hold K: rows and K cannot share those devices, so both K dims
+   * are gathered (a reduce_scatter would do: not done yet). */
+  input_t rs[2] = {I(3, 1, 6, 5, "-,-,0"), I(3, 1, 5, 3, "-,0,-")};
+  run_case("dot reduce-scatter", &M4, 2, rs, b_dot_rows_out, 1e-5, &st);
+  CHECK(st.all_reduces == 0 && st.all_gathers == 2,
+        "row-parallel into rows (4,): %lld all_reduces %lld gathers", (long long)st.all_reduces,
+        (long long)st.all_gathers);
+  run_case("dot reduce-scatter", &M2, 2, rs, b_dot_rows_out, 1e-5, &st);
   /* A user's output layout that differs from its operand's. */
   input_t x[1] = {I(2, 6, 5, 0, "0,-")};
   run_case("resharded output", &M4, 1, x, b_reshard_output, 0, &st);
@@ -659,5 +677,6 @@ int main(void) {
   test_refusals();
   tt_runtime_wait(-1);
   tt_buffer_release(g_buf);
+  printf("%d partitioned cases\n", g_cases);
   return test_summary();
 }
