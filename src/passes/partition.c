@@ -1,0 +1,454 @@
+/* The SPMD partitioner (include/torchtpu/partition.h; docs/spmd.md,
+ * "Partitioner"): one partition's program of a propagated graph.
+ *
+ * Every instruction's value is held as this partition's tile of its
+ * propagated layout R (graph->sharding_prop). An op is lowered in one of
+ * three ways:
+ *  - mapped (the ops whose attributes the partitioner knows how to adjust
+ *    to shard shapes): from the op's dim map, L0 = R restricted to the
+ *    result dims some operand dim maps to; each operand is resharded to L0
+ *    moved back onto it (free when it already is), the op runs on the
+ *    shards and gives L0; a slice to R's tiles finishes (free).
+ *  - partial (reductions and dot whose reduced or contracted dims an
+ *    operand holds tiled): those dims stay tiled, their padding is masked
+ *    with the reduction's identity, each device reduces its shard and one
+ *    all_reduce over the devices that hold the other pieces combines them.
+ *  - fallback (every other op): operands gathered to replicated, computed
+ *    replicated as in the source graph, sliced to R. Counted.
+ * The decisions depend only on layouts, never on the partition, so every
+ * partition's program issues the same collectives in the same order. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/partition_internal.h"
+#include "torchtpu/op_table.h"
+
+typedef struct tt_part_val_s {
+  tt_node_t *node;
+  tt_sharding_t *layout; /* full form, owned */
+} tt_part_val_t;
+
+/* Ops lowered on shards: their attributes hold no sizes of the dims their
+ * maps keep, or ones lower_mapped rewrites (broadcast, reshape, slice). */
+static int tt_part_is_mapped(const tt_instr_t *in) {
+  switch (in->op) {
+    case TT_OP_UNARY: case TT_OP_BINARY: case TT_OP_WHERE: case TT_OP_CONVERT:
+    case TT_OP_SPECIAL: case TT_OP_BROADCAST: case TT_OP_RESHAPE: case TT_OP_TRANSPOSE:
+    case TT_OP_SLICE: case TT_OP_CONCAT: case TT_OP_PAD: case TT_OP_FLIP: case TT_OP_SCAN:
+    case TT_OP_CUMULATIVE: case TT_OP_ARGSORT: case TT_OP_SOFTMAX_BWD: case TT_OP_REDUCE:
+    case TT_OP_DOT:
+      return 1;
+    case TT_OP_SOFTMAX: {
+      tt_softmax_attrs_t a;
+      TT_ATTRS(in, &a);
+      return in->num_operands == 1 && !a.packed;
+    }
+    default:
+      return 0;
+  }
+}
+
+static tt_sharding_t *tt_part_replicated(tt_part_t *p, int32_t rank) {
+  tt_sharding_t rep = {TT_SHARDING_REPLICATED, 0, {0}, 0, 0};
+  return tt_part_full(p, &rep, rank);
+}
+
+static tt_sharding_t *tt_part_project(tt_part_t *p, const tt_sharding_t *s, int32_t src_rank,
+                                      const int32_t *to, int32_t dst_rank) {
+  if (p->error || !s) return NULL;
+  tt_sharding_t *r = tt_sharding_project(s, src_rank, to, dst_rank, NULL, NULL);
+  if (!r) p->error = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
+  return r;
+}
+
+/* The identity a masked padding element takes for reduction `op` over
+ * dtype, or 0 when the partial path does not take that pair. */
+static int tt_part_identity(int64_t op, tt_dtype_t dtype, double *out) {
+  switch (op) {
+    case TT_RED_SUM: case TT_RED_MEAN: case TT_RED_ANY: *out = 0.0; return 1;
+    case TT_RED_PROD: case TT_RED_ALL: *out = 1.0; return 1;
+    case TT_RED_MAX: *out = -__builtin_inf(); return tt_dtype_is_float(dtype);
+    case TT_RED_MIN: *out = __builtin_inf(); return tt_dtype_is_float(dtype);
+    default: return 0;
+  }
+}
+
+/* Row-major index of dev's tile over the dims of full-form s marked in
+ * `dims` (NULL: every tensor dim). */
+static int64_t tt_part_tile_index(const tt_sharding_t *s, int32_t rank, int32_t dev,
+                                  const uint8_t *dims) {
+  int64_t c[TT_MAX_RANK], idx = 0;
+  tt_part_coords(s, rank, dev, c, NULL);
+  for (int32_t d = 0; d < rank; ++d)
+    if (!dims || dims[d]) idx = idx * s->tile_dims[d] + c[d];
+  return idx;
+}
+
+/* The all_reduce groups of partial values: devices holding the same tile
+ * of the result (under l0) and different pieces of the reduced dims (under
+ * m, over red), tk of them each; ids gets p->n partition numbers. 0 when
+ * the devices do not form such groups. */
+static int tt_part_partial_groups(tt_part_t *p, const tt_sharding_t *l0, int32_t yrank,
+                                  const tt_sharding_t *m, int32_t mrank, const uint8_t *red,
+                                  int64_t tk, int32_t *ids) {
+  int32_t n = p->n;
+  int64_t key[27], kid[27], occ[27];
+  for (int32_t dev = 0; dev < n; ++dev) {
+    key[dev] = tt_part_tile_index(l0, yrank, dev, NULL);
+    kid[dev] = tt_part_tile_index(m, mrank, dev, red);
+    occ[dev] = 0;
+    for (int32_t e = 0; e < dev; ++e) occ[dev] += key[e] == key[dev] && kid[e] == kid[dev];
+  }
+  /* Sort by (key, occurrence, piece): each run of tk is one group. */
+  for (int32_t i = 0; i < n; ++i) ids[i] = i;
+  for (int32_t i = 1; i < n; ++i)
+    for (int32_t j = i; j > 0; --j) {
+      int32_t a = ids[j - 1], b = ids[j];
+      int later = key[a] != key[b] ? key[a] > key[b]
+                  : occ[a] != occ[b] ? occ[a] > occ[b]
+                                     : kid[a] > kid[b];
+      if (!later) break;
+      ids[j - 1] = b;
+      ids[j] = a;
+    }
+  if (tk <= 0 || n % tk) return 0;
+  for (int32_t g = 0; g < n; g += (int32_t)tk)
+    for (int32_t q = 0; q < tk; ++q) {
+      int32_t dev = ids[g + q], first = ids[g];
+      if (kid[dev] != q || key[dev] != key[first] || occ[dev] != occ[first]) return 0;
+    }
+  return 1;
+}
+
+typedef struct tt_part_op_s {
+  tt_part_t *p;
+  const tt_instr_t *in;
+  const tt_part_val_t *vals;
+  int32_t nops;
+  int32_t (*rows)[TT_MAX_RANK];
+  int32_t partial_reduce;
+  tt_sharding_t *r, *l0;
+  tt_sharding_t **a; /* per operand: the layout computing on shards needs */
+} tt_part_op_t;
+
+static const tt_shape_t *tt_part_xshape(const tt_part_op_t *o, int32_t k) {
+  return &o->p->g->instrs[o->in->operands[k]].shape;
+}
+
+/* Runs the op on operand nodes xs with its attributes adjusted to shard
+ * shapes; checks the result is L0's shard. */
+static tt_node_t *tt_part_run_local(tt_part_op_t *o, tt_node_t **xs, int64_t reduce_op) {
+  tt_part_t *p = o->p;
+  const tt_instr_t *in = o->in;
+  int64_t ia[TT_MAX_IATTRS];
+  int32_t ni = in->num_iattrs;
+  memcpy(ia, in->iattrs, sizeof(int64_t) * (size_t)ni);
+  tt_shape_t want = tt_part_local_shape(o->l0, &in->shape);
+  if (in->op == TT_OP_BROADCAST || in->op == TT_OP_RESHAPE) {
+    ni = want.rank;
+    memcpy(ia, want.dims, sizeof(int64_t) * (size_t)ni);
+  } else if (in->op == TT_OP_SLICE && xs[0]) {
+    tt_slice_attrs_t a;
+    TT_ATTRS(in, &a);
+    for (int32_t d = 0; d < a.limit.n; ++d)
+      if (o->a[0]->tile_dims[d] > 1) a.limit.v[d] = xs[0]->shape.dims[d];
+    double fa[TT_MAX_FATTRS];
+    tt_status_t st = tt_attrs_encode(TT_OP_SLICE, &a, sizeof(a), -1, ia, &ni, fa);
+    if (st) {
+      p->error = st;
+      return NULL;
+    }
+  } else if (in->op == TT_OP_REDUCE) {
+    ia[0] = reduce_op;
+  }
+  tt_node_t *y = tt_part_make(p, in->op, xs, o->nops, ia, ni, in->fattrs);
+  if (y && !tt_shape_equal(&y->shape, &want)) {
+    p->error = tt_status_make(TT_INTERNAL,
+                              "partitioner: %s on shards gave rank %d dim0 %lld, want dim0 %lld",
+                              tt_op_name(in->op), (int)y->shape.rank,
+                              (long long)(y->shape.rank ? y->shape.dims[0] : 0),
+                              (long long)(want.rank ? want.dims[0] : 0));
+    return NULL;
+  }
+  return y;
+}
+
+/* The partial path; 0 (nothing made) when it does not apply. */
+static int tt_part_try_partial(tt_part_op_t *o, tt_part_val_t *out) {
+  tt_part_t *p = o->p;
+  const tt_instr_t *in = o->in;
+  if (o->partial_reduce < 0 || (in->op != TT_OP_REDUCE && in->op != TT_OP_DOT)) return 0;
+  uint8_t red[2][TT_MAX_RANK];
+  int32_t nred[2] = {0, 0}, rdim[2][TT_MAX_RANK];
+  int32_t best = -1;
+  int64_t best_tiles = 1;
+  for (int32_t k = 0; k < o->nops; ++k) {
+    const tt_sharding_t *s = o->vals[in->operands[k]].layout;
+    int64_t t = 1;
+    for (int32_t d = 0; d < tt_part_xshape(o, k)->rank; ++d) {
+      red[k][d] = o->rows[k][d] == TT_SDIM_REDUCED;
+      if (red[k][d]) {
+        rdim[k][nred[k]++] = d;
+        t *= s->tile_dims[d];
+      }
+    }
+    if (t > best_tiles) {
+      best = k;
+      best_tiles = t;
+    }
+  }
+  if (best < 0) return 0;
+  double identity = 0.0;
+  int64_t op = in->op == TT_OP_REDUCE ? in->iattrs[0] : TT_RED_SUM;
+  if (!tt_part_identity(op, p->g->instrs[in->operands[0]].dtype, &identity)) return 0;
+  for (int32_t k = 0; k < o->nops; ++k)
+    if (nred[k] != nred[best]) return 0;
+  /* The reduced dims' tiling of the best operand, moved onto each operand
+   * and merged with what the result needs. */
+  int32_t brank = tt_part_xshape(o, best)->rank;
+  tt_sharding_t *m[2] = {NULL, NULL}, *q = NULL;
+  int32_t to[TT_MAX_RANK];
+  for (int32_t d = 0; d < brank; ++d) to[d] = red[best][d] ? d : -1;
+  q = tt_part_project(p, o->vals[in->operands[best]].layout, brank, to, brank);
+  int ok = q != NULL;
+  for (int32_t k = 0; k < o->nops && ok; ++k) {
+    int32_t xr = tt_part_xshape(o, k)->rank;
+    for (int32_t d = 0; d < brank; ++d) to[d] = -1;
+    for (int32_t j = 0; j < nred[k]; ++j) {
+      if (tt_part_xshape(o, best)->dims[rdim[best][j]] != tt_part_xshape(o, k)->dims[rdim[k][j]])
+        ok = 0;
+      to[rdim[best][j]] = rdim[k][j];
+    }
+    tt_sharding_t *qk = ok ? tt_part_project(p, q, brank, to, xr) : NULL;
+    m[k] = qk ? tt_sharding_merge(o->a[k], qk, xr) : NULL;
+    free(qk);
+    ok = ok && m[k];
+  }
+  int32_t ids[27];
+  int64_t tk = 1;
+  for (int32_t j = 0; j < nred[best]; ++j) tk *= q ? q->tile_dims[rdim[best][j]] : 1;
+  ok = ok && tt_part_partial_groups(p, o->l0, in->shape.rank, m[best], brank, red[best], tk, ids);
+  if (ok) {
+    tt_node_t *xs[2];
+    uint64_t mask_dims[2] = {0, 0};
+    for (int32_t k = 0; k < o->nops; ++k) {
+      const tt_part_val_t *v = &o->vals[in->operands[k]];
+      xs[k] = tt_part_reshard(p, v->node, tt_part_xshape(o, k), v->layout, m[k]);
+      for (int32_t j = 0; j < nred[k]; ++j) mask_dims[k] |= 1ull << rdim[k][j];
+      xs[k] = tt_part_mask(p, xs[k], tt_part_xshape(o, k), m[k], mask_dims[k], identity);
+    }
+    int64_t local_op = op == TT_RED_MEAN ? TT_RED_SUM : op;
+    tt_node_t *y = tt_part_run_local(o, xs, local_op);
+    y = tt_part_all_reduce(p, y, local_op, ids, (int32_t)tk);
+    if (y && op == TT_RED_MEAN) {
+      int64_t count = 1;
+      for (int32_t j = 0; j < nred[0]; ++j) count *= tt_part_xshape(o, 0)->dims[rdim[0][j]];
+      tt_node_t *mul[2] = {y, tt_part_constant(p, 1.0 / (double)count, y->dtype,
+                                               y->shape.rank)};
+      int64_t code = TT_BIN_MUL;
+      y = tt_part_make(p, TT_OP_BINARY, mul, 2, &code, 1, NULL);
+    }
+    out->node = tt_part_reshard(p, y, &in->shape, o->l0, o->r);
+    ++p->stats->local_ops;
+  }
+  free(q);
+  free(m[0]);
+  free(m[1]);
+  return ok;
+}
+
+/* Lowers a mapped op (or, with fallback, any op: operands replicated). */
+static void tt_part_lower_op(tt_part_t *p, int32_t i, tt_part_val_t *vals, int fallback) {
+  const tt_instr_t *in = &p->g->instrs[i];
+  int32_t nops = in->num_operands, yr = in->shape.rank;
+  tt_part_op_t o = {p, in, vals, nops, NULL, -1, NULL, NULL, NULL};
+  tt_part_val_t *out = &vals[i];
+  o.rows = malloc(sizeof(*o.rows) * ((size_t)nops + 1));
+  o.a = calloc((size_t)nops + 1, sizeof(*o.a));
+  tt_node_t **xs = calloc((size_t)nops + 1, sizeof(*xs));
+  if (!o.rows || !o.a || !xs) {
+    p->error = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
+    goto done;
+  }
+  o.r = tt_part_full(p, p->g->sharding_prop[i].sharding, yr);
+  out->layout = tt_part_full(p, p->g->sharding_prop[i].sharding, yr);
+  if (!o.r || !out->layout) goto done;
+  if (fallback) {
+    o.l0 = tt_part_replicated(p, yr);
+    for (int32_t k = 0; k < nops; ++k) o.a[k] = tt_part_replicated(p, tt_part_xshape(&o, k)->rank);
+    ++p->stats->fallbacks;
+  } else {
+    for (int32_t k = 0; k < nops; ++k)
+      for (int32_t d = 0; d < TT_MAX_RANK; ++d) o.rows[k][d] = TT_SDIM_WHOLE;
+    tt_sharding_map_t map = {nops, o.rows, -1};
+    tt_op_info(in->op)->sharding_rule->map(p->g, i, &map);
+    o.partial_reduce = map.partial_reduce;
+    /* L0: R's tiles on the result dims an operand dim maps to. */
+    int32_t inv[TT_MAX_RANK], to[TT_MAX_RANK];
+    for (int32_t r = 0; r < yr; ++r) to[r] = -1;
+    for (int32_t k = 0; k < nops; ++k) {
+      const tt_shape_t *x = tt_part_xshape(&o, k);
+      for (int32_t d = 0; d < x->rank; ++d) {
+        int32_t e = o.rows[k][d];
+        if (e < 0) continue;
+        int32_t r = e & TT_SDIM_DIM_MASK;
+        int64_t t = o.r->tile_dims[r];
+        if ((e & TT_SDIM_EXACT) && (x->dims[d] % t || in->shape.dims[r] % t)) continue;
+        to[r] = r;
+      }
+    }
+    o.l0 = tt_part_project(p, o.r, yr, to, yr);
+    for (int32_t k = 0; k < nops && o.l0; ++k) {
+      const tt_shape_t *x = tt_part_xshape(&o, k);
+      for (int32_t r = 0; r < yr; ++r) inv[r] = -1;
+      for (int32_t d = 0; d < x->rank; ++d) {
+        int32_t e = o.rows[k][d];
+        if (e < 0) continue;
+        int32_t r = e & TT_SDIM_DIM_MASK;
+        if (to[r] >= 0 && inv[r] < 0) inv[r] = d;
+      }
+      o.a[k] = tt_part_project(p, o.l0, yr, inv, x->rank);
+    }
+    if (p->error) goto done;
+    if (tt_part_try_partial(&o, out)) goto done;
+    ++p->stats->local_ops;
+  }
+  if (p->error) goto done;
+  for (int32_t k = 0; k < nops; ++k) {
+    const tt_part_val_t *v = &vals[in->operands[k]];
+    xs[k] = tt_part_reshard(p, v->node, tt_part_xshape(&o, k), v->layout, o.a[k]);
+  }
+  if (fallback) {
+    tt_node_t *y = tt_part_make(p, in->op, xs, nops, in->iattrs, in->num_iattrs, in->fattrs);
+    out->node = tt_part_reshard(p, y, &in->shape, o.l0, o.r);
+  } else {
+    tt_node_t *y = tt_part_run_local(&o, xs, nops ? in->iattrs[0] : 0);
+    out->node = tt_part_reshard(p, y, &in->shape, o.l0, o.r);
+  }
+done:
+  for (int32_t k = 0; o.a && k < nops; ++k) free(o.a[k]);
+  free(o.a);
+  free(o.rows);
+  free(o.r);
+  free(o.l0);
+  free(xs);
+}
+
+static void tt_part_keep(tt_part_t *p, tt_node_t *n) {
+  if (!n) {
+    if (!p->error) p->error = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
+    return;
+  }
+  if (p->pool_len == p->pool_cap) {
+    int32_t cap = p->pool_cap ? 2 * p->pool_cap : 64;
+    tt_node_t **pool = realloc(p->pool, sizeof(*pool) * (size_t)cap);
+    if (!pool) {
+      tt_node_release(n);
+      p->error = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
+      return;
+    }
+    p->pool = pool;
+    p->pool_cap = cap;
+  }
+  p->pool[p->pool_len++] = n;
+}
+
+static void tt_part_lower_input(tt_part_t *p, int32_t i, tt_part_val_t *v,
+                                tt_buffer_t *placeholder) {
+  const tt_instr_t *in = &p->g->instrs[i];
+  v->layout = tt_part_full(p, p->g->sharding_prop[i].sharding, in->shape.rank);
+  if (!v->layout) return;
+  if (in->op == TT_OP_SCALAR) {
+    v->node = tt_node_create_scalar(in->dtype, 0.0, 0, 0);
+  } else {
+    tt_shape_t s = tt_part_local_shape(v->layout, &in->shape);
+    v->node = tt_node_create_param(placeholder, in->dtype, &s, 0);
+  }
+  tt_part_keep(p, v->node);
+}
+
+tt_status_t tt_partition_program(const tt_graph_t *g, const tt_partition_mesh_t *mesh,
+                                 int32_t partition, tt_buffer_t *placeholder,
+                                 tt_partition_t **out) {
+  *out = NULL;
+  if (!g->sharding_prop)
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "partitioner: the graph has no sharding propagation record (run "
+                          "tt_pass_propagate_sharding first)");
+  if (mesh->num_partitions > 27)
+    return tt_status_make(TT_UNIMPLEMENTED,
+                          "partitioner: %d partitions (a collective names at most 27)",
+                          (int)mesh->num_partitions);
+  if (mesh->num_partitions < 1 || partition < 0 || partition >= mesh->num_partitions)
+    return tt_status_make(TT_INVALID_ARGUMENT, "partitioner: partition %d of %d",
+                          (int)partition, (int)mesh->num_partitions);
+  tt_partition_t *res = calloc(1, sizeof(*res));
+  tt_part_val_t *vals = calloc((size_t)g->num_instrs + 1, sizeof(*vals));
+  tt_node_t **roots = calloc((size_t)g->num_outputs + 1, sizeof(*roots));
+  if (!res || !vals || !roots) {
+    free(res);
+    free(vals);
+    free(roots);
+    return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
+  }
+  tt_part_t p = {0};
+  p.g = g;
+  p.n = mesh->num_partitions;
+  p.me = partition;
+  p.stats = &res->stats;
+  res->partition = partition;
+  for (int32_t k = 0; k < p.n; ++k) p.replica[k] = mesh->replica_ids ? mesh->replica_ids[k] : k;
+  for (int32_t i = 0; i < g->num_instrs && !p.error; ++i) {
+    const tt_instr_t *in = &g->instrs[i];
+    if (in->op == TT_OP_PARAM || in->op == TT_OP_SCALAR) {
+      tt_part_lower_input(&p, i, &vals[i], placeholder);
+    } else if (in->op == TT_OP_FUSED || tt_op_is_collective(in->op) ||
+               tt_op_is_spmd_manual(in->op)) {
+      p.error = tt_status_make(TT_UNIMPLEMENTED,
+                               "partitioner: instruction %d (%s) is not partitioned (run the "
+                               "partitioner before fusion; collectives and manual regions "
+                               "keep their own programs)",
+                               (int)i, tt_op_name(in->op));
+    } else {
+      tt_part_lower_op(&p, i, vals, !tt_part_is_mapped(in));
+    }
+  }
+  tt_node_t **inputs = NULL;
+  if (!p.error) {
+    for (int32_t j = 0; j < g->num_outputs; ++j) roots[j] = vals[g->output_instr[j]].node;
+    tt_status_t st = tt_graph_build(roots, g->num_outputs, &res->graph, &inputs);
+    if (st) p.error = st;
+  }
+  if (!p.error) {
+    res->num_inputs = g->num_inputs;
+    res->input_position = malloc(sizeof(int32_t) * ((size_t)g->num_inputs + 1));
+    if (!res->input_position) {
+      p.error = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
+    } else {
+      for (int32_t k = 0; k < g->num_inputs; ++k) {
+        res->input_position[k] = -1;
+        for (int32_t j = 0; j < res->graph->num_inputs; ++j)
+          if (inputs[j] == vals[g->input_instr[k]].node) res->input_position[k] = j;
+      }
+    }
+  }
+  free(inputs);
+  for (int32_t i = 0; i < g->num_instrs; ++i) free(vals[i].layout);
+  free(vals);
+  free(roots);
+  for (int32_t i = 0; i < p.pool_len; ++i) tt_node_release(p.pool[i]);
+  free(p.pool);
+  if (p.error) {
+    tt_partition_destroy(res);
+    return p.error;
+  }
+  *out = res;
+  return NULL;
+}
+
+void tt_partition_destroy(tt_partition_t *p) {
+  if (!p) return;
+  if (p->graph) tt_graph_destroy(p->graph);
+  free(p->input_position);
+  free(p);
+}
