@@ -560,7 +560,12 @@ def copy_inplace(dst, src, non_blocking=False):
     it comes from decompositions of ops whose schema hides a mutation
     (native_batch_norm writes its running stats this way). The inner tensor
     takes the new value, as PyTorch/XLA updates its tensor in place, so the
-    user's wrapper sees it."""
+    user's wrapper sees it. A plain (CPU) dst arrives here when C++ code
+    copies an xla tensor into a host tensor (c10d's parameter checks in
+    DistributedDataParallel do): it takes src's value on the host."""
+    if not isinstance(dst, XlaTensor):
+        dst.copy_(bridge.download(src._h))
+        return dst
     dst._h = copy(dst, src)._h
     return dst
 
