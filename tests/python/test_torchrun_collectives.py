@@ -36,15 +36,17 @@ def _inputs(r):
     return np.arange(8, dtype=np.float32).reshape(2, 4) + 100 * r
 
 
-def _check(out, n, procs):
+def _check(out, n, procs, hosts=1):
     L = n // procs
+    per_host = procs // hosts
     xs = [_inputs(r) for r in range(n)]
     small = [np.array([1.0, 2.0, 0.5, -1.0], np.float32) + r for r in range(n)]
     bits = [np.array([1 << r, 0xff, 3 + r, 0x10], np.int32) for r in range(n)]
     for r in range(n):
         got = json.load(open(os.path.join(out, f"{r}.json")))
         p = r // L
-        assert got["facts"] == [n, r, r, p, procs, L, n, p, procs]
+        local = (p % per_host) * L + r % L
+        assert got["facts"] == [n, r, local, p, procs, L, n, p % per_host, per_host]
         np.testing.assert_allclose(got["sum"], sum(xs))
         np.testing.assert_allclose(got["sum_scaled"], sum(xs) * 0.5)
         np.testing.assert_allclose(got["mul"], np.prod(small, axis=0))
@@ -70,8 +72,10 @@ def _check(out, n, procs):
         assert got["mesh"] == float(sum(range(1, n + 1)))
         # The step: SGD on the gradient averaged over the replicas.
         import torch
-        torch.manual_seed(0)
         model = torch.nn.Linear(4, 1)
+        with torch.no_grad():
+            model.weight.copy_(torch.arange(4.0).reshape(1, 4) * 0.1)
+            model.bias.fill_(0.5)
         grads = []
         for k in range(n):
             model.zero_grad()
@@ -110,3 +114,23 @@ def test_mismatched_shape(tmp_path):
     assert "collective mismatch across processes" in res.stderr, res.stderr[-3000:]
     assert "all_reduce(float32, 8, sum)" in res.stderr
     assert "all_reduce(float32, 16, sum)" in res.stderr
+
+
+def test_two_nodes(tmp_path):
+    """Two torchrun agents (--nnodes=2) on this machine, one process each."""
+    port = _port()
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), PJRT_DEVICE="CPU",
+               CPU_NUM_DEVICES="1", WORKER_MODE="all", G31_OUT=str(tmp_path),
+               TORCHTPU_COLLECTIVE_TIMEOUT_S="20")
+    agents = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={k}",
+         "--nproc_per_node=1", "--master_addr=127.0.0.1", f"--master_port={port}", WORKER],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in (0, 1)]
+    try:
+        outs = [a.communicate(timeout=90) for a in agents]
+    finally:
+        for a in agents:
+            if a.poll() is None:
+                a.kill()
+    assert [a.returncode for a in agents] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
+    _check(tmp_path, 2, 2, hosts=2)

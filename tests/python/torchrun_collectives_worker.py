@@ -64,8 +64,13 @@ def run_all(out):
     res["rendezvous"] = [p.decode() for p in xm.rendezvous("g31", f"r{r}".encode())]
     res["mesh"] = xm.mesh_reduce("g31mesh", float(r + 1), lambda v: float(np.sum(v)))
     # One data-parallel step: replica r's batch; the gradients are averaged.
-    torch.manual_seed(0)
-    model = torch.nn.Linear(4, 1).to(d)
+    # Fixed initial values: replica threads of one process share the CPU
+    # random generator (docs/collectives.md), so no seeded init here.
+    model = torch.nn.Linear(4, 1)
+    with torch.no_grad():
+        model.weight.copy_(torch.arange(4.0).reshape(1, 4) * 0.1)
+        model.bias.fill_(0.5)
+    model = model.to(d)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     data = (torch.arange(8, dtype=torch.float32).reshape(2, 4) * (r + 1)).to(d)
     loss = model(data).pow(2).mean()
