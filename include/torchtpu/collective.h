@@ -111,6 +111,68 @@ void tt_collective_reset(void);
 void tt_collective_set_world_size(int32_t n);
 int32_t tt_collective_world_size(void);
 
+
+/* ---- several processes (src/runtime/collective_process.c) ----
+ * A launch may span processes (torchrun): process p of P drives L local
+ * devices, whose global ids are p * L .. p * L + L - 1. A group holding
+ * ids of other processes runs hierarchically: the members of this process
+ * meet through the within-process transport, one of them (its first
+ * member in rank order, the process's leader) exchanges the process's
+ * share with the other processes through the cross-process transport, and
+ * the result is shared among the local members again. Default layout:
+ * process 0 of 1 (no cross-process collective). */
+void tt_collective_set_process_layout(int32_t process_index, int32_t process_count,
+                                      int32_t local_devices);
+/* The global id of this process's local device 0 (process_index * L). */
+int32_t tt_collective_device_base(void);
+
+/* The cross-process transport is driven by a transport thread outside the
+ * engine (the Python front end's Gloo transport): a leader queues a
+ * request and blocks until the transport thread completes it. Every leader
+ * of a group queues the same op (same group, same sequence of requests);
+ * the transport checks that the original calls agree across processes
+ * (sig, desc) before moving data. */
+typedef enum tt_collective_transport_op_e {
+  TT_XP_ALL_REDUCE, /* recv[0..count) = reduce over processes of send (send may be recv) */
+  TT_XP_ALL_GATHER, /* recv = the processes' send (count each), by process index */
+  TT_XP_BROADCAST,  /* recv[0..count) = send of process root_process (send may be recv) */
+  TT_XP_BARRIER,    /* no data: only the check */
+} tt_collective_transport_op_t;
+
+#define TT_XP_SIG_LEN 11
+typedef struct tt_collective_transport_request_s {
+  tt_collective_transport_op_t op;
+  const int64_t *ids; /* the global group, rank order */
+  int32_t n;
+  /* The original call, equal on every process: kind, reduce, dtype, count,
+   * in rows, in row, out rows, out row, root, pairs hash, local members. */
+  int64_t sig[TT_XP_SIG_LEN];
+  char desc[160]; /* "all_reduce(float32, 1024, sum)" (no sequence number) */
+  int32_t device; /* the leader's global id */
+  tt_reduce_op_t reduce;
+  tt_dtype_t dtype;
+  const void *send;
+  void *recv;
+  int64_t count; /* elements of send */
+  int32_t root_process;
+  /* completion (collective_process.c) */
+  struct tt_collective_transport_request_s *next;
+  int done;
+  char *error;
+} tt_collective_transport_request_t;
+
+/* Marks a transport thread as attached: until one is, a group spanning
+ * processes fails at once instead of waiting. */
+void tt_collective_transport_attach(void);
+/* The next queued request (blocks); NULL after tt_collective_transport_close. */
+tt_collective_transport_request_t *tt_collective_transport_next(void);
+/* Completes rq: error NULL on success, else the message the leader's
+ * collective fails with (copied). */
+void tt_collective_transport_done(tt_collective_transport_request_t *rq, const char *error);
+/* Wakes tt_collective_transport_next with NULL; later cross-process
+ * collectives fail at once. */
+void tt_collective_transport_close(void);
+
 #ifdef __cplusplus
 }
 #endif

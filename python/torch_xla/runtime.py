@@ -1,11 +1,14 @@
 """torch_xla.runtime (xr): facts about the PJRT-style runtime, with
 PyTorch/XLA 2.9's names, signatures and return types.
 
-This engine runs one process with CPU_NUM_DEVICES devices of one kind
-('CPU'). Inside torch_xla.launch / xmp.spawn each device's thread is a
-replica (torchtpu.replicas): world_size() is the device count and the
-ordinals are the thread's device index; outside a launch world_size() is 1
-and every ordinal is 0 (multi-process launches are not supported yet).
+Each process drives CPU_NUM_DEVICES devices of one kind ('CPU'). Inside
+torch_xla.launch / xmp.spawn each device's thread is a replica
+(torchtpu.replicas): world_size() is the device count and the ordinals are
+the thread's device index; outside a launch world_size() is 1 and every
+ordinal is 0. Under torchrun with several processes (torchtpu.processes)
+process RANK of WORLD_SIZE holds the replicas RANK * L .. RANK * L + L - 1
+(L = CPU_NUM_DEVICES): world_size() is WORLD_SIZE * L everywhere in the
+process and a thread outside a launch is the replica of its device.
 """
 import os
 from typing import Dict, List, Optional
@@ -59,17 +62,24 @@ def global_ordinal() -> int:
 
 
 def local_ordinal() -> int:
-    """This replica's ordinal on its host (one host: the global ordinal)."""
-    from torchtpu import replicas
-    return replicas.ordinal()
+    """This replica's ordinal on its host: PJRT_LOCAL_PROCESS_RANK times
+    the devices per process plus its device's index in this process."""
+    from torchtpu import processes, replicas
+    local_rank = int(os.environ.get(xenv.PJRT_LOCAL_PROCESS_RANK) or 0)
+    in_process = replicas.ordinal() - processes.device_base()
+    return local_rank * addressable_device_count() + in_process
 
 
 def process_index() -> int:
-    return 0
+    """This process's index in the job (torchrun's RANK; 0 alone)."""
+    from torchtpu import processes
+    return processes.index() if processes.launched() else 0
 
 
 def process_count() -> int:
-    return 1
+    """Processes in the job (torchrun's WORLD_SIZE; 1 alone)."""
+    from torchtpu import processes
+    return processes.count() if processes.launched() else 1
 
 
 def host_index() -> int:
@@ -84,9 +94,9 @@ def local_process_count() -> int:
 
 
 def global_device_count() -> int:
-    """Devices of the whole job (1 in SPMD mode: one virtual device)."""
+    """Devices of the whole job, every process's (1 in SPMD mode: one virtual device)."""
     n = config.ensure_runtime()
-    return 1 if is_spmd() else n
+    return 1 if is_spmd() else n * process_count()
 
 
 def local_device_count() -> int:
@@ -104,7 +114,7 @@ def addressable_device_count() -> int:
 def global_runtime_device_count() -> int:
     """Runtime devices of the whole job (the same as global_device_count
     outside SPMD's single virtual device)."""
-    return config.ensure_runtime()
+    return config.ensure_runtime() * process_count()
 
 
 def addressable_runtime_device_count() -> int:

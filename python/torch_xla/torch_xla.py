@@ -47,7 +47,8 @@ def custom_compile_options() -> Dict[str, str]:
 def launch(fn, args=(), start_method: str = 'spawn', debug_single_process: bool = False):
   """Runs fn(ordinal, *args) on every replica: under torchrun
   (torch.distributed elastic) in this process with LOCAL_RANK as the
-  ordinal, otherwise through xmp.spawn (one thread per xla device of
+  ordinal (with CPU_NUM_DEVICES > 1: one thread per device of this
+  process, each with its global ordinal), otherwise through xmp.spawn (one thread per xla device of
   CPU_NUM_DEVICES in a new process; debug_single_process: fn(0, *args)
   here). Raises NotImplementedError in SPMD mode, as PyTorch/XLA does."""
   import os
@@ -57,6 +58,13 @@ def launch(fn, args=(), start_method: str = 'spawn', debug_single_process: bool 
   if xr.is_spmd():
     raise NotImplementedError('launch function does not support SPMD at this time')
   if dist.is_torchelastic_launched():
+    from torchtpu import processes
+    if processes.launched() and processes.local_devices() > 1:
+      # Several devices per process: one replica thread per device
+      # (torch_xla._internal.pjrt.spawn under torchrun).
+      import torch_xla.distributed.xla_multiprocessing as xmp
+      xmp.spawn(fn, args=args)
+      return
     fn(int(os.environ[xenv.LOCAL_RANK]), *args)
     return
   import torch_xla.distributed.xla_multiprocessing as xmp

@@ -167,6 +167,10 @@ def ensure_runtime():
                 "1", "true", "yes")
             _C.persistent_cache_init(cache, readonly)
         _initialized = True
+        # Under torchrun: this process's place among the job's processes
+        # and the cross-process transport (torchtpu.processes).
+        from torchtpu import processes
+        processes.start(_C.device_count())
     return _C.device_count()
 
 

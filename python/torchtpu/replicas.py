@@ -4,7 +4,11 @@ those threads is a replica with its own ordinal, device and replica count.
 
 Contract: a thread is a replica between enter() and leave() (the launcher
 calls them around fn); every other thread, the launching one included, is
-outside a launch and sees ordinal 0 and a world of 1, as before any launch.
+outside a launch and sees ordinal 0 and a world of 1, as before any launch,
+except in a process of a multi-process job (torchrun, torchtpu.processes):
+there such a thread is the replica of its current device, global ordinal
+process index x local devices + device index, in a world of every device
+of every process.
 The engine's collectives read the launch's replica count from the
 collective layer (_C.collective_set_world_size), which the launcher sets
 for the whole process while its replicas run."""
@@ -29,12 +33,21 @@ def current():
 
 def ordinal():
     r = current()
-    return r[0] if r else 0
+    if r:
+        return r[0]
+    from torchtpu import processes
+    if processes.launched():
+        from torchtpu import bridge
+        return processes.device_base() + bridge.current_device_index()
+    return 0
 
 
 def world_size():
     r = current()
-    return r[1] if r else 1
+    if r:
+        return r[1]
+    from torchtpu import processes
+    return processes.world_size()
 
 
 def sync_device():

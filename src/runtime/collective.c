@@ -124,8 +124,8 @@ static void tt_coll_reduce_scatter_body(const tt_coll_round_t *rd) {
 /* Copies one block from src (rows of `srow` elements, `sstride` apart) to
  * dst (rows of `drow` elements, `dstride` apart): the same elements in the
  * same order, chunked differently. */
-static void tt_coll_copy_block(const char *src, int64_t srow, int64_t sstride, char *dst,
-                               int64_t drow, int64_t dstride, int64_t total, size_t esize) {
+void tt_coll_copy_block(const char *src, int64_t srow, int64_t sstride, char *dst, int64_t drow,
+                        int64_t dstride, int64_t total, size_t esize) {
   int64_t done = 0;
   while (done < total) {
     int64_t si = done / srow, so = done % srow, di = done / drow, dof = done % drow;
@@ -184,6 +184,7 @@ tt_status_t tt_collective_all_reduce(int32_t device, tt_collective_group_t group
   if (count < 0) return tt_status_make(TT_INVALID_ARGUMENT, "all_reduce: negative count");
   tt_coll_desc_t d = {.kind = TT_COLL_ALL_REDUCE, .reduce = (int32_t)reduce, .dtype = dtype,
                       .count = count, .in = in, .out = out};
+  if (tt_coll_spans_processes(group)) return tt_coll_xp_all_reduce(device, group, &d, in, out);
   return tt_coll_rendezvous(device, group, &d, tt_coll_all_reduce_body);
 }
 
@@ -195,6 +196,7 @@ tt_status_t tt_collective_all_gather(int32_t device, tt_collective_group_t group
   TT_RETURN_IF_ERROR(tt_coll_check_blocks("all_gather", "output", b));
   tt_coll_desc_t d = {.kind = TT_COLL_ALL_GATHER, .dtype = dtype, .count = b.rows * b.row,
                       .out_b = b, .in = in, .out = out};
+  if (tt_coll_spans_processes(group)) return tt_coll_xp_all_gather(device, group, &d, in, out, b);
   return tt_coll_rendezvous(device, group, &d, tt_coll_all_gather_body);
 }
 
@@ -207,6 +209,7 @@ tt_status_t tt_collective_reduce_scatter(int32_t device, tt_collective_group_t g
   TT_RETURN_IF_ERROR(tt_coll_check_blocks("reduce_scatter", "input", b));
   tt_coll_desc_t d = {.kind = TT_COLL_REDUCE_SCATTER, .reduce = (int32_t)reduce, .dtype = dtype,
                       .count = b.rows * b.row * group.n, .in_b = b, .in = in, .out = out};
+  if (tt_coll_spans_processes(group)) return tt_coll_xp_reduce_scatter(device, group, &d, in, out);
   return tt_coll_rendezvous(device, group, &d, tt_coll_reduce_scatter_body);
 }
 
@@ -225,6 +228,7 @@ tt_status_t tt_collective_all_to_all(int32_t device, tt_collective_group_t group
   tt_coll_desc_t d = {.kind = TT_COLL_ALL_TO_ALL, .dtype = dtype,
                       .count = in_b.rows * in_b.row * group.n, .in_b = in_b, .out_b = out_b,
                       .in = in, .out = out};
+  if (tt_coll_spans_processes(group)) return tt_coll_xp_all_to_all(device, group, &d, in, out);
   return tt_coll_rendezvous(device, group, &d, tt_coll_all_to_all_body);
 }
 
@@ -249,6 +253,7 @@ tt_status_t tt_collective_permute(int32_t device, tt_collective_group_t group,
   }
   tt_coll_desc_t d = {.kind = TT_COLL_PERMUTE, .dtype = dtype, .count = count, .pairs = pairs,
                       .num_pairs = num_pairs, .in = in, .out = out};
+  if (tt_coll_spans_processes(group)) return tt_coll_xp_permute(device, group, &d, in, out);
   return tt_coll_rendezvous(device, group, &d, tt_coll_permute_body);
 }
 
@@ -262,11 +267,13 @@ tt_status_t tt_collective_broadcast(int32_t device, tt_collective_group_t group,
   if (count < 0) return tt_status_make(TT_INVALID_ARGUMENT, "broadcast: negative count");
   tt_coll_desc_t d = {.kind = TT_COLL_BROADCAST, .dtype = dtype, .count = count, .root = root,
                       .in = in, .out = out};
+  if (tt_coll_spans_processes(group)) return tt_coll_xp_broadcast(device, group, &d, in, out);
   return tt_coll_rendezvous(device, group, &d, tt_coll_broadcast_body);
 }
 
 tt_status_t tt_collective_barrier(int32_t device, tt_collective_group_t group) {
   TT_RETURN_IF_ERROR(tt_coll_check_group("barrier", device, group));
   tt_coll_desc_t d = {.kind = TT_COLL_BARRIER};
+  if (tt_coll_spans_processes(group)) return tt_coll_xp_barrier(device, group, &d);
   return tt_coll_rendezvous(device, group, &d, tt_coll_barrier_body);
 }

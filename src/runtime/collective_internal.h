@@ -71,4 +71,31 @@ void tt_coll_acc_reduce(tt_dtype_t dtype, tt_reduce_op_t reduce, void *acc, cons
 /* dst[0..k) = acc[0..k) in dtype. */
 void tt_coll_acc_store(tt_dtype_t dtype, void *dst, const void *acc, int64_t k);
 
+/* ---- several processes (collective_process.c) ---- */
+/* Whether group holds ids of other processes. */
+int tt_coll_spans_processes(tt_collective_group_t group);
+/* The hierarchical forms of the operations (collective.h), for a group
+ * spanning processes; `call` is the caller's call (checked across
+ * processes), its pointers unused. */
+tt_status_t tt_coll_xp_all_reduce(int32_t device, tt_collective_group_t group,
+                                  const tt_coll_desc_t *call, const void *in, void *out);
+tt_status_t tt_coll_xp_all_gather(int32_t device, tt_collective_group_t group,
+                                  const tt_coll_desc_t *call, const void *in, void *out,
+                                  tt_collective_blocks_t b);
+tt_status_t tt_coll_xp_reduce_scatter(int32_t device, tt_collective_group_t group,
+                                      const tt_coll_desc_t *call, const void *in, void *out);
+tt_status_t tt_coll_xp_all_to_all(int32_t device, tt_collective_group_t group,
+                                  const tt_coll_desc_t *call, const void *in, void *out);
+tt_status_t tt_coll_xp_permute(int32_t device, tt_collective_group_t group,
+                               const tt_coll_desc_t *call, const void *in, void *out);
+tt_status_t tt_coll_xp_broadcast(int32_t device, tt_collective_group_t group,
+                                 const tt_coll_desc_t *call, const void *in, void *out);
+tt_status_t tt_coll_xp_barrier(int32_t device, tt_collective_group_t group,
+                               const tt_coll_desc_t *call);
+
+/* Copies one block of `total` elements from src (rows of `srow`, `sstride`
+ * apart) to dst (rows of `drow`, `dstride` apart) (collective.c). */
+void tt_coll_copy_block(const char *src, int64_t srow, int64_t sstride, char *dst, int64_t drow,
+                        int64_t dstride, int64_t total, size_t esize);
+
 #endif

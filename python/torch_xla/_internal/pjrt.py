@@ -18,6 +18,11 @@ Contract (PyTorch/XLA's semantics on a CPU host, docs/collectives.md):
   device, as the only replica; nprocs equal to the device count is the
   same as None; any other nprocs is PyTorch/XLA's ValueError.
 - spawn_threads runs the replicas in threads of this process.
+- Under torchrun with several processes (torchtpu.processes) spawn runs
+  the replicas in threads of this process (its devices are the process's
+  own): the thread of local device i is the replica with global ordinal
+  process index x devices per process + i, in a world of every device of
+  every process; results come back for this process's ordinals.
 """
 import concurrent.futures
 import functools
@@ -68,15 +73,18 @@ def _run_thread_per_device(local_rank: int, local_world_size: int, fn: Callable[
                            initializer_fn: Callable[[int, int], None]) -> Dict[int, R]:
     """Runs fn() in one thread per device of this process, each thread the
     replica of its device (see the contract); returns {ordinal: result}."""
-    from torchtpu import _C, bridge, config, replicas
+    from torchtpu import _C, bridge, config, processes, replicas
     initializer_fn(local_rank, local_world_size)
     n = config.ensure_runtime()
+    # Several processes: this process's replicas are a slice of the job's.
+    base, world = processes.device_base(), max(n, processes.world_size())
     failures = []  # (ordinal, exception), in the order raised
     lock = threading.Lock()
 
-    def _thread_fn(ordinal: int):
-        replicas.enter(ordinal, n)
-        bridge.set_current_device_index(ordinal)
+    def _thread_fn(index: int):
+        ordinal = base + index
+        replicas.enter(ordinal, world)
+        bridge.set_current_device_index(index)
         # Per-thread autograd state: backward runs on the calling thread
         # (as bridge sets for the importing thread), not on a device queue.
         bridge._single_threaded_autograd()
@@ -86,12 +94,15 @@ def _run_thread_per_device(local_rank: int, local_world_size: int, fn: Callable[
             with lock:
                 failures.append((ordinal, e))
             _C.collective_abort(f'replica {ordinal} raised {type(e).__name__}: {e}')
+            if processes.launched():  # the other processes' collectives name it
+                from torchtpu import process_transport
+                process_transport.publish_failure(e)
             raise
         finally:
             replicas.leave()
 
     _C.collective_reset()
-    _C.collective_set_world_size(n)
+    _C.collective_set_world_size(world)
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=n) as executor:
             futures = [executor.submit(_thread_fn, i) for i in range(n)]
@@ -100,12 +111,12 @@ def _run_thread_per_device(local_rank: int, local_world_size: int, fn: Callable[
         # launch's replica count: wait for it before restoring 1.
         _C.wait(-1)
     finally:
-        _C.collective_set_world_size(1)
+        _C.collective_set_world_size(processes.world_size())
         _C.collective_reset()
     if failures:
         ordinal, exc = failures[0]
         raise _name_ordinal(exc, ordinal)
-    return _merge_replica_results((i, f.result()) for i, f in enumerate(futures))
+    return _merge_replica_results((base + i, f.result()) for i, f in enumerate(futures))
 
 
 def run_multiprocess(fn: Callable[..., R], *args, start_method: str = 'spawn',
@@ -146,6 +157,12 @@ def spawn(fn: Callable, nprocs: int = None, start_method: str = 'spawn', args: T
     spawn_fn = _SpawnFn(fn, *args)
     if nprocs == 1:
         _run_singleprocess(spawn_fn)
+        return None
+    from torchtpu import processes
+    if processes.launched():  # torchrun started the processes: threads here
+        _run_thread_per_device(local_rank=int(os.environ.get('LOCAL_RANK', 0)),
+                               local_world_size=int(os.environ.get('LOCAL_WORLD_SIZE', 1)),
+                               fn=spawn_fn, initializer_fn=initialize_multiprocess)
         return None
     if nprocs is not None:
         from torch_xla._internal import tpu

@@ -1,6 +1,9 @@
 /* The collective layer's process-wide controls (torchtpu/collective.h):
  * the launcher sets the replica count around its replicas and aborts the
- * collectives when a replica fails, so its peers stop waiting. */
+ * collectives when a replica fails, so its peers stop waiting; a
+ * multi-process launch sets the process layout and runs the cross-process
+ * transport thread (torchtpu.process_transport), which takes the leaders'
+ * requests here. */
 #include "binding.h"
 #include "torchtpu/collective.h"
 
@@ -33,6 +36,63 @@ static PyObject *py_collective_world_size(PyObject *m, PyObject *a) {
   return PyLong_FromLong(tt_collective_world_size());
 }
 
+static PyObject *py_collective_set_process_layout(PyObject *m, PyObject *args) {
+  (void)m;
+  int index, count, local;
+  if (!PyArg_ParseTuple(args, "iii", &index, &count, &local)) return NULL;
+  tt_collective_set_process_layout(index, count, local);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_collective_transport_attach(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  tt_collective_transport_attach();
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_collective_transport_close(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  tt_collective_transport_close();
+  Py_RETURN_NONE;
+}
+
+/* The next request as a tuple (handle, op, ids, sig, desc, device, reduce,
+ * dtype, send address, recv address, count, root process); None once the
+ * transport is closed. Waits without the GIL. */
+static PyObject *py_collective_transport_next(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  tt_collective_transport_request_t *rq;
+  Py_BEGIN_ALLOW_THREADS rq = tt_collective_transport_next();
+  Py_END_ALLOW_THREADS
+  if (!rq) Py_RETURN_NONE;
+  PyObject *ids = PyTuple_New(rq->n), *sig = PyTuple_New(TT_XP_SIG_LEN);
+  if (!ids || !sig) {
+    Py_XDECREF(ids);
+    Py_XDECREF(sig);
+    tt_collective_transport_done(rq, "out of memory (transport request)");
+    return NULL;
+  }
+  for (int32_t i = 0; i < rq->n; ++i) PyTuple_SET_ITEM(ids, i, PyLong_FromLongLong(rq->ids[i]));
+  for (int i = 0; i < TT_XP_SIG_LEN; ++i) PyTuple_SET_ITEM(sig, i, PyLong_FromLongLong(rq->sig[i]));
+  return Py_BuildValue("(KiNNsiiiKKLi)", (unsigned long long)(uintptr_t)rq, (int)rq->op, ids, sig,
+                       rq->desc, (int)rq->device, (int)rq->reduce, (int)rq->dtype,
+                       (unsigned long long)(uintptr_t)rq->send,
+                       (unsigned long long)(uintptr_t)rq->recv, (long long)rq->count,
+                       (int)rq->root_process);
+}
+
+static PyObject *py_collective_transport_done(PyObject *m, PyObject *args) {
+  (void)m;
+  unsigned long long handle;
+  const char *error = NULL;
+  if (!PyArg_ParseTuple(args, "Kz", &handle, &error)) return NULL;
+  tt_collective_transport_done((tt_collective_transport_request_t *)(uintptr_t)handle, error);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef tt_py_methods_collective[] = {
     {"collective_abort", py_collective_abort, METH_VARARGS,
      "collective_abort(reason): fail every waiting and later collective until a reset"},
@@ -42,5 +102,15 @@ PyMethodDef tt_py_methods_collective[] = {
      "collective_set_world_size(n): replicas of the current launch (1 outside)"},
     {"collective_world_size", py_collective_world_size, METH_NOARGS,
      "collective_world_size() -> replicas of the current launch"},
+    {"collective_set_process_layout", py_collective_set_process_layout, METH_VARARGS,
+     "collective_set_process_layout(index, count, local_devices): this process's place"},
+    {"collective_transport_attach", py_collective_transport_attach, METH_NOARGS,
+     "collective_transport_attach(): a transport thread takes cross-process requests"},
+    {"collective_transport_close", py_collective_transport_close, METH_NOARGS,
+     "collective_transport_close(): wake the transport thread with None"},
+    {"collective_transport_next", py_collective_transport_next, METH_NOARGS,
+     "collective_transport_next() -> the next cross-process request, None once closed"},
+    {"collective_transport_done", py_collective_transport_done, METH_VARARGS,
+     "collective_transport_done(handle, error): complete a request (error None: success)"},
     {NULL, NULL, 0, NULL},
 };

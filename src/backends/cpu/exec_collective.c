@@ -1,8 +1,9 @@
 /* Tier-0 executors of the collectives and the manual SPMD region markers.
  *
  * A collective runs through the collective layer (torchtpu/collective.h)
- * on the executing device's worker: the device index is the replica id
- * (global ordinal = device index, one process). Its members are the
+ * on the executing device's worker: the replica id is the device's global
+ * id, tt_collective_device_base() + its index (the index itself in a
+ * launch of one process). Its members are the
  * replica group holding the device (from the attrs) or, with no groups,
  * every replica of the current launch (tt_collective_world_size: 0..N-1
  * inside torch_xla.launch; outside a launch the executing device alone,
@@ -92,6 +93,7 @@ static tt_status_t tt_cpu_exec_collective(const tt_cpu_exec_t *c, tt_view_t *out
   int64_t count = tt_shape_numel(&x->shape);
   size_t bytes = (size_t)count * tt_dtype_size(x->dtype);
   int32_t world = tt_collective_world_size();
+  int32_t device = tt_collective_device_base() + c->device;
   if (in->op == TT_OP_COLLECTIVE_PERMUTE && world <= 1) {
     /* One replica: a pair into this device from itself copies, no pair
      * into it gives zeros; a pair from another replica has no sender. */
@@ -103,7 +105,7 @@ static tt_status_t tt_cpu_exec_collective(const tt_cpu_exec_t *c, tt_view_t *out
                               "collective_permute from replica %lld to %lld outside a launch "
                               "(one replica); run it inside torch_xla.launch / xmp.spawn with "
                               "CPU_NUM_DEVICES > 1", (long long)ids[p], (long long)ids[p + 1]);
-      from_self |= ids[p] == c->device;
+      from_self |= ids[p] == device;
     }
     if (bytes) {
       if (from_self) memcpy(out->data, x->data, bytes);
@@ -113,11 +115,11 @@ static tt_status_t tt_cpu_exec_collective(const tt_cpu_exec_t *c, tt_view_t *out
   }
   int64_t ids[TT_COLLECTIVE_MAX_MEMBERS];
   int32_t n = 0;
-  TT_RETURN_IF_ERROR(tt_collective_members_(in, c->device, groups, group_size, ids, &n));
+  TT_RETURN_IF_ERROR(tt_collective_members_(in, device, groups, group_size, ids, &n));
   if (named && named != n)
     return tt_status_make(TT_INVALID_ARGUMENT,
                           "%s over %lld participants, but replica %d's group has %d members",
-                          tt_op_name(in->op), (long long)named, (int)c->device, (int)n);
+                          tt_op_name(in->op), (long long)named, (int)device, (int)n);
   /* An id beyond the launch's replicas would never arrive. */
   for (int32_t i = 0; world > 1 && i < groups->n; ++i)
     if (groups->v[i] >= world)
@@ -137,17 +139,17 @@ static tt_status_t tt_cpu_exec_collective(const tt_cpu_exec_t *c, tt_view_t *out
   tt_parallel_hold_end();
   switch (in->op) {
     case TT_OP_ALL_REDUCE:
-      st = tt_collective_all_reduce(c->device, group, (tt_reduce_op_t)u.ar.reduce, x->dtype,
+      st = tt_collective_all_reduce(device, group, (tt_reduce_op_t)u.ar.reduce, x->dtype,
                                     x->data, out->data, count);
       break;
     case TT_OP_ALL_GATHER:
       tt_shape_split(&x->shape, (int)u.ag.dim, &outer, &inner);
-      st = tt_collective_all_gather(c->device, group, x->dtype, x->data, out->data,
+      st = tt_collective_all_gather(device, group, x->dtype, x->data, out->data,
                                     (tt_collective_blocks_t){outer, inner});
       break;
     case TT_OP_REDUCE_SCATTER:
       tt_shape_split(&x->shape, (int)u.rs.dim, &outer, &inner);
-      st = tt_collective_reduce_scatter(c->device, group, (tt_reduce_op_t)u.rs.reduce, x->dtype,
+      st = tt_collective_reduce_scatter(device, group, (tt_reduce_op_t)u.rs.reduce, x->dtype,
                                         x->data, out->data,
                                         (tt_collective_blocks_t){outer, inner / n});
       break;
@@ -155,13 +157,13 @@ static tt_status_t tt_cpu_exec_collective(const tt_cpu_exec_t *c, tt_view_t *out
       int64_t out_outer, out_inner;
       tt_shape_split(&x->shape, (int)u.aa.split_dim, &outer, &inner);
       tt_shape_split(&out->shape, (int)u.aa.concat_dim, &out_outer, &out_inner);
-      st = tt_collective_all_to_all(c->device, group, x->dtype, x->data, out->data,
+      st = tt_collective_all_to_all(device, group, x->dtype, x->data, out->data,
                                     (tt_collective_blocks_t){outer, inner / n},
                                     (tt_collective_blocks_t){out_outer, out_inner / n});
       break;
     }
     default:
-      st = tt_collective_permute(c->device, group, groups->v, groups->n / 2, x->dtype, x->data,
+      st = tt_collective_permute(device, group, groups->v, groups->n / 2, x->dtype, x->data,
                                  out->data, count);
       break;
   }

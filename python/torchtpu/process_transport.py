@@ -1,0 +1,331 @@
+"""The cross-process transport of the collective layer: torch.distributed's
+Gloo, driven from Python on threads of its own (docs/collectives.md).
+
+Contract: start(index, count, local_devices) attaches the transport to the
+collective layer and starts a dispatcher thread. The device workers never
+run Python: a process's leader for a collective queues a request in C
+(src/runtime/collective_process.c) and blocks; the dispatcher takes it
+(_C.collective_transport_next, without the GIL while it waits) and hands
+it to the channel of its group, one thread and one Gloo process group per
+group (the group's processes, ranked by process index), so collectives on
+different groups never wait behind each other. A channel runs its
+requests in order:
+
+1. a header exchange (one Gloo all_gather): every leader's call (kind,
+   reduce, dtype, count, layouts, root, pairs, members in its process) and
+   its per-group sequence number. A difference fails every process with
+   one message naming both sides: "collective mismatch across processes
+   on group [0, 1]: device 1 (process 1) issued all_reduce(float32, 8,
+   sum) #0 but device 0 (process 0) issued all_reduce(float32, 16, sum)
+   #0".
+2. the data: Gloo all_reduce (in place), all_gather (bytes) or broadcast
+   (bytes) on tensors viewing the leader's buffers (no copy), or nothing
+   (barrier).
+
+Every Gloo call is bounded by TORCHTPU_COLLECTIVE_TIMEOUT_S. A failure (a
+peer gone, a deadline passed, a mismatch) completes the request with an
+error naming the call, the group and what is known of the peers: a peer
+process that died with an exception published it in the job's store first
+(an exception hook installed by start), so its message is quoted. The
+failure then aborts this process's collectives (C side)."""
+import ctypes
+import datetime
+import queue
+import sys
+import threading
+import traceback
+import zlib
+
+import torch
+
+# tt_dtype_t (include/torchtpu/base.h) -> torch dtype.
+_DTYPES = {
+    0: torch.float32, 1: torch.float64, 2: torch.float16, 3: torch.bfloat16, 4: torch.int8,
+    5: torch.uint8, 6: torch.int16, 7: torch.int32, 8: torch.int64, 9: torch.bool,
+    10: torch.complex64,
+}
+# tt_reduce_op_t (include/torchtpu/kernels.h).
+_SUM, _MEAN, _PROD, _MAX, _MIN, _ARGMAX, _ARGMIN, _ANY, _ALL = range(9)
+# tt_collective_transport_op_t (include/torchtpu/collective.h).
+_ALL_REDUCE, _ALL_GATHER, _BROADCAST, _BARRIER = range(4)
+_SIG_LEN = 11
+_DESC_BYTES = 160
+
+_state = None
+
+
+def _failed_key(process):
+    return f"torchtpu/failed/{process}"
+
+
+def _view(address, nbytes):
+    """A uint8 tensor over nbytes at address (memory the leader owns and
+    keeps until the request completes)."""
+    if nbytes == 0:
+        return torch.empty(0, dtype=torch.uint8)
+    buf = (ctypes.c_uint8 * nbytes).from_address(address)
+    return torch.frombuffer(buf, dtype=torch.uint8)
+
+
+def _reduce_plan(reduce, dtype):
+    """(Gloo ReduceOp, dtype Gloo reduces in) for the engine's reduction of
+    dtype: 16-bit floats reduce in float32, int16 in int32 (wrapping sums
+    and products agree once truncated back), bool as uint8, complex64 as
+    float32 pairs."""
+    import torch.distributed as dist
+    R = dist.ReduceOp
+    if dtype == torch.bool:
+        op = R.MAX if reduce in (_SUM, _ANY, _MAX) else R.MIN
+        return op, torch.uint8
+    op = {_SUM: R.SUM, _PROD: R.PRODUCT, _MAX: R.MAX, _MIN: R.MIN, _ALL: R.BAND,
+          _ANY: R.BOR}.get(reduce)
+    if op is None:
+        raise RuntimeError(f"reduction {reduce} has no cross-process form")
+    if dtype in (torch.float16, torch.bfloat16):
+        return op, torch.float32
+    if dtype == torch.int16:
+        return op, torch.int32
+    if dtype == torch.complex64:
+        return op, torch.float32
+    return op, dtype
+
+
+class _Channel:
+    """One group's Gloo process group and the thread running its requests."""
+
+    def __init__(self, transport, ids):
+        self.transport = transport
+        self.ids = ids
+        L = transport.local_devices
+        self.processes = sorted({i // L for i in ids})
+        self.rank = self.processes.index(transport.index)
+        self.seq = 0
+        self.pg = None
+        self.queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name=f"torchtpu-transport-{ids[:4]}",
+                                       daemon=True)
+        self.thread.start()
+
+    def _connect(self):
+        import torch.distributed as dist
+        if self.pg is None:
+            key = ",".join(map(str, self.ids))
+            store = dist.PrefixStore(f"torchtpu/group/{zlib.crc32(key.encode()):x}/{len(key)}",
+                                     self.transport.store)
+            self.pg = dist.ProcessGroupGloo(store, self.rank, len(self.processes),
+                                            self.transport.timeout)
+        return self.pg
+
+    def _run(self):
+        from torchtpu import _C
+        while True:
+            rq = self.queue.get()
+            if rq is None:
+                return
+            if rq == ("connect",):  # open the Gloo group ahead of the first request
+                try:
+                    self._connect()
+                except Exception:
+                    pass  # the first request reports it
+                continue
+            handle = rq[0]
+            try:
+                error = self._serve(rq)
+            except BaseException as e:  # the leader must always be released
+                error = f"cross-process transport failed: {type(e).__name__}: {e}"
+                traceback.print_exc()
+            _C.collective_transport_done(handle, error)
+
+    def _call(self, desc, seq):
+        return f"{desc} #{seq}"
+
+    def _group_text(self):
+        return "[" + ", ".join(map(str, self.ids)) + "]"
+
+    def _failure(self, desc, seq, exc):
+        """The message of a failed Gloo call: the call, the group, and
+        what the store says of the peers."""
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        peers = []
+        for p in self.processes:
+            if p == self.transport.index:
+                continue
+            try:
+                key = _failed_key(p)
+                if self.transport.store.check([key]):
+                    peers.append(f"process {p} failed: {self.transport.store.get(key).decode()}")
+            except Exception:
+                pass
+        lowered = text.lower()
+        if peers:
+            cause = "; ".join(peers)
+        elif "timeout" in lowered or "timed out" in lowered:
+            others = [p for p in self.processes if p != self.transport.index]
+            cause = (f"timed out after {self.transport.timeout_s:g} s "
+                     f"(TORCHTPU_COLLECTIVE_TIMEOUT_S) waiting for process(es) "
+                     f"{', '.join(map(str, others))}")
+        else:
+            cause = "a peer process is gone or unreachable"
+        return (f"{self._call(desc, seq)} on group {self._group_text()} across processes "
+                f"{self.processes} failed: {cause} (gloo: {text})")
+
+    def _serve(self, rq):
+        import torch.distributed as dist
+        (handle, op, ids, sig, desc, device, reduce, dtype_code, send, recv, count,
+         root_process) = rq
+        seq = self.seq
+        self.seq += 1
+        try:
+            pg = self._connect()
+        except Exception as e:
+            return self._failure(desc, seq, e)
+        # 1. The header: every leader's call, checked against process 0's.
+        raw = desc.encode()[:_DESC_BYTES].ljust(_DESC_BYTES, b"\0")
+        header = torch.tensor(list(sig) + [seq, device, self.transport.index], dtype=torch.int64)
+        header = torch.cat([header, torch.frombuffer(bytearray(raw), dtype=torch.int64)])
+        headers = [torch.empty_like(header) for _ in self.processes]
+        try:
+            pg.allgather([headers], [header]).wait()
+        except Exception as e:
+            return self._failure(desc, seq, e)
+        n = _SIG_LEN + 3
+        first = headers[0]
+        for h in headers[1:]:
+            if torch.equal(h[:_SIG_LEN + 1], first[:_SIG_LEN + 1]):
+                continue
+
+            def name(x):
+                text = bytes(x[n:].numpy().tobytes()).rstrip(b"\0").decode(errors="replace")
+                return (f"device {int(x[_SIG_LEN + 1])} (process {int(x[_SIG_LEN + 2])}) "
+                        f"issued {text} #{int(x[_SIG_LEN])}")
+
+            extra = ""
+            if name(h).split(" issued ")[1] == name(first).split(" issued ")[1]:
+                extra = (f" (with {int(h[_SIG_LEN - 1])} and {int(first[_SIG_LEN - 1])} "
+                         f"group members in their processes, or a different layout or pairs)")
+            return (f"collective mismatch across processes on group {self._group_text()}: "
+                    f"{name(h)} but {name(first)}{extra}")
+        # 2. The data.
+        dtype = _DTYPES[dtype_code]
+        esize = torch.empty((), dtype=dtype).element_size()
+        try:
+            if op == _ALL_REDUCE:
+                self._all_reduce(pg, reduce, dtype, send, recv, count, esize)
+            elif op == _ALL_GATHER:
+                out = _view(recv, count * esize * len(self.processes))
+                parts = list(out.chunk(len(self.processes))) if count * esize else []
+                if parts:
+                    pg.allgather([parts], [_view(send, count * esize)]).wait()
+            elif op == _BROADCAST:
+                if count * esize:
+                    t = _view(recv, count * esize)
+                    if send != recv:
+                        t.copy_(_view(send, count * esize))
+                    opts = dist.BroadcastOptions()
+                    opts.rootRank = self.processes.index(root_process)
+                    opts.rootTensor = 0
+                    pg.broadcast([t], opts).wait()
+        except Exception as e:
+            return self._failure(desc, seq, e)
+        return None
+
+    def _all_reduce(self, pg, reduce, dtype, send, recv, count, esize):
+        import torch.distributed as dist
+        nbytes = count * esize
+        if nbytes == 0:
+            return
+        out = _view(recv, nbytes)
+        if send != recv:
+            out.copy_(_view(send, nbytes))
+        typed = out.view(dtype)
+        op, wire = _reduce_plan(reduce, dtype)
+        if dtype == torch.complex64:
+            work = typed.view(torch.float32)
+        elif wire != dtype:
+            work = typed.view(torch.uint8) if dtype == torch.bool else typed.to(wire)
+        else:
+            work = typed
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = op
+        pg.allreduce([work], opts).wait()
+        if wire != dtype and dtype not in (torch.complex64, torch.bool):
+            typed.copy_(work.to(dtype))
+
+
+class _Transport:
+
+    def __init__(self, index, count, local_devices):
+        from torchtpu import processes
+        self.index = index
+        self.count = count
+        self.local_devices = local_devices
+        self.timeout_s = processes.timeout_s()
+        self.timeout = datetime.timedelta(seconds=self.timeout_s)
+        self.store = None
+        self.startup_error = None
+        self.channels = {}
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._dispatch, name="torchtpu-transport",
+                                       daemon=True)
+
+    def _dispatch(self):
+        from torchtpu import _C, processes
+        try:
+            self.store = processes.store(self.timeout)
+            # The group of every replica, connected now: a peer that dies
+            # before the first collective then breaks a live connection.
+            world = tuple(range(self.count * self.local_devices))
+            self.channels[world] = _Channel(self, world)
+            self.channels[world].queue.put(("connect",))
+        except Exception as e:
+            self.startup_error = f"{type(e).__name__}: {e}"
+        self.ready.set()
+        while True:
+            rq = _C.collective_transport_next()
+            if rq is None:
+                return
+            if self.store is None:
+                _C.collective_transport_done(
+                    rq[0], f"{rq[4]} across processes: the transport could not start: "
+                    f"{self.startup_error}")
+                continue
+            ids = tuple(rq[2])
+            channel = self.channels.get(ids)
+            if channel is None:
+                channel = self.channels[ids] = _Channel(self, ids)
+            channel.queue.put(rq)
+
+
+def _publish_failure(exc_type, exc, tb):
+    """Writes this process's uncaught exception to the job's store, so the
+    peers' failing collectives can name it."""
+    if _state is None or _state.store is None:
+        return
+    try:
+        _state.store.set(_failed_key(_state.index), f"{exc_type.__name__}: {exc}")
+    except Exception:
+        pass
+
+
+def start(index, count, local_devices):
+    """See the contract; once per process."""
+    global _state
+    from torchtpu import _C
+    if _state is not None:
+        return
+    _state = _Transport(index, count, local_devices)
+    _C.collective_transport_attach()
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        _publish_failure(exc_type, exc, tb)
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook
+    _state.thread.start()
+
+
+def publish_failure(exc):
+    """Records exc as this process's failure (the launcher calls it when a
+    replica thread raises)."""
+    _publish_failure(type(exc), exc, None)
