@@ -38,6 +38,8 @@ import zlib
 
 import torch
 
+from torchtpu import processes
+
 # tt_dtype_t (include/torchtpu/base.h) -> torch dtype.
 _DTYPES = {
     0: torch.float32, 1: torch.float64, 2: torch.float16, 3: torch.bfloat16, 4: torch.int8,
@@ -111,7 +113,7 @@ class _Channel:
         if self.pg is None:
             key = ",".join(map(str, self.ids))
             store = dist.PrefixStore(f"torchtpu/group/{zlib.crc32(key.encode()):x}/{len(key)}",
-                                     self.transport.store)
+                                     processes.store_connection(self.transport.timeout))
             self.pg = dist.ProcessGroupGloo(store, self.rank, len(self.processes),
                                             self.transport.timeout)
         return self.pg

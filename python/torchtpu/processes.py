@@ -104,6 +104,26 @@ def store(timeout=None):
         return _store
 
 
+def store_connection(timeout=None):
+    """A new client connection to the job's store (the same keys as
+    `store()`, which must have been made first): Gloo groups opened by
+    concurrent transport threads each get their own socket, since one
+    TCPStore client shared by threads that connect groups at the same
+    time was seen to lose a peer's key."""
+    import torch.distributed as dist
+    store(timeout)
+    host = os.environ.get("MASTER_ADDR") or "localhost"
+    port = _env_int("MASTER_PORT", 12355)
+    if timeout is None:
+        timeout = datetime.timedelta(seconds=timeout_s())
+    tcp = dist.TCPStore(host, port, count(), is_master=False, timeout=timeout,
+                        wait_for_workers=False)
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        attempt = _env_int("TORCHELASTIC_RESTART_COUNT", 0)
+        return dist.PrefixStore(f"/worker/attempt_{attempt}", tcp)
+    return tcp
+
+
 def start(local_device_count):
     """Called once the runtime has started (torchtpu.config): see the
     contract. A no-op outside a multi-process launch."""

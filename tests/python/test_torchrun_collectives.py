@@ -23,7 +23,13 @@ def _port():
 
 
 def _torchrun(mode, out, devices=1, extra=(), timeout=90, env_extra=None):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), PJRT_DEVICE="CPU",
+    # The job's layout comes from torchrun alone: drop what this process (or
+    # an in-process launch of an earlier test) set for its own layout.
+    inherited = {k: v for k, v in os.environ.items()
+                 if not k.startswith(("PJRT_", "XLA_", "TORCHTPU_", "TORCHELASTIC_"))
+                 and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                               "MASTER_ADDR", "MASTER_PORT", "CPU_NUM_DEVICES")}
+    env = dict(inherited, PYTHONPATH=os.path.join(ROOT, "python"), PJRT_DEVICE="CPU",
                CPU_NUM_DEVICES=str(devices), WORKER_MODE=mode, G31_OUT=str(out),
                TORCHTPU_COLLECTIVE_TIMEOUT_S="20")
     env.update(env_extra or {})
@@ -119,7 +125,13 @@ def test_mismatched_shape(tmp_path):
 def test_two_nodes(tmp_path):
     """Two torchrun agents (--nnodes=2) on this machine, one process each."""
     port = _port()
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), PJRT_DEVICE="CPU",
+    # The job's layout comes from torchrun alone: drop what this process (or
+    # an in-process launch of an earlier test) set for its own layout.
+    inherited = {k: v for k, v in os.environ.items()
+                 if not k.startswith(("PJRT_", "XLA_", "TORCHTPU_", "TORCHELASTIC_"))
+                 and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                               "MASTER_ADDR", "MASTER_PORT", "CPU_NUM_DEVICES")}
+    env = dict(inherited, PYTHONPATH=os.path.join(ROOT, "python"), PJRT_DEVICE="CPU",
                CPU_NUM_DEVICES="1", WORKER_MODE="all", G31_OUT=str(tmp_path),
                TORCHTPU_COLLECTIVE_TIMEOUT_S="20")
     agents = [subprocess.Popen(
