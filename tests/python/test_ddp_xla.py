@@ -100,6 +100,8 @@ import torch, torch.distributed as dist, torch_xla
 import torch_xla.runtime as xr
 import torch_xla.distributed.xla_backend as xb
 from torch._C._distributed_c10d import AllreduceOptions, BroadcastOptions, ReduceScatterOptions
+import sys, threading
+_out = threading.Lock()  # one whole line per replica thread, never interleaved
 def fn(i):
     r, n, dev = xr.global_ordinal(), xr.world_size(), torch_xla.device()
     try:
@@ -118,9 +120,11 @@ def fn(i):
     pg.alltoall(a2a, [t + 100 * k for k in range(n)])
     fr = torch.ops._c10d_functional.all_reduce(t, "avg", "")
     torch_xla.sync()
-    print(repr((r, err, a.cpu().tolist(), b.cpu().tolist(), [x.cpu().tolist() for x in ag],
+    row = repr((r, err, a.cpu().tolist(), b.cpu().tolist(), [x.cpu().tolist() for x in ag],
                 agt.cpu().tolist(), rs.cpu().tolist(), [x.cpu().tolist() for x in a2a],
-                fr.cpu().tolist())), flush=True)
+                fr.cpu().tolist()))
+    with _out:
+        sys.stdout.write(row + "\\n"); sys.stdout.flush()
 if __name__ == "__main__":
     torch_xla.launch(fn, args=())
 """
