@@ -31,3 +31,21 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "models_full: full-size model configurations (slow)")
     config.addinivalue_line("markers", "tpu_aot: compile for a TPU topology with libtpu "
                             "(needs TPU_LIBRARY_PATH; tests/python/test_tpu_aot.py)")
+
+
+@pytest.fixture
+def in_spmd_mode():
+    """SPMD mode for one test, switched on here rather than by the test's
+    first mark_sharding (so no other test's data on xla:1.. matters; the
+    switch itself is tested in fresh interpreters), and the mode and
+    XLA_USE_SPMD restored afterwards (later tests' subprocesses inherit the
+    environment)."""
+    import torch_xla.runtime as xr
+    before, env = xr._spmd, os.environ.get("XLA_USE_SPMD")
+    xr.use_spmd()
+    yield
+    xr._spmd = before
+    if env is None:
+        os.environ.pop("XLA_USE_SPMD", None)
+    else:
+        os.environ["XLA_USE_SPMD"] = env

@@ -41,20 +41,8 @@ def spmd_mode():
     xr._spmd = before
 
 
-@pytest.fixture(autouse=True)
-def _restore_spmd_mode():
-    """Each test runs in SPMD mode, as mark_sharding needs (switched on here
-    rather than by the first mark_sharding, so that no other test's data on
-    xla:1.. matters; test_spmd_api.py tests the switch), and leaves the mode
-    as it found it."""
-    before, env = xr._spmd, os.environ.get("XLA_USE_SPMD")
-    xr.use_spmd()
-    yield
-    xr._spmd = before
-    if env is None:
-        os.environ.pop("XLA_USE_SPMD", None)  # subprocesses of later tests inherit it
-    else:
-        os.environ["XLA_USE_SPMD"] = env
+# Each test runs in SPMD mode and leaves the mode as it found it (conftest.py).
+pytestmark = pytest.mark.usefixtures("in_spmd_mode")
 
 
 def mesh24():

@@ -27,20 +27,8 @@ from torch_xla.distributed.spmd import Mesh, PartitionSpec
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture(autouse=True)
-def _spmd_mode_restored():
-    """Each test runs in SPMD mode (switched on here rather than by its first
-    mark_sharding, so no other test's data on xla:1.. matters; the switch
-    itself is tested in fresh interpreters below) and leaves the mode as
-    found."""
-    before, env = xr._spmd, os.environ.get("XLA_USE_SPMD")
-    xr.use_spmd()
-    yield
-    xr._spmd = before
-    if env is None:
-        os.environ.pop("XLA_USE_SPMD", None)  # subprocesses of later tests inherit it
-    else:
-        os.environ["XLA_USE_SPMD"] = env
+# Each test runs in SPMD mode and leaves the mode as it found it (conftest.py).
+pytestmark = pytest.mark.usefixtures("in_spmd_mode")
 
 
 def mesh22():

@@ -176,12 +176,7 @@ def spawn(fn: Callable, nprocs: int = None, start_method: str = 'spawn', args: T
     return None
 
 
-def _initialize_single_process(local_rank: int, local_world_size: int):
-    os.environ.setdefault('PJRT_LOCAL_PROCESS_RANK', str(local_rank))
-    os.environ.setdefault('PJRT_LOCAL_PROCESS_COUNT', str(local_world_size))
-
-
 def spawn_threads(fn: Callable, args: Tuple = ()) -> None:
     """fn(ordinal, *args) in one thread per device of this process."""
     _run_thread_per_device(local_rank=0, local_world_size=1, fn=_SpawnFn(fn, *args),
-                           initializer_fn=_initialize_single_process)
+                           initializer_fn=initialize_multiprocess)

@@ -75,6 +75,10 @@ def _check_same_shapes(tensors):
                              f"{t.shape} vs {first}")
 
 
+_SEND_RECV_WARNING = ("Individual send/recv ops are inefficient on an XLA device. Consider "
+                      "using xla_model.collective_permute() and specifying all "
+                      "source-target pairs.")
+
 class ProcessGroupXla(ProcessGroup):
     """The c10d process group of xla devices (a Python ProcessGroup: c10d
     calls these methods from Python and, through its trampoline, from C++,
@@ -280,9 +284,7 @@ class ProcessGroupXla(ProcessGroup):
         return _done()
 
     def send(self, tensors, dst_rank, tag=0):
-        logging.warning("Individual send/recv ops are inefficient on an XLA device. Consider "
-                        "using xla_model.collective_permute() and specifying all "
-                        "source-target pairs.")
+        logging.warning(_SEND_RECV_WARNING)
         results = []
         for t in tensors:
             results.append(xm.collective_permute(t, pairs=[[xr.global_ordinal(), dst_rank]]))
@@ -290,9 +292,7 @@ class ProcessGroupXla(ProcessGroup):
         return _done(results)
 
     def recv(self, out_tensors, src_rank, tag=0):
-        logging.warning("Individual send/recv ops are inefficient on an XLA device. Consider "
-                        "using xla_model.collective_permute() and specifying all "
-                        "source-target pairs.")
+        logging.warning(_SEND_RECV_WARNING)
         results = []
         for out in out_tensors:
             result = xm.collective_permute(out, pairs=[[src_rank, xr.global_ordinal()]])
