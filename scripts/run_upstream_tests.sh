@@ -61,6 +61,8 @@ default_files=(
   test/spmd/test_xla_spmd_python_api_interaction.py
   test/spmd/test_spmd_debugging.py
   test/spmd/test_train_spmd_linear_model.py
+  test/spmd/test_mp_input_sharding.py
+  test/spmd/test_fsdp_v2.py
 )
 if [ $# -gt 0 ]; then files=("$@"); else files=("${default_files[@]}"); fi
 
@@ -70,6 +72,8 @@ file_env() {
     test/debug_tool/test_pt_xla_debug.py)
       echo "PT_XLA_DEBUG=1 PT_XLA_DEBUG_FILE=$logs/pt_xla_debug.txt" ;;
     test/spmd/test_xla_sharded_tensor.py)  # run_test_multi_devices upstream
+      echo "CPU_NUM_DEVICES=4" ;;
+    test/spmd/test_fsdp_v2.py)  # upstream runs it on multi-device TPU hosts only
       echo "CPU_NUM_DEVICES=4" ;;
     *) echo "" ;;
   esac
