@@ -260,6 +260,27 @@ def test_training_with_checkpointed_layers_matches_cpu():
         assert spec(p) != "{replicated}" and spec(p) != "", name  # still sharded after updates
 
 
+def test_gradients_come_out_sharded_from_xlas_partitioner():
+    # The annotated gradients through XLA's SPMD partitioner (the CPU
+    # plugin, xs.run_spmd): each device's output is its shard of the
+    # gradient (a reduce-scatter's result shape), the assembled value the
+    # CPU gradient.
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(12, 8), nn.Tanh(), nn.Linear(8, 3))
+    mesh = fsdp_mesh()
+    model = FSDPv2(copy.deepcopy(ref), mesh=mesh)
+    x = torch.randn(8, 12)
+    xx = x.to("xla")
+    xs.mark_sharding(xx, mesh, ("fsdp", None))
+    model(xx).sum().backward()
+    ref(x).sum().backward()
+    values, shards = xs.run_spmd([p.grad for p in model.parameters()], with_shards=True)
+    want_shard = [(8, 3), (2,), (3, 2), (1,)]  # (8, 12), (8,), (3, 8), (3,) over 4
+    for value, per_device, q, shape in zip(values, shards, ref.parameters(), want_shard):
+        torch.testing.assert_close(value, q.grad, rtol=1e-5, atol=1e-6)
+        assert [tuple(per_device[d].shape) for d in range(4)] == [shape] * 4
+
+
 EIGHT = textwrap.dedent("""
     import copy
     import numpy as np, torch, torch.nn as nn
