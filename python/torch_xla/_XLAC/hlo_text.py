@@ -262,7 +262,9 @@ def _convert_block(lines, pos, printer, env, params, name_of_comp):
             comp = printer.fresh("region")
             to_apply = comp
             printer.computations.append(_computation_text(
-                comp, sub_params, body, roots, entry=False, tuple_name=printer.fresh("tuple")))
+                comp, sub_params, body, roots, entry=False,
+                # a region returning one value has no tuple to name
+                tuple_name=printer.fresh("tuple") if len(roots) > 1 else None))
             rest = lines[pos - 1].strip()
             # the closing line: '}) {attrs} : (types) -> types'
             close = lines[pos].strip() if not rest.startswith("})") else rest
