@@ -61,6 +61,7 @@ default_files=(
   test/spmd/test_xla_spmd_python_api_interaction.py
   test/spmd/test_spmd_debugging.py
   test/spmd/test_train_spmd_linear_model.py
+  test/spmd/test_xla_distributed_checkpoint.py
 )
 if [ $# -gt 0 ]; then files=("$@"); else files=("${default_files[@]}"); fi
 
