@@ -4,7 +4,6 @@ another mesh or unsharded, CheckpointManager's steps, keep-last-n, async
 saves and preemption, a save killed at each stage leaving the previous
 checkpoint whole, and the errors of bad restores. 4 CPU devices, SPMD mode
 per test (conftest.py)."""
-import math
 import os
 import signal
 import subprocess
@@ -22,7 +21,6 @@ import torch_xla
 import torch_xla.distributed.spmd as xs
 from torch_xla.experimental.distributed_checkpoint import (CheckpointManager, SPMDLoadPlanner,
                                                            SPMDSavePlanner, prime_optimizer)
-from torch_xla.experimental.distributed_checkpoint import step_dirs
 from torch_xla.experimental.distributed_checkpoint._helpers import (_CpuShards,
                                                                     _sharded_cpu_state_dict)
 
@@ -197,7 +195,10 @@ def test_global_plan_keeps_each_chunk_in_one_rank():
         p.set_up_planner({"t": t, "b": torch.ones(3)}, is_coordinator=rank == 0)
         plans.append(p.create_local_plan())
     global_plans, md = SPMDSavePlanner().create_global_plan(plans)
-    assert len(global_plans[0].items) == 5 and global_plans[1].items == []
+    kept = [[(i.index.fqn, tuple(i.index.offset)) for i in p.items] for p in global_plans]
+    # Every chunk in exactly one plan, the writes shared by bytes.
+    assert sorted(kept[0] + kept[1]) == [("b", (0,))] + [("t", (r, 0)) for r in range(4)]
+    assert kept == [[("b", (0,)), ("t", (1, 0)), ("t", (3, 0))], [("t", (0, 0)), ("t", (2, 0))]]
     assert len(md.state_dict_metadata["t"].chunks) == 4
 
 
@@ -334,12 +335,12 @@ _KILLED_SAVE = textwrap.dedent("""
     mgr.save(10, state(1))
     def die(*_):
         os.kill(os.getpid(), signal.SIGKILL)
-    if stage in ("write_data", "finish"):
-        real = getattr(dcp.FileSystemWriter, stage)
+    if stage == "write_data":
+        real = dcp.FileSystemWriter.write_data
         def hooked(self, *a, **k):
-            out = real(self, *a, **k)   # the files are written, then the kill
+            real(self, *a, **k)   # the shard files are written, then the kill
             die()
-        setattr(dcp.FileSystemWriter, stage, hooked)
+        dcp.FileSystemWriter.write_data = hooked
     else:
         step_dirs._commit_hook = lambda s: die() if s == stage else None
     step = 10 if stage in ("moved_aside", "renamed") else 20
@@ -348,21 +349,67 @@ _KILLED_SAVE = textwrap.dedent("""
 """)
 
 
-def test_save_killed_at_each_stage_leaves_the_previous_checkpoint(tmp_path, process_group):
+# ------------------------------------------------------ two ranks, gloo
+_TWO_RANKS = textwrap.dedent("""
+    import os, sys
+    import numpy as np, torch, torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    import torch_xla, torch_xla.runtime as xr, torch_xla.distributed.spmd as xs
+    from torch_xla.experimental.distributed_checkpoint import CheckpointManager
+    xr.use_spmd()
+    base, rank = sys.argv[1], int(sys.argv[2])
+    dist.init_process_group("gloo", init_method="file://" + base + "-pg", world_size=2,
+                            rank=rank)
+    w = torch.arange(32.).reshape(8, 4).to("xla")
+    xs.mark_sharding(w, xs.Mesh(np.arange(4), (4,)), (0, None))
+    mgr = CheckpointManager(base, 10, chkpt_on_preemption=False)
+    assert mgr.save(10, {"w": w, "b": torch.arange(3.).to("xla"), "n": {"k": 5}})
+    dst = {"w": torch.zeros(8, 4).to("xla"), "b": torch.zeros(3).to("xla"), "n": {"k": 0}}
+    xs.mark_sharding(dst["w"], xs.Mesh(np.arange(4), (2, 2)), (1, 0))
+    mgr.restore(10, dst)
+    ok = torch.equal(dst["w"].cpu(), w.cpu()) and torch.equal(dst["b"].cpu(), torch.arange(3.))
+    print("RESULT", rank, mgr.all_steps(), ok, dst["n"], flush=True)
+    dist.destroy_process_group()
+""")
+
+
+# write_data: inside the storage writer, the shard files written, no
+# metadata yet (a new step 20); moved_aside / renamed: a save of step 10
+# again, killed just before and just after its commit point.
+# stage -> (steps listed afterwards, value of step 10 restored)
+_KILL_STAGES = {"write_data": ([10], 1.), "moved_aside": ([10], 1.), "renamed": ([10], 2.)}
+
+
+@pytest.fixture(scope="module")
+def children(tmp_path_factory):
+    """The subprocesses of the last two tests, started together (each
+    spends seconds importing torch): name -> (Popen, its directory)."""
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), PJRT_DEVICE="CPU",
                CPU_NUM_DEVICES="4")
-    # stage -> (steps listed afterwards, value of step 10 restored)
-    # write_data: inside the storage writer, the shard files written, no
-    # metadata yet (a new step 20); moved_aside / renamed: a save of step 10
-    # again, killed just before and just after its commit point.
-    stages = {"write_data": ([10], 1.), "moved_aside": ([10], 1.), "renamed": ([10], 2.)}
-    procs = {s: subprocess.Popen([sys.executable, "-c", _KILLED_SAVE, str(tmp_path / s), s],
-                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-             for s in stages}
-    for stage, (steps, value) in stages.items():
-        out = procs[stage].communicate(timeout=120)[0].decode()
-        assert procs[stage].returncode == -signal.SIGKILL, (stage, out[-2000:])
-        base = str(tmp_path / stage)
+    root = tmp_path_factory.mktemp("children")
+    runs = {}
+
+    def start(name, script, *args):
+        runs[name] = (subprocess.Popen([sys.executable, "-c", script, *args], env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT),
+                      str(root / name.split(":")[0]))
+
+    for stage in _KILL_STAGES:
+        start(stage, _KILLED_SAVE, str(root / stage), stage)
+    for r in range(2):
+        start(f"ranks:{r}", _TWO_RANKS, str(root / "ranks"), str(r))
+    yield runs
+    for p, _ in runs.values():
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_save_killed_at_each_stage_leaves_the_previous_checkpoint(children, process_group):
+    for stage, (steps, value) in _KILL_STAGES.items():
+        proc, base = children[stage]
+        out = proc.communicate(timeout=120)[0].decode()
+        assert proc.returncode == -signal.SIGKILL, (stage, out[-2000:])
         left = sorted(os.listdir(base))
         assert any(n.startswith(".") for n in left) or stage == "renamed", (stage, left)
         mgr = CheckpointManager(base, 10, chkpt_on_preemption=False)
@@ -373,3 +420,17 @@ def test_save_killed_at_each_stage_leaves_the_previous_checkpoint(tmp_path, proc
         mgr.restore(10, dst)
         assert torch.equal(dst["w"].cpu(), torch.full((8, 4), value)), stage
         assert torch.equal(dst["b"].cpu(), torch.full((3,), value)), stage
+
+
+def test_two_ranks_write_each_chunk_once_and_both_restore(children):
+    for r in range(2):
+        proc, base = children[f"ranks:{r}"]
+        out = proc.communicate(timeout=120)[0].decode()
+        assert proc.returncode == 0, out[-3000:]
+        assert f"RESULT {r} [10] True {{'k': 5}}" in out, out[-3000:]
+    md = dcp.FileSystemReader(os.path.join(base, "10")).read_metadata()
+    files = {(k.fqn, tuple(k.offset or ())): v.relative_path for k, v in md.storage_data.items()}
+    # Both ranks hold every chunk; each chunk is in one file, both ranks wrote.
+    assert sorted(files) == [("b", (0,)), ("n", ())] + [("w", (r, 0)) for r in (0, 2, 4, 6)]
+    assert {f[:3] for f in files.values()} == {"__0", "__1"}
+    assert sorted(os.listdir(base)) == ["10"]

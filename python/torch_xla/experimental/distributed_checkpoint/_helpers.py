@@ -19,10 +19,13 @@ Contract:
 - distinct_shards(replica_and_indices): the device positions whose shard
   is written or read: the first device of each distinct index set, so a
   shard replicated over several devices is handled once.
-- dedup_tensors(plans): each WriteItem key (fqn, offset) kept in the first
-  plan that holds it, so each chunk is written by one rank.
+- dedup_tensors(plans): each WriteItem key (fqn, offset) kept in exactly
+  one of the plans that hold it (the one with the fewest bytes so far), so
+  each chunk is written once and ranks holding the same data share the
+  writes.
 """
 import dataclasses
+import math
 from typing import Any, Dict, List, Mapping, Tuple
 
 import torch
@@ -122,11 +125,26 @@ def distinct_shards(replica_and_indices) -> List[Tuple[int, List[slice]]]:
     return out
 
 
+def _item_bytes(item):
+    if item.tensor_data is None:
+        return 0
+    return math.prod(item.tensor_data.chunk.sizes) * item.tensor_data.properties.dtype.itemsize
+
+
 def dedup_tensors(all_plans):
-    owner = {}
+    holders = {}
     for i, plan in enumerate(all_plans):
         for item in plan.items:
-            owner.setdefault(item.index, i)
+            holders.setdefault(item.index, []).append((i, item))
+    # Each key goes to the holder with the fewest bytes assigned so far
+    # (ties: the lowest rank), so ranks holding the same shards share the
+    # writing instead of one rank writing everything.
+    load = [0] * len(all_plans)
+    owner = {}
+    for key, held in holders.items():
+        i, item = min(held, key=lambda h: (load[h[0]], h[0]))
+        owner[key] = i
+        load[i] += _item_bytes(item)
     return [
         dataclasses.replace(plan, items=[it for it in plan.items if owner[it.index] == i])
         for i, plan in enumerate(all_plans)

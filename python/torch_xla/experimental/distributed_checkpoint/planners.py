@@ -12,8 +12,8 @@ Contract:
   distinct shard (a shard replicated over devices is written from its
   first device), its data taken from XLAShardedTensor.local_shards (the
   per-device shards; the global tensor is never gathered), each shard
-  released once written. Across ranks, a chunk two plans hold is kept in
-  the first plan only.
+  released once written. Across ranks, a chunk several plans hold is
+  kept in one of them (the least loaded: _helpers.dedup_tensors).
 - Loading reads, for each distinct shard of the destination's own
   sharding, the overlapping pieces of whatever chunks the checkpoint holds
   (any mesh, or unsharded), into the shards from local_shards; when every
