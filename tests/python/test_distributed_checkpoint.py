@@ -186,6 +186,20 @@ def test_partially_replicated_shards_are_written_once_and_loaded_to_every_replic
         assert torch.equal(s.unpadded_data, src[tuple(s.indices)])
 
 
+def test_empty_shards_are_not_written(tmp_path):
+    src = torch.arange(8).reshape(2, 4)
+    t = src.to("xla")
+    xs.mark_sharding(t, mesh4(), (0, None))  # rows 1, 1, 0, 0
+    md = dcp.save({"t": t}, storage_writer=dcp.FileSystemWriter(str(tmp_path)),
+                  planner=SPMDSavePlanner())
+    assert chunks_of(md, "t") == [((0, 0), (1, 4)), ((1, 0), (1, 4))]
+    dst = torch.zeros(2, 4, dtype=torch.int64).to("xla")
+    xs.mark_sharding(dst, mesh22(), (1, 0))
+    dcp.load({"t": dst}, storage_reader=dcp.FileSystemReader(str(tmp_path)),
+             planner=SPMDLoadPlanner())
+    assert dst.dtype == torch.int64 and torch.equal(dst.cpu(), src)
+
+
 def test_global_plan_keeps_each_chunk_in_one_rank():
     t = torch.arange(16.).reshape(4, 4).to("xla")
     xs.mark_sharding(t, mesh4(), (0, None))

@@ -9,8 +9,8 @@ Contract:
   `unsharded_state_dict` holds everything else (a replicated tensor is one
   value), which torch's default planner logic handles.
 - Saving writes each chunk of a sharded tensor once: one WriteItem per
-  distinct shard (a shard replicated over devices is written from its
-  first device), its data taken from XLAShardedTensor.local_shards (the
+  distinct non-empty shard (a shard replicated over devices is written
+  from its first device), its data taken from XLAShardedTensor.local_shards (the
   per-device shards; the global tensor is never gathered), each shard
   released once written. Across ranks, a chunk several plans hold is
   kept in one of them (the least loaded: _helpers.dedup_tensors).
@@ -163,6 +163,8 @@ def _write_items(fqn, value) -> List[WriteItem]:
     items = []
     for position, indices in distinct_shards(layout):
         chunk = _chunk(indices)
+        if math.prod(chunk.sizes) == 0:
+            continue  # a device past the end of a short dim holds no data
         items.append(WriteItem(
             index=MetadataIndex(fqn, chunk.offsets, position),
             type=WriteItemType.SHARD,
