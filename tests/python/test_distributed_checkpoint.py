@@ -365,7 +365,7 @@ _KILLED_SAVE = textwrap.dedent("""
 
 # ------------------------------------------------------ two ranks, gloo
 _TWO_RANKS = textwrap.dedent("""
-    import os, sys
+    import os, signal, sys
     import numpy as np, torch, torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     import torch_xla, torch_xla.runtime as xr, torch_xla.distributed.spmd as xs
@@ -383,6 +383,12 @@ _TWO_RANKS = textwrap.dedent("""
     mgr.restore(10, dst)
     ok = torch.equal(dst["w"].cpu(), w.cpu()) and torch.equal(dst["b"].cpu(), torch.arange(3.))
     print("RESULT", rank, mgr.all_steps(), ok, dst["n"], flush=True)
+    # A SIGTERM reaching rank 1 only: both ranks save at the same step.
+    mgr = CheckpointManager(base, 100)
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGTERM)
+    print("PREEMPT", rank, mgr.save(3, {"w": w}), mgr.save(4, {"w": w}), mgr.all_steps(),
+          flush=True)
     dist.destroy_process_group()
 """)
 
@@ -436,15 +442,16 @@ def test_save_killed_at_each_stage_leaves_the_previous_checkpoint(children, proc
         assert torch.equal(dst["b"].cpu(), torch.full((3,), value)), stage
 
 
-def test_two_ranks_write_each_chunk_once_and_both_restore(children):
+def test_two_ranks_write_each_chunk_once_restore_and_agree_on_preemption(children):
     for r in range(2):
         proc, base = children[f"ranks:{r}"]
         out = proc.communicate(timeout=120)[0].decode()
         assert proc.returncode == 0, out[-3000:]
         assert f"RESULT {r} [10] True {{'k': 5}}" in out, out[-3000:]
+        assert f"PREEMPT {r} True False [3, 10]" in out, out[-3000:]
     md = dcp.FileSystemReader(os.path.join(base, "10")).read_metadata()
     files = {(k.fqn, tuple(k.offset or ())): v.relative_path for k, v in md.storage_data.items()}
     # Both ranks hold every chunk; each chunk is in one file, both ranks wrote.
     assert sorted(files) == [("b", (0,)), ("n", ())] + [("w", (r, 0)) for r in (0, 2, 4, 6)]
     assert {f[:3] for f in files.values()} == {"__0", "__1"}
-    assert sorted(os.listdir(base)) == ["10"]
+    assert sorted(os.listdir(base)) == ["10", "3"]
