@@ -63,6 +63,7 @@ default_files=(
   test/spmd/test_train_spmd_linear_model.py
   test/spmd/test_mp_input_sharding.py
   test/spmd/test_fsdp_v2.py
+  test/spmd/test_xla_distributed_checkpoint.py
 )
 if [ $# -gt 0 ]; then files=("$@"); else files=("${default_files[@]}"); fi
 
