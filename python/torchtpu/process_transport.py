@@ -70,12 +70,25 @@ _DESC_BYTES = 160
 
 _state = None
 _sent = {}
+_requests = {}
 _sent_lock = threading.Lock()
 
 
 def _count_sent(op, nbytes):
     with _sent_lock:
         _sent[op] = _sent.get(op, 0) + int(nbytes)
+
+
+def _count_request(op):
+    with _sent_lock:
+        _requests[op] = _requests.get(op, 0) + 1
+
+
+def requests():
+    """{op name: requests this process's transport served} (see the
+    contract)."""
+    with _sent_lock:
+        return dict(_requests)
 
 
 def bytes_sent():
@@ -254,6 +267,7 @@ class _Channel:
             return (f"collective mismatch across processes on group {self._group_text()}: "
                     f"{name(h)} but {name(first)}{extra}")
         # 2. The data.
+        _count_request(_OP_NAMES[op])
         dtype = _DTYPES[dtype_code]
         esize = torch.empty((), dtype=dtype).element_size()
         try:

@@ -168,6 +168,13 @@ def _check_traffic(out, n, procs):
         want = {n - 1: _inputs(0), 0: _inputs(1)}.get(r, np.zeros((2, 4), np.float32))
         np.testing.assert_allclose(got["permute_partial"], want)
         assert got["rs_big_sum"] == (1 << 20) / n * sum(range(1, n + 1))
+        total = sum(range(n))
+        assert got["list0"] == [n + total] * 3
+        assert got["list1"] == [[10.0 * total] * 2] * 2
+        assert got["list2"] == [total, n]
+        assert got["list3"] == [-float(n)]
+        # float32 and int32: two requests on the process's transport (not 4).
+        assert got["list_requests"] == 2
         if r % L:
             continue
         p = r // L

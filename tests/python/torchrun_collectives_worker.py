@@ -117,6 +117,16 @@ def run_traffic(out):
     t = torch.tensor([3, -1] * n, dtype=torch.int32) * (r + 1)
     res["rs_i32_mul"] = xm.reduce_scatter(xm.REDUCE_MUL, t.to(d), 1.0, 0, n)
     res["permute_partial"] = xm.collective_permute(inputs(r).to(d), [(0, n - 1), (1, 0)])
+    # A list is coalesced: one cross-process all_reduce per dtype.
+    before = process_transport.requests().get("all_reduce", 0)
+    parts = [torch.full((3,), 1.0 + r).to(d), torch.full((2, 2), 10.0 * r).to(d),
+             torch.tensor([r, 1], dtype=torch.int32).to(d), torch.full((1,), -1.0).to(d)]
+    xm.all_reduce(xm.REDUCE_SUM, parts, scale=1.0)
+    torch_xla.sync(wait=True)
+    res["list_requests"] = torch.tensor(process_transport.requests().get("all_reduce", 0)
+                                        - before)
+    for k, t in enumerate(parts):
+        res[f"list{k}"] = t
     res = {k: v.cpu().tolist() for k, v in res.items()}
     # Traffic: 4 MiB of float32 per member input (I = 1 << 22 bytes).
     big = torch.ones(1 << 20, device=d) * (r + 1)
