@@ -292,7 +292,9 @@ class ZeroRedundancyOptimizer(Optimizer):
         data = [xm.all_gather(d, dim=0, groups=step['sharding_group'], pin_layout=self.pin_layout)
                 for d in data]
     for (p, _), full in zip(pairs, data):
-      p.data.copy_(full[:p.size(0)])
+      # In place on the parameter itself (under no_grad): through p.data the
+      # engine would keep the parameter's previous buffer alive as well.
+      p.copy_(full[:p.size(0)])
 
   def zero_grad(self, set_to_none: bool = False):
     super().zero_grad(set_to_none=set_to_none)
@@ -330,7 +332,8 @@ class ZeroRedundancyOptimizer(Optimizer):
     for group, sharded, loaded in zip(self.param_groups, self.base_optimizer.param_groups,
                                       state_dict['param_groups']):
       for p, shard, idx in zip(group['params'], sharded['params'], loaded['params']):
-        shard.data.copy_(master[idx])
+        with torch.no_grad():
+          shard.copy_(master[idx].to(shard.device))
         # Marks the parameter as taking part in the gather below.
         if self.use_grad_acc_hook:
           shard.main_grad = torch.zeros(p.shape, dtype=self.optimizer_dtype, device=self.device)
