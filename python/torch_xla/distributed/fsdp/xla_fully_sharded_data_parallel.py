@@ -237,6 +237,7 @@ class XlaFullyShardedDataParallel(nn.Module):
     self._full_ids: Dict[int, tuple] = {}
     self._regathered: Dict[int, list] = {}
     self._final_callback_queued = False
+    self._backward_prepared = False
     if execute_sharding_on_init:
       torch_xla.sync()
 
@@ -504,6 +505,7 @@ class XlaFullyShardedDataParallel(nn.Module):
       if isinstance(m, XlaFullyShardedDataParallel):
         m._release_full_params()
         m._regathered.clear()
+        m._backward_prepared = False
         m.training_state = TrainingState.IDLE
     if self.sync_on_finalization:
       torch_xla.sync()
@@ -532,8 +534,46 @@ class XlaFullyShardedDataParallel(nn.Module):
       raise
     if reshard or not torch.is_grad_enabled():
       self._release_full_params()
+    if reshard:
+      self._register_pre_backward_hooks(out)
     self.training_state = TrainingState.IDLE
     return out
+
+  def _register_pre_backward_hooks(self, out: Any) -> None:
+    """When backward reaches this unit's outputs, the full parameters are
+    gathered again and set on the module: a forward that backward runs
+    again (checkpoint_module) reads its parameters there, and the
+    saved-tensor hooks reuse the same gather."""
+    tensors = []
+
+    def collect(x):
+      if isinstance(x, torch.Tensor):
+        if x.requires_grad:
+          tensors.append(x)
+      elif isinstance(x, (list, tuple)):
+        for y in x:
+          collect(y)
+      elif isinstance(x, dict):
+        for y in x.values():
+          collect(y)
+
+    collect(out)
+    for t in tensors:
+      t.register_hook(self._pre_backward_hook)
+
+  def _pre_backward_hook(self, grad: torch.Tensor) -> None:
+    if self._backward_prepared:
+      return
+    self._backward_prepared = True
+    self.training_state = TrainingState.BACKWARD_PRE
+    if self.optimization_barrier_in_backward:
+      xm.optimization_barrier_([grad])
+    with torch.enable_grad():
+      self._gather_full_params()
+    for index, group in enumerate(self._groups):
+      self._regathered[index] = [
+          getattr(*slot.places[0]).detach() for slot in group.slots
+      ]
 
   # ------------------------------------------------------------ public helpers
   @property
