@@ -11,6 +11,7 @@ the checkpoint consolidation check."""
 import gc
 import json
 import os
+import subprocess
 import sys
 import threading
 
@@ -149,7 +150,8 @@ def fsdp_replica(index, ckpt_dir, flatten, replicated):
       consolidate_sharded_model_checkpoints(prefix, "_rank-*-of-*.pth")
     xm.rendezvous(f"consolidated-{kind}")
     del model, opt
-    out[kind] = {"losses": losses, "bytes": used, "replicated_bytes": _replicated_bytes(kind) if replicated else None,
+    out[kind] = {"losses": losses, "bytes": used,
+                 "replicated_bytes": _replicated_bytes(kind) if replicated else None,
                  "units": n_units, "full_params_held": any(held)}
   return out
 
@@ -170,10 +172,27 @@ def zero_replica(index, replicated):
     sd = opt.state_dict()
     state_shapes = [list(s["exp_avg"].shape) for s in sd["base_state"].values()]
     del model, opt
-    out[kind] = {"losses": losses, "bytes": used, "replicated_bytes": _replicated_bytes(kind) if replicated else None,
+    out[kind] = {"losses": losses, "bytes": used,
+                 "replicated_bytes": _replicated_bytes(kind) if replicated else None,
                  "weights": weights, "state_shapes": state_shapes,
                  "master_weights": len(sd["sharded_master_weights"])}
   return out
+
+
+def run_workload(mode, n, ckpt_dir, *options):
+  """Runs this file in a fresh interpreter with N devices (the device count
+  is fixed when the runtime starts); returns its RESULT."""
+  here = os.path.dirname(os.path.abspath(__file__))
+  root = os.path.dirname(os.path.dirname(here))
+  env = dict(os.environ, PJRT_DEVICE="CPU", CPU_NUM_DEVICES=str(n),
+             PYTHONPATH=os.path.join(root, "python"))
+  env.pop("XLA_FLAGS", None)
+  p = subprocess.run([sys.executable, os.path.abspath(__file__), mode, str(n), str(ckpt_dir),
+                      *options], env=env, cwd=root, capture_output=True, text=True, timeout=300)
+  assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+  line = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
+  assert line, p.stdout[-2000:]
+  return json.loads(line[0][len("RESULT "):])
 
 
 def main():
@@ -181,7 +200,10 @@ def main():
   flatten, replicated = "flatten" in sys.argv[4:], "replicated" in sys.argv[4:]
   refs = {kind: reference(kind) for kind in ("mlp", "transformer")}
   import torch_xla._internal.pjrt as pjrt
-  fn = pjrt._SpawnFn(fsdp_replica, ckpt_dir, flatten, replicated) if mode == "fsdp" else pjrt._SpawnFn(zero_replica, replicated)
+  if mode == "fsdp":
+    fn = pjrt._SpawnFn(fsdp_replica, ckpt_dir, flatten, replicated)
+  else:
+    fn = pjrt._SpawnFn(zero_replica, replicated)
   got = pjrt.run_multiprocess(fn, start_method="fork")
   assert sorted(got) == list(range(n)), sorted(got)
   result = {}

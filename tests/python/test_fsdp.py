@@ -4,11 +4,6 @@ per-device bytes), checkpoint consolidation, and on one device: frozen
 parameters, resharding, dtypes, state_dict/metadata layout, auto-wrap
 policies, errors."""
 import functools
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 import torch.nn as nn
@@ -16,26 +11,10 @@ import torch.nn as nn
 import torch_xla
 from torch_xla.distributed.fsdp import (XlaFullyShardedDataParallel as FSDP, checkpoint_module,
                                         consolidate_sharded_state_dicts)
+from sharded_dp_workloads import run_workload
 from torch_xla.distributed.fsdp.wrap import (always_wrap_policy, lambda_auto_wrap_policy,
                                              recursive_wrap, size_based_auto_wrap_policy,
                                              transformer_auto_wrap_policy)
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-
-
-def run_workload(mode, n, ckpt_dir, *options):
-  env = dict(os.environ, PJRT_DEVICE="CPU", CPU_NUM_DEVICES=str(n),
-             PYTHONPATH=os.path.join(ROOT, "python"))
-  env.pop("XLA_FLAGS", None)
-  p = subprocess.run([sys.executable, os.path.join(HERE, "sharded_dp_workloads.py"), mode, str(n),
-                      str(ckpt_dir), *options], env=env, cwd=ROOT, capture_output=True, text=True,
-                     timeout=300)
-  assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
-  line = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
-  assert line, p.stdout[-2000:]
-  return json.loads(line[0][len("RESULT "):])
-
 
 @pytest.mark.parametrize("n,flatten", [(2, False), (4, True)])
 def test_fsdp_training_matches_full_batch_cpu(tmp_path, n, flatten):

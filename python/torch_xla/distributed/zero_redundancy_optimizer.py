@@ -53,7 +53,10 @@ class ZeroRedundancyOptimizer(Optimizer):
       logging.warning(
           'Not saving master weights may have accuracy issues when resuming training!')
     super().__init__(params, defaults)
-    self.global_world_size = xr.global_device_count()
+    # The replicas taking part (PyTorch/XLA reads global_device_count(),
+    # the same number there; here a process outside a launch is one
+    # replica whatever its device count).
+    self.global_world_size = xr.world_size()
     self.global_rank = xr.global_ordinal()
     self._sharding_groups = ([list(range(self.global_world_size))]
                              if sharding_groups is None else sharding_groups)
