@@ -12,6 +12,7 @@ import torch_xla
 from torch_xla.distributed.fsdp import (XlaFullyShardedDataParallel as FSDP, checkpoint_module,
                                         consolidate_sharded_state_dicts)
 from sharded_dp_workloads import run_workload
+from torch_xla.distributed.fsdp import consolidate_sharded_ckpts
 from torch_xla.distributed.fsdp.wrap import (always_wrap_policy, lambda_auto_wrap_policy,
                                              recursive_wrap, size_based_auto_wrap_policy,
                                              transformer_auto_wrap_policy)
@@ -149,7 +150,47 @@ def test_checkpoint_module_under_auto_wrap():
                                atol=1e-6)
 
 
-def test_state_dict_layout_and_consolidation_on_one_rank():
+def test_no_sync_accumulates_until_the_synced_pass():
+  dev = torch_xla.device()
+  xs = [torch.randn(3, 8) for _ in range(3)]
+  plain = _mlp()
+  for x in xs:
+    _grads(plain, x)
+  model = _mlp()
+  model[2] = FSDP(model[2])
+  model = FSDP(model)
+  with model.no_sync():
+    _grads(model, xs[0].to(dev))
+    _grads(model, xs[1].to(dev))
+    assert all(p.grad is None for p in model.parameters())  # nothing reduced yet
+  _grads(model, xs[2].to(dev))
+  got = dict(model.get_original_names_and_sharded_parameters())
+  for name, p in plain.named_parameters():
+    torch.testing.assert_close(got[name].grad.cpu()[:p.numel()], p.grad.reshape(-1), rtol=1e-5,
+                               atol=1e-5)
+  with pytest.raises(AssertionError, match="no_sync on inner FSDP"):
+    with model.module[2].no_sync():
+      pass
+
+
+def test_clip_grad_norm_and_finalization_sync():
+  dev = torch_xla.device()
+  x = torch.randn(4, 8)
+  plain = _mlp()
+  _grads(plain, x)
+  want = torch.nn.utils.clip_grad_norm_(plain.parameters(), 0.5)
+  model = FSDP(_mlp(), mark_step_on_finalization=True)
+  assert model.sync_on_finalization is True
+  _grads(model, x.to(dev))
+  total = model.clip_grad_norm_(0.5)
+  torch.testing.assert_close(total.cpu(), want, rtol=1e-5, atol=1e-6)
+  got = dict(model.get_original_names_and_sharded_parameters())
+  for name, p in plain.named_parameters():
+    torch.testing.assert_close(got[name].grad.cpu()[:p.numel()], p.grad.reshape(-1), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_state_dict_layout_and_consolidation_on_one_rank(tmp_path):
   plain = _mlp()
   model = _mlp()
   model.add_module("bn", nn.BatchNorm1d(4))
@@ -176,6 +217,14 @@ def test_state_dict_layout_and_consolidation_on_one_rank():
     torch.testing.assert_close(full[k], want[k])
   with pytest.raises(ValueError, match="expected 1 state dicts"):
     consolidate_sharded_state_dicts([sd, sd], meta)
+  # The command-line consolidation reads per-rank files.
+  torch.save({"model": {k: v.cpu() for k, v in sd.items()}, "shard_metadata": meta},
+             tmp_path / "ckpt_rank-0.pth")
+  consolidate_sharded_ckpts.main(["--ckpt_prefix", str(tmp_path / "ckpt"), "--ckpt_suffix",
+                                  "_rank-*.pth"])
+  saved = torch.load(tmp_path / "ckpt_consolidated.pth")["model"]
+  assert sorted(saved) == sorted(want)
+  torch.testing.assert_close(saved["2.weight"], want["2.weight"])
 
 
 def test_auto_wrap_policies_choose_modules():

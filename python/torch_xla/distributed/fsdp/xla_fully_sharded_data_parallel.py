@@ -30,8 +30,7 @@ Contract:
 - Use optimizer.step(), not xm.optimizer_step(): the shard gradients are
   already reduced.
 """
-import functools
-import logging
+import contextlib
 from enum import Enum, auto
 from typing import Any, Callable, Dict, List, Optional
 
@@ -79,6 +78,7 @@ class _ShardGroup:
     self.shard = shard
     self.slots = slots
     self.dim0 = dim0  # sharded on dim 0 of one parameter (not flattened)
+    self.unsynced_grad = None  # full gradient summed under no_sync()
 
 
 class _Regather:
@@ -238,6 +238,7 @@ class XlaFullyShardedDataParallel(nn.Module):
     self._regathered: Dict[int, list] = {}
     self._final_callback_queued = False
     self._backward_prepared = False
+    self._require_backward_grad_sync = True
     if execute_sharding_on_init:
       torch_xla.sync()
 
@@ -410,6 +411,17 @@ class XlaFullyShardedDataParallel(nn.Module):
     if self.fp32_reduce_scatter and full.dtype != torch.float32:
       full = full.to(torch.float32)
     full = self._pad(full)
+    if group.unsynced_grad is not None:
+      full = full + group.unsynced_grad.to(full.dtype)
+      group.unsynced_grad = None
+    root = self._root or self
+    root._queue_final_callback()
+    if not self._require_backward_grad_sync:
+      # Under no_sync(): keep the full gradient for the next synced pass.
+      group.unsynced_grad = full.detach()
+      self._release_group(index)
+      self._regathered.pop(index, None)
+      return None
     scale = 1.0 / (self.gradient_predivide_factor * self.gradient_postdivide_factor)
     if self.world_size == 1 and self.sharding_groups is None:
       reduced = full * scale
@@ -419,8 +431,6 @@ class XlaFullyShardedDataParallel(nn.Module):
                                   pin_layout=self.pin_layout)
     self._release_group(index)
     self._regathered.pop(index, None)
-    root = self._root or self
-    root._queue_final_callback()
     return reduced.to(group.shard.dtype)
 
   # ------------------------------------------------------------ full parameters
@@ -591,6 +601,24 @@ class XlaFullyShardedDataParallel(nn.Module):
 
   def __getitem__(self, key: int) -> nn.Module:
     return self._fsdp_wrapped_module.__getitem__(key)
+
+  @contextlib.contextmanager
+  def no_sync(self):
+    """Backward passes inside skip the reduce-scatter: each unit sums its
+    full gradients (full size, on every replica) until the first backward
+    pass outside, which reduce-scatters the sum. Root only."""
+    self._lazy_init()
+    if not self._is_root:
+      raise AssertionError("no_sync on inner FSDP is not supported")
+    units = [m for m in self.modules() if isinstance(m, XlaFullyShardedDataParallel)]
+    saved = [m._require_backward_grad_sync for m in units]
+    for m in units:
+      m._require_backward_grad_sync = False
+    try:
+      yield
+    finally:
+      for m, flag in zip(units, saved):
+        m._require_backward_grad_sync = flag
 
   @property
   def params_with_grad(self) -> List[nn.Parameter]:
