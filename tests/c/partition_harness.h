@@ -70,6 +70,7 @@ static inline tt_sharding_t *spec_sharding(const mesh_t *m, int32_t rank, const 
   for (int32_t d = 0; d < rank; ++d) tiled *= s->tile_dims[d];
   s->num_tile_dims = rank;
   if (tiled == 1) {
+    memset(s, 0, sizeof(*s));
     s->kind = TT_SHARDING_REPLICATED;
     return s;
   }
