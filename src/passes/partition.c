@@ -36,7 +36,7 @@ static int tt_part_is_mapped(const tt_instr_t *in) {
     case TT_OP_SPECIAL: case TT_OP_BROADCAST: case TT_OP_RESHAPE: case TT_OP_TRANSPOSE:
     case TT_OP_SLICE: case TT_OP_CONCAT: case TT_OP_PAD: case TT_OP_FLIP: case TT_OP_SCAN:
     case TT_OP_CUMULATIVE: case TT_OP_ARGSORT: case TT_OP_SOFTMAX_BWD: case TT_OP_REDUCE:
-    case TT_OP_DOT: case TT_OP_INDEX_SELECT: case TT_OP_GATHER:
+    case TT_OP_DOT: case TT_OP_INDEX_SELECT: case TT_OP_GATHER: case TT_OP_CONV2D:
       return 1;
     case TT_OP_SOFTMAX: {
       tt_softmax_attrs_t a;
@@ -130,6 +130,7 @@ typedef struct tt_part_op_s {
   int32_t partial_reduce;
   tt_sharding_t *r, *l0;
   tt_sharding_t **a; /* per operand: the layout computing on shards needs */
+  const tt_sharding_t *x0; /* the layout operand 0 was resharded to (conv's halos) */
 } tt_part_op_t;
 
 static const tt_shape_t *tt_part_xshape(const tt_part_op_t *o, int32_t k) {
@@ -170,6 +171,29 @@ static tt_node_t *tt_part_run_local(tt_part_op_t *o, tt_node_t **xs, int64_t red
     }
   } else if (in->op == TT_OP_REDUCE) {
     ia[0] = reduce_op;
+  } else if (in->op == TT_OP_CONV2D && o->x0) {
+    /* A tiled spatial dim: its tile extended by the halo rows, then
+     * convolved with no padding along it. */
+    tt_conv2d_attrs_t a;
+    TT_ATTRS(in, &a);
+    const tt_shape_t *x = tt_part_xshape(o, 0), *w = tt_part_xshape(o, 1);
+    tt_node_t *ops[2] = {xs[0], xs[1]};
+    for (int32_t d = 2; d < 4; ++d) {
+      if (o->x0->tile_dims[d] == 1) continue;
+      int64_t lo = a.padding[d - 2], hi = a.dilation[d - 2] * (w->dims[d] - 1) - lo;
+      ops[0] = tt_part_halo(p, ops[0], x, o->x0, d, lo, hi);
+      a.padding[d - 2] = 0;
+    }
+    double fa[TT_MAX_FATTRS];
+    tt_status_t st = tt_attrs_encode(TT_OP_CONV2D, &a, sizeof(a), -1, ia, &ni, fa);
+    if (st) {
+      p->error = st;
+      return NULL;
+    }
+    tt_node_t *y = tt_part_make(p, in->op, ops, 2, ia, ni, NULL);
+    if (y && !tt_shape_equal(&y->shape, &want))
+      p->error = tt_status_make(TT_INTERNAL, "partitioner: conv2d on halo tiles: wrong shape");
+    return p->error ? NULL : y;
   }
   tt_node_t *y = tt_part_make(p, in->op, xs, o->nops, ia, ni, in->fattrs);
   if (y && !tt_shape_equal(&y->shape, &want)) {
@@ -355,8 +379,8 @@ static tt_node_t *tt_part_combine(tt_part_op_t *o, tt_node_t *y, int64_t op,
 static int tt_part_try_partial(tt_part_op_t *o, tt_part_val_t *out) {
   tt_part_t *p = o->p;
   const tt_instr_t *in = o->in;
-  if (o->partial_reduce < 0 ||
-      (in->op != TT_OP_REDUCE && in->op != TT_OP_DOT && !tt_part_is_lookup(in)))
+  if (o->partial_reduce < 0 || (in->op != TT_OP_REDUCE && in->op != TT_OP_DOT &&
+                                 in->op != TT_OP_CONV2D && !tt_part_is_lookup(in)))
     return 0;
   double identity = 0.0;
   int64_t op = in->op == TT_OP_REDUCE ? in->iattrs[0] : TT_RED_SUM;
@@ -392,6 +416,7 @@ static int tt_part_try_partial(tt_part_op_t *o, tt_part_val_t *out) {
     xs[k] = tt_part_mask(p, xs[k], tt_part_xshape(o, k), pl.m[k], mask_dims, identity);
   }
   int64_t local_op = op == TT_RED_MEAN ? TT_RED_SUM : op;
+  o->x0 = pl.m[0];
   tt_node_t *y = tt_part_is_lookup(in) ? tt_part_lookup(o, xs, pl.m[0])
                                        : tt_part_run_local(o, xs, local_op);
   tt_sharding_t *layout = NULL;
@@ -410,11 +435,27 @@ static int tt_part_try_partial(tt_part_op_t *o, tt_part_val_t *out) {
   return 1;
 }
 
+/* A conv2d's spatial dims stay tiled as R tiles them only where a halo
+ * exchange computes them; the others are read whole. */
+static void tt_part_conv_spatial(tt_part_t *p, const tt_instr_t *in, const tt_sharding_t *r,
+                                 int32_t (*rows)[TT_MAX_RANK]) {
+  tt_conv2d_attrs_t a;
+  TT_ATTRS(in, &a);
+  const tt_shape_t *x = &p->g->instrs[in->operands[0]].shape;
+  const tt_shape_t *w = &p->g->instrs[in->operands[1]].shape;
+  for (int32_t d = 2; d < 4; ++d) {
+    if (rows[0][d] < 0 || r->tile_dims[d] == 1) continue;
+    int64_t lo = a.padding[d - 2], hi = a.dilation[d - 2] * (w->dims[d] - 1) - lo;
+    if (!tt_part_halo_fits(p, x->dims[d], r->tile_dims[d], a.stride[d - 2], lo, hi))
+      rows[0][d] = TT_SDIM_WHOLE;
+  }
+}
+
 /* Lowers a mapped op (or, with fallback, any op: operands replicated). */
 static void tt_part_lower_op(tt_part_t *p, int32_t i, tt_part_val_t *vals, int fallback) {
   const tt_instr_t *in = &p->g->instrs[i];
   int32_t nops = in->num_operands, yr = in->shape.rank;
-  tt_part_op_t o = {p, in, vals, nops, NULL, NULL, -1, NULL, NULL, NULL};
+  tt_part_op_t o = {p, in, vals, nops, NULL, NULL, -1, NULL, NULL, NULL, NULL};
   tt_part_val_t *out = &vals[i];
   o.rows = malloc(sizeof(*o.rows) * ((size_t)nops + 1));
   o.inv = malloc(sizeof(*o.inv) * ((size_t)nops + 1));
@@ -437,6 +478,7 @@ static void tt_part_lower_op(tt_part_t *p, int32_t i, tt_part_val_t *vals, int f
     tt_sharding_map_t map = {nops, o.rows, -1};
     tt_op_info(in->op)->sharding_rule->map(p->g, i, &map);
     o.partial_reduce = map.partial_reduce;
+    if (in->op == TT_OP_CONV2D) tt_part_conv_spatial(p, in, o.r, o.rows);
     /* L0: R's tiles on the result dims an operand dim maps to. */
     int32_t to[TT_MAX_RANK];
     for (int32_t r = 0; r < yr; ++r) to[r] = -1;
@@ -477,6 +519,7 @@ static void tt_part_lower_op(tt_part_t *p, int32_t i, tt_part_val_t *vals, int f
     tt_node_t *y = tt_part_make(p, in->op, xs, nops, in->iattrs, in->num_iattrs, in->fattrs);
     out->node = tt_part_reshard(p, y, &in->shape, o.l0, o.r);
   } else {
+    o.x0 = o.a[0];
     tt_node_t *y = tt_part_run_local(&o, xs, nops ? in->iattrs[0] : 0);
     out->node = tt_part_reshard(p, y, &in->shape, o.l0, o.r);
   }

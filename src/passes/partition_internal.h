@@ -85,6 +85,18 @@ tt_node_t *tt_part_permute(tt_part_t *p, tt_node_t *x, const int32_t *pairs, int
  * tiles its members get); x's dim d must divide by group_size. */
 tt_node_t *tt_part_reduce_scatter(tt_part_t *p, tt_node_t *x, int64_t reduce, int32_t d,
                                   const int32_t *ids, int32_t group_size);
+/* Halo exchange (src/passes/partition_conv.c): x, this partition's tile
+ * of a tensor of global shape under full-form s, tiled along d, extended
+ * by the lo rows before it and the hi rows after it (zeros past the
+ * tensor's ends; its own padding rows zeroed), with one
+ * collective_permute per side. tt_part_halo_fits: whether a window of
+ * that reach and stride can be computed so over `tiles` tiles of a dim
+ * of size dim (stride 1, each side within one neighbouring tile, the
+ * pairs fit a collective). */
+int tt_part_halo_fits(const tt_part_t *p, int64_t dim, int64_t tiles, int64_t stride,
+                      int64_t lo, int64_t hi);
+tt_node_t *tt_part_halo(tt_part_t *p, tt_node_t *x, const tt_shape_t *global,
+                        const tt_sharding_t *s, int32_t d, int64_t lo, int64_t hi);
 /* An all_reduce of x with `reduce` over groups (group_size ids each, n
  * ids in all, partition numbers; named by replica id in the op). */
 tt_node_t *tt_part_all_reduce(tt_part_t *p, tt_node_t *x, int64_t reduce, const int32_t *ids,

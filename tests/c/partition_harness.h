@@ -123,7 +123,7 @@ static inline tt_node_t *dot(tt_node_t *a, tt_node_t *b) { return mk(TT_OP_DOT, 
 /* An input: shape text rank/dims, its dtype, its spec (NULL: none). */
 typedef struct input_s {
   int32_t rank;
-  int64_t dims[3];
+  int64_t dims[4];
   const char *spec;
   tt_dtype_t dtype;
 } input_t;

@@ -137,6 +137,14 @@ static int b_grad_sum_rot(tt_node_t **in, tt_node_t **out) {
   out[0] = annotate_rot(reduce(TT_RED_SUM, in[0], 1), g_spec_out, 1);
   return 1;
 }
+/* conv2d with the attributes in g_conv: stride, padding, dilation (one
+ * each, both spatial dims) */
+static int64_t g_conv[3] = {1, 1, 1};
+static int b_conv(tt_node_t **in, tt_node_t **out) {
+  out[0] = mk(TT_OP_CONV2D, OPS(in[0], in[1]),
+              IA(g_conv[0], g_conv[0], g_conv[1], g_conv[1], g_conv[2], g_conv[2], 1));
+  return 1;
+}
 static int b_weight_grad(tt_node_t **in, tt_node_t **out) {
   /* x^T g over a batch sharded on every device, the gradient wanted
    * sharded by its rows (FSDP's reduce-scatter) */
@@ -472,6 +480,65 @@ static void test_lookup(void) {
         (long long)st.all_reduces, (long long)st.all_gathers);
 }
 
+static void test_conv(void) {
+  tt_partition_stats_t st;
+  /* Batch-sharded and output-channel-sharded: local, no collective. */
+  const mesh_t *meshes[5] = {&M2, &M4, &M8, &M22, &M24};
+  for (int mi = 0; mi < 5; ++mi) {
+    const char *one = meshes[mi]->rank == 1 ? "0,-,-,-" : "01,-,-,-";
+    input_t bat[2] = {{4, {8, 2, 5, 4}, one, F}, {4, {3, 2, 3, 3}, NULL, F}};
+    g_conv[0] = 1, g_conv[1] = 1, g_conv[2] = 1;
+    run_case("conv batch", meshes[mi], 2, bat, b_conv, 1e-5, &st);
+    CHECK(st.all_gathers + st.all_reduces + st.collective_permutes + st.fallbacks == 0,
+          "conv batch %s: %lld gathers %lld permutes", meshes[mi]->name,
+          (long long)st.all_gathers, (long long)st.collective_permutes);
+    input_t och[2] = {{4, {2, 2, 5, 4}, NULL, F}, {4, {8, 2, 3, 3}, one, F}};
+    run_case("conv output channels", meshes[mi], 2, och, b_conv, 1e-5, &st);
+    CHECK(st.all_gathers + st.all_reduces + st.collective_permutes + st.fallbacks == 0,
+          "conv output channels %s: %lld gathers", meshes[mi]->name, (long long)st.all_gathers);
+    /* input channels: partial sums, one all_reduce (6 channels: uneven) */
+    const char *ic = meshes[mi]->rank == 1 ? "-,0,-,-" : "-,01,-,-";
+    input_t ich[2] = {{4, {2, 6, 4, 4}, ic, F}, {4, {3, 6, 3, 3}, ic, F}};
+    run_case("conv input channels", meshes[mi], 2, ich, b_conv, 1e-5, &st);
+    CHECK(st.all_reduces == 1 && st.all_gathers == 0 && st.fallbacks == 0,
+          "conv input channels %s: %lld reduces %lld gathers", meshes[mi]->name,
+          (long long)st.all_reduces, (long long)st.all_gathers);
+  }
+  /* A spatial dim tiled: halo rows from the neighbours (one
+   * collective_permute per side), local conv; no gather. Uneven rows,
+   * wider kernels, dilation. */
+  struct { const mesh_t *m; const char *spec; int64_t h, w, k, pad, dil; int perms; } sp[] = {
+      {&M2, "-,-,0,-", 7, 5, 3, 1, 1, 2},  {&M4, "-,-,0,-", 7, 5, 3, 1, 1, 2},
+      {&M8, "-,-,0,-", 9, 4, 3, 1, 1, 2},  {&M4, "-,-,-,0", 5, 9, 5, 2, 1, 2},
+      {&M2, "-,-,0,-", 8, 3, 3, 2, 2, 2},  {&M22, "-,-,0,1", 7, 6, 3, 1, 1, 4},
+      {&M24, "-,-,1,0", 9, 5, 3, 1, 1, 4}, {&M24, "0,-,1,-", 8, 4, 3, 1, 1, 2},
+      {&M4, "-,-,0,-", 8, 4, 1, 0, 1, 0},
+  };
+  for (size_t c = 0; c < sizeof(sp) / sizeof(sp[0]); ++c) {
+    input_t in[2] = {{4, {2, 2, sp[c].h, sp[c].w}, sp[c].spec, F},
+                     {4, {3, 2, sp[c].k, sp[c].k}, NULL, F}};
+    g_conv[0] = 1, g_conv[1] = sp[c].pad, g_conv[2] = sp[c].dil;
+    run_case("conv spatial", sp[c].m, 2, in, b_conv, 1e-5, &st);
+    CHECK(st.collective_permutes == sp[c].perms && st.all_gathers == 0 && st.all_reduces == 0 &&
+              st.fallbacks == 0,
+          "conv spatial %s %s k%lld: %lld permutes %lld gathers", sp[c].m->name, sp[c].spec,
+          (long long)sp[c].k, (long long)st.collective_permutes, (long long)st.all_gathers);
+  }
+  /* A window reaching past the neighbouring tile (5 rows, pad 2, tiles of
+   * one row) or a stride: the dim is gathered, still exact. */
+  input_t far[2] = {{4, {1, 2, 7, 4}, "-,-,0,-", F}, {4, {2, 2, 5, 5}, NULL, F}};
+  g_conv[0] = 1, g_conv[1] = 2, g_conv[2] = 1;
+  run_case("conv wide window", &M8, 2, far, b_conv, 1e-5, &st);
+  CHECK(st.collective_permutes == 0 && st.all_gathers == 1, "conv wide window: %lld gathers",
+        (long long)st.all_gathers);
+  g_conv[0] = 2, g_conv[1] = 1, g_conv[2] = 1;
+  input_t strided[2] = {{4, {1, 2, 8, 4}, "-,-,0,-", F}, {4, {2, 2, 3, 3}, NULL, F}};
+  run_case("conv strided", &M4, 2, strided, b_conv, 1e-5, &st);
+  CHECK(st.collective_permutes == 0, "conv strided: %lld permutes",
+        (long long)st.collective_permutes);
+  g_conv[0] = 1, g_conv[1] = 1, g_conv[2] = 1;
+}
+
 static void test_fallback(void) {
   /* scatter has no partition rule here: the sharded base is gathered and
    * the scatter computed replicated; counted. */
@@ -538,6 +605,7 @@ int main(void) {
   test_reduce_scatter();
   test_all_to_all_and_permute();
   test_lookup();
+  test_conv();
   test_fallback();
   test_refusals();
   tt_runtime_wait(-1);
