@@ -22,7 +22,8 @@ static int32_t g_out_rot;
  * axis goes to a random dim or to none (replication); two axes on one dim
  * in a random order. Written as spec_sharding reads it. */
 static void draw_spec(const mesh_t *m, int32_t rank, char *buf) {
-  char dims[TT_MAX_RANK][4] = {{0}};
+  char dims[TT_MAX_RANK][4];
+  memset(dims, 0, sizeof(dims));
   int32_t order[2] = {0, 1};
   if (m->rank == 2 && rnd_int(0, 1)) order[0] = 1, order[1] = 0;
   for (int32_t j = 0; j < m->rank; ++j) {
@@ -95,6 +96,10 @@ static int f_index_select(tt_node_t **in, tt_node_t **out) {
 }
 static int f_gather(tt_node_t **in, tt_node_t **out) {
   out[0] = mk(TT_OP_GATHER, OPS(in[0], in[1]), IA(0));
+  return 1;
+}
+static int f_conv(tt_node_t **in, tt_node_t **out) {
+  out[0] = mk(TT_OP_CONV2D, OPS(in[0], in[1]), IA(g_p[0], g_p[0], g_p[1], g_p[1], g_p[2], g_p[2], 1));
   return 1;
 }
 static int f_relayout(tt_node_t **in, tt_node_t **out) {
@@ -192,6 +197,20 @@ static int32_t draw_case(int f, const mesh_t *m, input_t *ins, char (*specs)[32]
       ins[1] = (input_t){2, {rnd_int(1, 9), e, 0}, specs[1], TT_I64};
       return 2;
     }
+    case 9: { /* conv2d: kernel 1, 3 or 5, "same" or less padding, dilation,
+               * sometimes a stride */
+      int64_t k = 2 * rnd_int(0, 2) + 1, dil = rnd_int(1, 2);
+      int64_t pad = rnd_int(0, 1) ? dil * (k - 1) / 2 : rnd_int(0, dil * (k - 1) / 2);
+      int64_t stride = rnd_int(0, 3) ? 1 : 2, reach = dil * (k - 1) + 1 - 2 * pad;
+      int64_t n = rnd_int(1, 3), c = rnd_int(1, 4), o = rnd_int(1, 4);
+      int64_t h = rnd_int(reach > 1 ? reach : 1, 9), w = rnd_int(reach > 1 ? reach : 1, 9);
+      draw_spec(m, 4, specs[0]);
+      draw_spec(m, 4, specs[1]);
+      ins[0] = (input_t){4, {n, c, h, w}, specs[0], TT_F32};
+      ins[1] = (input_t){4, {o, c, k, k}, specs[1], TT_F32};
+      g_p[0] = stride, g_p[1] = pad, g_p[2] = dil;
+      return 2;
+    }
     default: { /* one layout to another (devices maybe moved) */
       int32_t rank = (int32_t)rnd_int(1, 3);
       draw_spec(m, rank, specs[0]);
@@ -212,7 +231,8 @@ int main(void) {
       {"reshape", f_reshape, 0},           {"reduce", f_reduce, 1e-5},
       {"dot", f_dot, 1e-5},                {"softmax", f_softmax, 1e-5},
       {"slice/concat", f_slice_concat, 0}, {"index_select", f_index_select, 0},
-      {"gather", f_gather, 0},             {"relayout", f_relayout, 0},
+      {"gather", f_gather, 0},             {"conv2d", f_conv, 1e-5},
+      {"relayout", f_relayout, 0},
   };
   const mesh_t *meshes[5] = {&M2, &M4, &M8, &M22, &M24};
   int nf = (int)(sizeof(fams) / sizeof(fams[0]));
