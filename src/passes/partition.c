@@ -533,6 +533,50 @@ done:
   free(xs);
 }
 
+/* An rng: where its result R tiles, each partition draws its own tile at
+ * its offsets in the whole tensor (the rng's tiled form, op_attrs.h), bit
+ * for bit the unsharded tensor's, with no collective; replicated, each
+ * draws all of it. 0 (nothing made) for an rng already tiled or too high a
+ * rank for the tiled form's attributes. */
+static int tt_part_try_rng(tt_part_t *p, int32_t i, tt_part_val_t *vals) {
+  const tt_instr_t *in = &p->g->instrs[i];
+  int32_t rank = in->shape.rank;
+  tt_rng_attrs_t a;
+  TT_ATTRS(in, &a);
+  if (a.tiled != 0.0 || 3 * rank > TT_MAX_IATTRS - 2) return 0;
+  tt_sharding_t *r = tt_part_full(p, p->g->sharding_prop[i].sharding, rank);
+  if (!r) return 0;
+  int tiled = 0;
+  tt_node_t *seed = vals[in->operands[0]].node;
+  for (int32_t d = 0; d < rank; ++d) tiled |= r->tile_dims[d] > 1;
+  vals[i].layout = r;
+  ++p->stats->local_ops;
+  if (!tiled) { /* replicated: every partition draws the whole tensor */
+    vals[i].node = tt_part_make(p, TT_OP_RNG, &seed, 1, in->iattrs, in->num_iattrs, in->fattrs);
+    return 1;
+  }
+  int64_t c[TT_MAX_RANK];
+  tt_part_coords(r, rank, p->me, c, NULL);
+  a.dims.n = 3 * rank;
+  for (int32_t d = 0; d < rank; ++d) {
+    int64_t chunk = tt_part_chunk(in->shape.dims[d], r->tile_dims[d]);
+    a.dims.v[d] = chunk;
+    a.dims.v[rank + d] = in->shape.dims[d];
+    a.dims.v[2 * rank + d] = c[d] * chunk;
+  }
+  a.tiled = 1.0;
+  int64_t ia[TT_MAX_IATTRS];
+  double fa[TT_MAX_FATTRS] = {0};
+  int32_t ni = 0;
+  tt_status_t st = tt_attrs_encode(TT_OP_RNG, &a, sizeof(a), -1, ia, &ni, fa);
+  if (st) {
+    p->error = st;
+    return 1;
+  }
+  vals[i].node = tt_part_make(p, TT_OP_RNG, &seed, 1, ia, ni, fa);
+  return 1;
+}
+
 static void tt_part_keep(tt_part_t *p, tt_node_t *n) {
   if (!n) {
     if (!p->error) p->error = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
@@ -608,7 +652,7 @@ tt_status_t tt_partition_program(const tt_graph_t *g, const tt_partition_mesh_t 
                                "partitioner before fusion; collectives and manual regions "
                                "keep their own programs)",
                                (int)i, tt_op_name(in->op));
-    } else {
+    } else if (in->op != TT_OP_RNG || !tt_part_try_rng(&p, i, vals)) {
       tt_part_lower_op(&p, i, vals, !tt_part_is_mapped(in));
     }
   }

@@ -5,7 +5,8 @@
  * families, the result (which makes the partitioner reshard: all_gather,
  * all_to_all, collective_permute, reduce_scatter), the assembled shards
  * of every device must equal the unsharded engine's result: exactly for
- * movement, elementwise and lookups, within 1e-5 relative for reductions,
+ * movement, elementwise, lookups and rng (each device draws its own
+ * tile), within 1e-5 relative for reductions,
  * products and softmax. The draws come from the harness's fixed-seed
  * generator, so a failure reproduces; each failure names its family,
  * mesh and specs. */
@@ -100,6 +101,15 @@ static int f_gather(tt_node_t **in, tt_node_t **out) {
 }
 static int f_conv(tt_node_t **in, tt_node_t **out) {
   out[0] = mk(TT_OP_CONV2D, OPS(in[0], in[1]), IA(g_p[0], g_p[0], g_p[1], g_p[1], g_p[2], g_p[2], 1));
+  return 1;
+}
+static int f_rng(tt_node_t **in, tt_node_t **out) {
+  tt_node_t *r = NULL;
+  int64_t ia[5] = {g_p[0], TT_F32, g_p[1], g_p[2], g_p[3]};
+  double fa[2] = {0.25, 1.5};
+  CHECK_OK(tt_node_create(TT_OP_RNG, 0, &in[0], 1, ia, 2 + g_p[4], fa, 2, &r), "rng");
+  keep(r);
+  out[0] = out_annotated(r);
   return 1;
 }
 static int f_relayout(tt_node_t **in, tt_node_t **out) {
@@ -211,6 +221,16 @@ static int32_t draw_case(int f, const mesh_t *m, input_t *ins, char (*specs)[32]
       g_p[0] = stride, g_p[1] = pad, g_p[2] = dil;
       return 2;
     }
+    case 10: { /* rng drawn in tiles: bit for bit the whole tensor's */
+      int32_t rank = (int32_t)rnd_int(1, 3);
+      g_p[0] = rnd_int(0, 2);
+      for (int32_t d = 0; d < 3; ++d) g_p[1 + d] = d < rank ? rnd_int(1, 9) : 0;
+      g_p[4] = rank;
+      ins[0] = (input_t){0, {0, 0, 0, 0}, NULL, TT_I64};
+      draw_spec(m, rank, g_out_spec);
+      g_out_rot = (int32_t)rnd_int(0, m->n - 1);
+      return 1;
+    }
     default: { /* one layout to another (devices maybe moved) */
       int32_t rank = (int32_t)rnd_int(1, 3);
       draw_spec(m, rank, specs[0]);
@@ -232,7 +252,7 @@ int main(void) {
       {"dot", f_dot, 1e-5},                {"softmax", f_softmax, 1e-5},
       {"slice/concat", f_slice_concat, 0}, {"index_select", f_index_select, 0},
       {"gather", f_gather, 0},             {"conv2d", f_conv, 1e-5},
-      {"relayout", f_relayout, 0},
+      {"rng", f_rng, 0},                   {"relayout", f_relayout, 0},
   };
   const mesh_t *meshes[5] = {&M2, &M4, &M8, &M22, &M24};
   int nf = (int)(sizeof(fams) / sizeof(fams[0]));

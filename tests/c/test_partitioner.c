@@ -145,6 +145,21 @@ static int b_conv(tt_node_t **in, tt_node_t **out) {
               IA(g_conv[0], g_conv[0], g_conv[1], g_conv[1], g_conv[2], g_conv[2], 1));
   return 1;
 }
+/* rng (g_rng: op, dtype, a, b) of shape g_rng_dims, annotated g_spec_out,
+ * seeded by input 0; as F32 */
+static double g_rng[4];
+static int64_t g_rng_dims[3] = {7, 9, 5};
+static int b_rng(tt_node_t **in, tt_node_t **out) {
+  tt_node_t *r = NULL;
+  int64_t ia[5] = {(int64_t)g_rng[0], (int64_t)g_rng[1], g_rng_dims[0], g_rng_dims[1],
+                   g_rng_dims[2]};
+  double fa[2] = {g_rng[2], g_rng[3]};
+  CHECK_OK(tt_node_create(TT_OP_RNG, 0, &in[0], 1, ia, 5, fa, 2, &r), "rng");
+  keep(r);
+  annotate(r, g_spec_out);
+  out[0] = (tt_dtype_t)g_rng[1] == TT_F32 ? r : mk(TT_OP_CONVERT, OPS(r), IA(TT_F32));
+  return 1;
+}
 static int b_weight_grad(tt_node_t **in, tt_node_t **out) {
   /* x^T g over a batch sharded on every device, the gradient wanted
    * sharded by its rows (FSDP's reduce-scatter) */
@@ -539,6 +554,49 @@ static void test_conv(void) {
   g_conv[0] = 1, g_conv[1] = 1, g_conv[2] = 1;
 }
 
+static void test_rng(void) {
+  /* Each partition draws its own tile at its offsets: every device's
+   * shard equals the unsharded tensor's slice bit for bit (tolerance 0),
+   * with no collective and no fallback; 7 x 9 x 5 over 2, 4 and 8 ways
+   * (uneven: tiles wholly padding). */
+  tt_partition_stats_t st;
+  struct { const mesh_t *m; const char *spec; } cases[] = {
+      {&M2, "0,-,-"}, {&M4, "-,0,-"}, {&M8, "-,-,0"}, {&M8, "0,-,-"},
+      {&M22, "0,1,-"}, {&M22, "-,10,-"}, {&M24, "1,-,0"}, {&M24, "01,-,-"}};
+  static const double draws[4][4] = {{TT_RNG_UNIFORM, TT_F32, -2.0, 3.0},
+                                     {TT_RNG_NORMAL, TT_F32, 0.5, 2.0},
+                                     {TT_RNG_BERNOULLI, TT_F32, 0.3, 0.0},
+                                     {TT_RNG_NORMAL, TT_F64, 0.0, 1.0}};
+  input_t seed[1] = {{0, {0, 0, 0, 0}, NULL, TT_I64}};
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c)
+    for (int k = 0; k < 4; ++k) {
+      memcpy(g_rng, draws[k], sizeof(g_rng));
+      g_spec_out = cases[c].spec;
+      run_case("rng tile", cases[c].m, 1, seed, b_rng, 0, &st);
+      CHECK(st.fallbacks == 0 && st.all_gathers == 0 && st.collective_permutes == 0 &&
+                st.all_reduces == 0,
+            "rng tile %s %s: %lld fallbacks %lld gathers", cases[c].m->name, cases[c].spec,
+            (long long)st.fallbacks, (long long)st.all_gathers);
+    }
+  g_spec_out = NULL;
+  /* The tiled form's attributes are checked: 3 * rank values, whole dims
+   * and offsets not negative. */
+  tt_shape_t s0 = {0, {0}};
+  tt_node_t *sd = tt_node_create_param(g_buf, TT_I64, &s0, 0), *r = NULL;
+  double fa[3] = {0.0, 1.0, 1.0};
+  tt_status_t err = tt_node_create(TT_OP_RNG, 0, &sd, 1, (int64_t[]){0, TT_F32, 2, 4, 6, 0}, 6,
+                                   fa, 3, &r);
+  CHECK(err && tt_status_code(err) == TT_INVALID_ARGUMENT, "rng tile of 4 dims values: %s",
+        err ? tt_status_message(err) : "ok");
+  tt_status_free(err);
+  err = tt_node_create(TT_OP_RNG, 0, &sd, 1, (int64_t[]){0, TT_F32, 2, 4, -1}, 5, fa, 3, &r);
+  CHECK(err && strstr(tt_status_message(err), "offset -1"), "rng tile offset -1: %s",
+        err ? tt_status_message(err) : "ok");
+  tt_status_free(err);
+  CHECK(r == NULL, "no node on refusal");
+  tt_node_release(sd);
+}
+
 static void test_fallback(void) {
   /* scatter has no partition rule here: the sharded base is gathered and
    * the scatter computed replicated; counted. */
@@ -606,6 +664,7 @@ int main(void) {
   test_all_to_all_and_permute();
   test_lookup();
   test_conv();
+  test_rng();
   test_fallback();
   test_refusals();
   tt_runtime_wait(-1);
