@@ -180,20 +180,22 @@ typedef struct tt_iota_attrs_s {
 TT_ATTR_SCHEMA(iota, TT_FIELD_INT(tt_iota_attrs_t, dtype), TT_FIELD_INT(tt_iota_attrs_t, n),
                TT_FIELD_FLOAT(tt_iota_attrs_t, start), TT_FIELD_FLOAT(tt_iota_attrs_t, step));
 
-/* tiled != 0 (made by the SPMD partitioner, src/passes/partition.c): dims
- * holds 3 * rank values, the result's (a tile's) dims, the whole tensor's
- * dims and the tile's offsets in it; the result is that tile of the
- * tensor an rng of the whole dims draws, bit for bit (0 past its end). */
+/* The tiled form (made by the SPMD partitioner, src/passes/partition.c):
+ * fattrs[TT_RNG_TILED_FATTR] != 0 (past the schema's floats, so builders
+ * of the plain form never set it) and dims holds 3 * rank values, the
+ * result's (a tile's) dims, the whole tensor's dims and the tile's
+ * offsets in it; the result is that tile of the tensor an rng of the
+ * whole dims draws, bit for bit (0 past its end). */
+#define TT_RNG_TILED_FATTR 2
 typedef struct tt_rng_attrs_s {
   int64_t op;    /* tt_rng_op_t */
   int64_t dtype; /* the result's */
   tt_attr_list_t dims;
   double a, b;   /* uniform [a, b); normal mean a, std b; bernoulli p = a */
-  double tiled;
 } tt_rng_attrs_t;
 TT_ATTR_SCHEMA(rng, TT_FIELD_INT(tt_rng_attrs_t, op), TT_FIELD_INT(tt_rng_attrs_t, dtype),
                TT_FIELD_LIST(tt_rng_attrs_t, dims), TT_FIELD_FLOAT(tt_rng_attrs_t, a),
-               TT_FIELD_FLOAT(tt_rng_attrs_t, b), TT_FIELD_FLOAT(tt_rng_attrs_t, tiled));
+               TT_FIELD_FLOAT(tt_rng_attrs_t, b));
 
 /* ---- reductions and scans -------------------------------------------- */
 typedef struct tt_reduce_attrs_s {

@@ -11,7 +11,7 @@ tt_status_t tt_infer_iota(tt_node_t *n, const void *attrs) {
 tt_status_t tt_infer_rng(tt_node_t *n, const void *attrs) {
   const tt_rng_attrs_t *a = attrs;
   n->dtype = (tt_dtype_t)a->dtype;
-  if (a->tiled == 0.0) return tt_infer_set_dims(&n->shape, a->dims.v, a->dims.n, tt_op_name(n->op));
+  if (n->fattrs[TT_RNG_TILED_FATTR] == 0.0) return tt_infer_set_dims(&n->shape, a->dims.v, a->dims.n, tt_op_name(n->op));
   /* a tile: [tile dims, whole dims, offsets] */
   int32_t rank = a->dims.n / 3;
   if (a->dims.n % 3)

@@ -543,7 +543,7 @@ static int tt_part_try_rng(tt_part_t *p, int32_t i, tt_part_val_t *vals) {
   int32_t rank = in->shape.rank;
   tt_rng_attrs_t a;
   TT_ATTRS(in, &a);
-  if (a.tiled != 0.0 || 3 * rank > TT_MAX_IATTRS - 2) return 0;
+  if (in->fattrs[TT_RNG_TILED_FATTR] != 0.0 || 3 * rank > TT_MAX_IATTRS - 2) return 0;
   tt_sharding_t *r = tt_part_full(p, p->g->sharding_prop[i].sharding, rank);
   if (!r) return 0;
   int tiled = 0;
@@ -564,7 +564,6 @@ static int tt_part_try_rng(tt_part_t *p, int32_t i, tt_part_val_t *vals) {
     a.dims.v[rank + d] = in->shape.dims[d];
     a.dims.v[2 * rank + d] = c[d] * chunk;
   }
-  a.tiled = 1.0;
   int64_t ia[TT_MAX_IATTRS];
   double fa[TT_MAX_FATTRS] = {0};
   int32_t ni = 0;
@@ -573,6 +572,7 @@ static int tt_part_try_rng(tt_part_t *p, int32_t i, tt_part_val_t *vals) {
     p->error = st;
     return 1;
   }
+  fa[TT_RNG_TILED_FATTR] = 1.0;
   vals[i].node = tt_part_make(p, TT_OP_RNG, &seed, 1, ia, ni, fa);
   return 1;
 }
