@@ -9,10 +9,16 @@
  *    result dims some operand dim maps to; each operand is resharded to L0
  *    moved back onto it (free when it already is), the op runs on the
  *    shards and gives L0; a slice to R's tiles finishes (free).
- *  - partial (reductions and dot whose reduced or contracted dims an
- *    operand holds tiled): those dims stay tiled, their padding is masked
- *    with the reduction's identity, each device reduces its shard and one
- *    all_reduce over the devices that hold the other pieces combines them.
+ *  - partial (reductions, dot and conv2d whose reduced or contracted dims
+ *    an operand holds tiled; index_select / gather into a table tiled
+ *    along the looked-up dim): those dims stay tiled, their padding is
+ *    masked with the reduction's identity (lookups instead take only the
+ *    indices in their rows), each device reduces its shard and one
+ *    reduce_scatter (where R wants the result tiled over the devices that
+ *    hold the pieces) or all_reduce combines them.
+ *  - conv2d over a tiled spatial dim: halo rows from the neighbouring
+ *    tiles (partition_conv.c), then a local conv.
+ *  - rng: each partition draws its own tile at its global offsets.
  *  - fallback (every other op): operands gathered to replicated, computed
  *    replicated as in the source graph, sliced to R. Counted.
  * The decisions depend only on layouts, never on the partition, so every

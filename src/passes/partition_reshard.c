@@ -1,7 +1,8 @@
 /* The partitioner's building blocks (src/passes/partition_internal.h):
- * nodes kept in a pool, constants, reshards between layouts (all_gather
- * along the dims tiled differently, then local slices), masks over
- * padding, and the all_reduce that combines partial values. */
+ * nodes kept in a pool, constants, reshards between layouts (all_to_all,
+ * collective_permute, all_gather along the dims still tiled differently,
+ * then local slices), masks over padding, and the all_reduce and
+ * reduce_scatter that combine partial values. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,7 +58,7 @@ tt_node_t *tt_part_constant(tt_part_t *p, double v, tt_dtype_t dtype, int32_t ra
 }
 
 tt_node_t *tt_part_slice_dim(tt_part_t *p, tt_node_t *x, int32_t d, int64_t start,
-                                    int64_t len) {
+                             int64_t len) {
   if (!x) return NULL;
   if (start == 0 && len == x->shape.dims[d]) return x;
   tt_slice_attrs_t a;
