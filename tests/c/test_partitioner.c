@@ -6,8 +6,13 @@
  * device's output shard with the unpartitioned graph's result (exact for
  * movement and elementwise ops, a tolerance for reductions and products).
  * Input shards are padded with NaN, so a reduction that read padding would
- * show it. Also the collectives each program issues (Megatron's MLP: one
- * all_reduce; data parallelism: none), fallbacks, and refusals. */
+ * show it (the harness: partition_harness.h). Also the collectives each
+ * program issues (Megatron's MLP: one all_reduce; data parallelism: none;
+ * a sharded gradient: one reduce_scatter; rows -> columns: one
+ * all_to_all; another device order: one collective_permute; a
+ * vocabulary-parallel lookup: one all_reduce; a spatially tiled conv: one
+ * collective_permute per side; a tiled rng: none), fallbacks, and
+ * refusals. Meshes (2,), (4,), (8,), (2,2), (2,4). */
 #include "partition_harness.h"
 
 /* The output spec of the builders that annotate their result. */
