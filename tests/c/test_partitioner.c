@@ -11,7 +11,8 @@
  * a sharded gradient: one reduce_scatter; rows -> columns: one
  * all_to_all; another device order: one collective_permute; a
  * vocabulary-parallel lookup: one all_reduce; a spatially tiled conv: one
- * collective_permute per side; a tiled rng: none), fallbacks, and
+ * collective_permute per side; a tiled rng: none; a scatter into a tiled
+ * base: none), fallbacks, and
  * refusals. Meshes (2,), (4,), (8,), (2,2), (2,4). */
 #include "partition_harness.h"
 
@@ -116,10 +117,6 @@ static int b_block(tt_node_t **in, tt_node_t **out) {
   return 1;
 }
 
-static int b_scatter(tt_node_t **in, tt_node_t **out) {
-  out[0] = mk(TT_OP_SCATTER, OPS(in[0], in[1], in[2]), IA(0, 1));
-  return 1;
-}
 static int b_gather(tt_node_t **in, tt_node_t **out) {
   out[0] = mk(TT_OP_GATHER, OPS(in[0], in[1]), IA(0));
   return 1;
@@ -602,14 +599,65 @@ static void test_rng(void) {
   tt_node_release(sd);
 }
 
+static int b_searchsorted(tt_node_t **in, tt_node_t **out) {
+  tt_node_t *r = mk(TT_OP_SEARCHSORTED, OPS(in[0], in[1]), IA(0, TT_I64));
+  out[0] = mk(TT_OP_CONVERT, OPS(r), IA(TT_F32));
+  return 1;
+}
 static void test_fallback(void) {
-  /* scatter has no partition rule here: the sharded base is gathered and
-   * the scatter computed replicated; counted. */
+  /* searchsorted has no partition rule: the sharded values are gathered
+   * and the search computed replicated; counted. */
   tt_partition_stats_t st;
-  input_t in[3] = {I(2, 6, 5, 0, "0,-"), {2, {2, 5, 0}, NULL, TT_I64}, I(2, 2, 5, 0, NULL)};
-  run_case("scatter", &M4, 3, in, b_scatter, 0, &st);
+  input_t in[2] = {I(1, 8, 0, 0, NULL), I(2, 6, 5, 0, "0,-")};
+  run_case("searchsorted", &M4, 2, in, b_searchsorted, 0, &st);
   CHECK(st.fallbacks == 1 && st.all_gathers == 1, "fallback: %lld fallbacks %lld gathers",
         (long long)st.fallbacks, (long long)st.all_gathers);
+}
+
+/* scatter (g_scatter: 0 replace, 1 add), scatter_reduce (g_scatter 2 +
+ * reduce kind, include_self 1) or index_add (g_scatter -1) along dim 0 */
+static int64_t g_scatter;
+static int b_scatter_family(tt_node_t **in, tt_node_t **out) {
+  if (g_scatter < 0)
+    out[0] = mk(TT_OP_INDEX_ADD, OPS(in[0], in[1], in[2]), IA(0));
+  else if (g_scatter < 2)
+    out[0] = mk(TT_OP_SCATTER, OPS(in[0], in[1], in[2]), IA(0, g_scatter));
+  else
+    out[0] = mk(TT_OP_SCATTER_REDUCE, OPS(in[0], in[1], in[2]), IA(0, g_scatter - 2, 1));
+  return 1;
+}
+
+static void test_scatter(void) {
+  /* The base tiled along the scatter's dim (or beside it): each partition
+   * applies the updates that land in its rows (the others go to an extra
+   * row, cut off); no gather of the base, no fallback. Duplicate indices
+   * (indices 0..5 over 6 or 7 rows). */
+  tt_partition_stats_t st;
+  struct { const mesh_t *m; const char *base, *upd; } cases[] = {
+      {&M2, "0,-", NULL},  {&M4, "0,-", NULL},   {&M8, "0,-", NULL}, {&M4, "-,0", "-,0"},
+      {&M22, "0,1", "-,1"}, {&M24, "01,-", NULL}, {&M24, "1,0", "-,0"}};
+  static const int64_t kinds[] = {0, 1, 2 + TT_SCATTER_REDUCE_SUM, 2 + TT_SCATTER_REDUCE_AMAX,
+                                  2 + TT_SCATTER_REDUCE_MEAN, -1};
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c)
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); ++k) {
+      g_scatter = kinds[k];
+      input_t in[3] = {I(2, 7, 4, 0, cases[c].base),
+                       {2, {5, 4, 0, 0}, cases[c].upd, TT_I64},
+                       I(2, 5, 4, 0, cases[c].upd)};
+      if (g_scatter < 0) in[1] = (input_t){1, {5, 0, 0, 0}, NULL, TT_I64};
+      run_case("scatter", cases[c].m, 3, in, b_scatter_family, 1e-6, &st);
+      CHECK(st.fallbacks == 0 && st.all_gathers == 0 && st.all_reduces == 0,
+            "scatter kind %lld %s %s: %lld fallbacks %lld gathers", (long long)g_scatter,
+            cases[c].m->name, cases[c].base, (long long)st.fallbacks, (long long)st.all_gathers);
+    }
+  /* Updates narrower than the base along a tiled dim: they would reach
+   * past the tile: computed replicated. */
+  g_scatter = 1;
+  input_t narrow[3] = {I(2, 7, 4, 0, "-,0"), {2, {5, 3, 0, 0}, NULL, TT_I64},
+                       I(2, 5, 3, 0, NULL)};
+  run_case("scatter narrow", &M4, 3, narrow, b_scatter_family, 1e-6, &st);
+  CHECK(st.fallbacks == 1, "scatter with narrower updates: %lld fallbacks",
+        (long long)st.fallbacks);
 }
 
 static void test_refusals(void) {
@@ -670,6 +718,7 @@ int main(void) {
   test_lookup();
   test_conv();
   test_rng();
+  test_scatter();
   test_fallback();
   test_refusals();
   tt_runtime_wait(-1);
