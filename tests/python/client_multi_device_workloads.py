@@ -12,7 +12,7 @@ downloaded."""
 import json
 import os
 import sys
-import tempfile
+import threading
 
 import torch
 
@@ -80,9 +80,24 @@ def accelerate_main():
     """`accelerate launch --tpu --main_training_function accelerate_main
     <this file> OUT_DIR`: accelerate's TPU launcher imports this file and
     runs this function in every replica through xmp.spawn."""
+    accelerate_train(sys.argv[1])
+
+
+def notebook_main(out_dir, num_processes):
+    """accelerate's notebook_launcher outside Colab/Kaggle: num_processes
+    processes through torch's elastic launch (torchrun's environment), one
+    xla device each."""
+    from accelerate import notebook_launcher
+    notebook_launcher(accelerate_train, args=(out_dir,), num_processes=num_processes)
+
+
+def accelerate_train(out_dir):
+    """One epoch of the 32 rows through a prepared model, optimizer and
+    loader (per-device batch 4), then gather, reduce, broadcast,
+    pad_across_processes, save_state and load_state; writes
+    rank<process_index>.json."""
     from accelerate import Accelerator
     from accelerate.utils import broadcast, pad_across_processes
-    out_dir = sys.argv[1]
     acc = Accelerator()
     x, y = data()
     dataset = torch.utils.data.TensorDataset(x, y, torch.arange(ROWS))
@@ -117,7 +132,7 @@ def accelerate_main():
     acc.load_state(save_dir)
     _write(out_dir, f"rank{rank}", {
         "process_index": rank, "num_processes": acc.num_processes,
-        "is_main_process": acc.is_main_process, "is_local_main_process": acc.is_local_main_process,
+        "is_main_process": acc.is_main_process, "local_process_index": acc.local_process_index,
         "device": str(acc.device), "distributed_type": str(acc.distributed_type),
         "fork_launched": bool(acc.state.fork_launched),
         "rows": rows, "losses": local.cpu().tolist(), "gathered": gathered.cpu().tolist(),
@@ -134,40 +149,41 @@ def trainer_run(out_dir, per_device_batch):
     logged losses, the evaluation loss, what the arguments say about the
     replicas and the trained weights' sum."""
     import client_workloads
-    from transformers import Trainer, TrainingArguments
-    client_workloads._reset_accelerate()
-    # Built one replica at a time: _tiny_model seeds torch's generator,
-    # which the replica threads share.
-    model = _SERIAL.run(lambda: client_workloads._tiny_model("gpt2"))
-    args = TrainingArguments(
-        output_dir=out_dir, per_device_train_batch_size=per_device_batch,
-        per_device_eval_batch_size=4, num_train_epochs=1, learning_rate=1e-3, logging_steps=1,
-        save_strategy="no", report_to=[], seed=0, disable_tqdm=True, dataloader_pin_memory=False)
-    trainer = Trainer(model=model, args=args,
-                      train_dataset=client_workloads._TokenData(ROWS, "gpt2", 1),
-                      eval_dataset=client_workloads._TokenData(8, "gpt2", 2))
+    with _ONE_REPLICA_AT_A_TIME:
+        # The replicas are threads of one process. transformers' lazy module
+        # fails an import racing another thread's (a script imports it at
+        # its top, before xmp.spawn starts the threads), and both
+        # _tiny_model and Trainer() seed torch's generator, one per process:
+        # a replica seeding, or drawing a loader's base seed, while another
+        # builds its model changes that model's initial weights. So the
+        # replicas build one at a time, and none trains before all have.
+        from transformers import Trainer, TrainingArguments
+        client_workloads._reset_accelerate()
+        model = client_workloads._tiny_model("gpt2")
+        args = TrainingArguments(
+            output_dir=out_dir, per_device_train_batch_size=per_device_batch,
+            per_device_eval_batch_size=4, num_train_epochs=1, learning_rate=1e-3,
+            logging_steps=1, save_strategy="no", report_to=[], seed=0, disable_tqdm=True,
+            dataloader_pin_memory=False)
+        trainer = Trainer(model=model, args=args,
+                          train_dataset=client_workloads._TokenData(ROWS, "gpt2", 1),
+                          eval_dataset=client_workloads._TokenData(8, "gpt2", 2))
+    import torch_xla.core.xla_model as xm
+    xm.rendezvous("models built")
+    initial_sum = _weight_sum(model)
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     eval_loss = trainer.evaluate()["eval_loss"]
     return {"device": str(args.device), "world_size": args.world_size,
             "process_index": args.process_index, "losses": losses, "eval_loss": eval_loss,
-            "weight_sum": float(sum(float(p.detach().cpu().double().sum())
-                                    for p in model.parameters()))}
+            "initial_sum": initial_sum, "weight_sum": _weight_sum(model)}
 
 
-class _Serial:
-    """xmp.MpSerialExecutor, made on first use (importing torch_xla here
-    would make the CPU references' libraries pick xla)."""
-    _executor = None
-
-    def run(self, fn):
-        import torch_xla.distributed.xla_multiprocessing as xmp
-        if _Serial._executor is None:
-            _Serial._executor = xmp.MpSerialExecutor()
-        return _Serial._executor.run(fn)
+def _weight_sum(model):
+    return float(sum(float(p.detach().cpu().double().sum()) for p in model.parameters()))
 
 
-_SERIAL = _Serial()
+_ONE_REPLICA_AT_A_TIME = threading.Lock()
 
 
 def _trainer_replica(index, out_dir):

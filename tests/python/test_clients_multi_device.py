@@ -1,11 +1,13 @@
-"""The client libraries on several xla devices (CPU_NUM_DEVICES=2, the CPU
-backend's virtual devices), each launched as the library launches
+"""The client libraries on several xla devices (the CPU backend's virtual
+devices, CPU_NUM_DEVICES), each launched as the library launches
 multi-device XLA, in a fresh child process: accelerate through `accelerate
-launch --tpu`, transformers' Trainer through xmp.spawn (as its
-xla_spawn.py), Lightning through Trainer(accelerator="tpu", devices=2).
+launch --tpu` (4 devices) and through notebook_launcher (2 processes of one
+device each), transformers' Trainer through xmp.spawn (as its
+xla_spawn.py, 2 devices), Lightning through Trainer(accelerator="tpu",
+devices=2).
 
-Data-parallel training over 2 replicas of per-device batch 4 must equal
-single-device training with the global batch of 8: every replica's rows
+Data-parallel training over n replicas of per-device batch 4 must equal
+single-device training with the global batch of 4n: every replica's rows
 are checked, the replicas' mean loss per step is the full batch's loss,
 and the final weights equal the reference's (float32 rounding: the
 averaged gradient sums in another order). The runs are in
@@ -15,7 +17,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import torch
 
 import client_multi_device_workloads as w
@@ -24,10 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ACCELERATE = os.path.join(os.path.dirname(sys.executable), "accelerate")
 
 
-def _run(argv, out_dir, timeout=120):
+def _run(argv, out_dir, devices=2, timeout=120):
     env = {k: v for k, v in os.environ.items()
            if k not in ("XLA_USE_BF16", "XLA_DOWNCAST_BF16", "USE_TORCH_XLA")}
-    env.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="2")
+    env.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES=str(devices))
     r = subprocess.run(argv, cwd=HERE, env=env, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-4000:])
     return {name[:-5]: json.load(open(os.path.join(out_dir, name)))
@@ -45,39 +46,64 @@ def _params_close(got, want):
         _close(g, r)
 
 
-def test_accelerate_launch_tpu_two_devices_matches_full_batch(tmp_path):
-    got = _run([ACCELERATE, "launch", "--tpu", "--main_training_function", "accelerate_main",
-                "client_multi_device_workloads.py", str(tmp_path)], str(tmp_path))
-    r0, r1 = got["rank0"], got["rank1"]
-    assert [r0["process_index"], r1["process_index"]] == [0, 1]
-    assert r0["num_processes"] == r1["num_processes"] == 2
-    assert (r0["device"], r1["device"]) == ("xla:0", "xla:1")
-    assert r0["distributed_type"] == "DistributedType.XLA" and r0["fork_launched"] is True
-    assert (r0["is_main_process"], r1["is_main_process"]) == (True, False)
-    # accelerate's sharding: replica i gets batches i, i+2, ... of the
-    # loader (batch 4), so each step's global batch is 8 consecutive rows.
-    assert r0["rows"] == [list(range(s, s + 4)) for s in range(0, 32, 8)]
-    assert r1["rows"] == [list(range(s + 4, s + 8)) for s in range(0, 32, 8)]
-    ref = w.reference_sgd([list(range(s, s + 8)) for s in range(0, 32, 8)], lr=0.1)
-    _close([(a + b) / 2 for a, b in zip(r0["losses"], r1["losses"])], ref["losses"])
-    assert r0["losses"] != r1["losses"]
-    # Gradients were averaged: both replicas hold the full-batch weights.
-    assert r0["params"] == r1["params"]
-    _params_close(r0["params"], ref["params"])
-    for r in (r0, r1):
-        assert r["gathered"] == r0["losses"] + r1["losses"]
-        _close(r["reduced_sum"], [a + b for a, b in zip(r0["losses"], r1["losses"])])
-        _close(r["reduced_mean"], [(a + b) / 2 for a, b in zip(r0["losses"], r1["losses"])])
-        assert r["broadcast"] == [11.0, 11.0]   # process 1's tensor, on both
+def _check_accelerate(got, n, launched_by_xmp):
+    ranks = [got[f"rank{i}"] for i in range(n)]
+    assert len(got) == n
+    assert [r["process_index"] for r in ranks] == list(range(n))
+    assert all(r["num_processes"] == n for r in ranks)
+    assert all(r["distributed_type"] == "DistributedType.XLA" for r in ranks)
+    assert [r["is_main_process"] for r in ranks] == [True] + [False] * (n - 1)
+    if launched_by_xmp:
+        # One process, a replica thread per device. accelerate reads the
+        # local index from LOCAL_RANK unless the device type is TPU, so it
+        # is -1 in every replica (as with PyTorch/XLA on a CPU host).
+        assert [r["device"] for r in ranks] == [f"xla:{i}" for i in range(n)]
+        assert all(r["fork_launched"] and r["local_process_index"] == -1 for r in ranks)
+    else:
+        # A process per replica (torchrun's environment), one device each.
+        assert all(r["device"] == "xla:0" for r in ranks)
+        assert [r["local_process_index"] for r in ranks] == list(range(n))
+    # accelerate's sharding: replica i gets batches i, i+n, ... of the
+    # loader (batch 4), so each step's global batch is 4n consecutive rows.
+    for i, r in enumerate(ranks):
+        assert r["rows"] == [list(range(s + 4 * i, s + 4 * i + 4)) for s in range(0, 32, 4 * n)]
+    ref = w.reference_sgd([list(range(s, s + 4 * n)) for s in range(0, 32, 4 * n)], lr=0.1)
+    per_step = list(zip(*[r["losses"] for r in ranks]))
+    _close([sum(v) / n for v in per_step], ref["losses"])
+    assert len(set(per_step[0])) == n   # each replica's own rows
+    # Gradients were averaged: every replica holds the full-batch weights.
+    assert all(r["params"] == ranks[0]["params"] for r in ranks)
+    _params_close(ranks[0]["params"], ref["params"])
+    for r in ranks:
+        assert r["gathered"] == sum((q["losses"] for q in ranks), [])
+        _close(r["reduced_sum"], [sum(v) for v in per_step])
+        _close(r["reduced_mean"], [sum(v) / n for v in per_step])
+        assert r["broadcast"] == [11.0, 11.0]   # process 1's tensor, everywhere
         # save_state: the main process writes the model and optimizer once,
-        # each process its RNG states; load_state restores on both.
-        assert r["saved_files"] == ["optimizer.bin", "pytorch_model.bin",
-                                    "random_states_0.pkl", "random_states_1.pkl"]
+        # each process its RNG state; load_state restores everywhere.
+        assert r["saved_files"] == ["optimizer.bin", "pytorch_model.bin"] + \
+            [f"random_states_{i}.pkl" for i in range(n)]
         assert r["restored"] is True
-    # pad_across_processes: lengths 1 and 2 padded to 2 with pad_index -1.
-    assert r0["padded"] == [1.0, -1.0] and r1["padded"] == [1.0, 1.0]
+    # pad_across_processes: lengths 1..n padded to n with pad_index -1.
+    assert [r["padded"] for r in ranks] == [[1.0] * (i + 1) + [-1.0] * (n - 1 - i)
+                                            for i in range(n)]
+    return ref
+
+
+def test_accelerate_launch_tpu_four_devices_matches_full_batch(tmp_path):
+    # 4 replica threads here; 2 replicas in the tests below.
+    n = 4
+    got = _run([ACCELERATE, "launch", "--tpu", "--main_training_function", "accelerate_main",
+                "client_multi_device_workloads.py", str(tmp_path)], str(tmp_path), devices=n)
+    ref = _check_accelerate(got, n, launched_by_xmp=True)
     saved = torch.load(os.path.join(tmp_path, "state", "pytorch_model.bin"))
     _params_close([t.flatten().tolist() for t in saved.values()], ref["params"])
+
+
+def test_accelerate_notebook_launcher_two_processes_matches_full_batch(tmp_path):
+    got = _run([sys.executable, "-c", "import sys, client_multi_device_workloads as w; "
+                "w.notebook_main(sys.argv[1], 2)", str(tmp_path)], str(tmp_path), devices=1)
+    _check_accelerate(got, 2, launched_by_xmp=False)
 
 
 def test_trainer_two_devices_matches_one_device_same_global_batch(tmp_path):
@@ -87,6 +113,7 @@ def test_trainer_two_devices_matches_one_device_same_global_batch(tmp_path):
     assert (r0["device"], r1["device"], single["device"]) == ("xla:0", "xla:1", "xla:0")
     assert (r0["world_size"], r1["world_size"], single["world_size"]) == (2, 2, 1)
     assert (r0["process_index"], r1["process_index"]) == (0, 1)
+    assert r0["initial_sum"] == r1["initial_sum"] == single["initial_sum"]
     # Logged losses are the mean over replicas (Trainer gathers them), one
     # per step: 32 rows, global batch 8.
     assert len(r0["losses"]) == len(single["losses"]) == 4
