@@ -40,10 +40,25 @@ class Regressor(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.05)
 
     def on_train_end(self):
-        _write(self.out_dir, f"rank{self.global_rank}", {
-            "global_rank": self.global_rank, "world_size": self.trainer.world_size,
+        rank = self.global_rank
+        strategy = self.trainer.strategy
+        # The strategy's collectives: all_gather (xm.all_gather; with
+        # sync_grads, torch_xla.core.functions.all_gather, whose gradient
+        # flows back to each replica's slice), broadcast of a picklable
+        # object (xm.collective_broadcast of its bytes), reduce
+        # (xm.mesh_reduce).
+        mine = torch.full((2,), float(rank + 1), device=self.device, requires_grad=True)
+        gathered = self.all_gather(mine, sync_grads=True)
+        (gathered * torch.arange(1.0, 3.0, device=self.device)[:, None]).sum().backward()
+        _write(self.out_dir, f"rank{rank}", {
+            "global_rank": rank, "world_size": self.trainer.world_size,
             "device": str(self.device), "rows": self.rows,
-            "losses": [float(v) for v in self.losses], "params": _params(self.net)})
+            "losses": [float(v) for v in self.losses], "params": _params(self.net),
+            "all_gather": self.all_gather(torch.tensor(rank * 10, device=self.device)).cpu().tolist(),
+            "all_gather_sync_grads": gathered.detach().cpu().tolist(),
+            "all_gather_grad": mine.grad.cpu().tolist(),
+            "broadcast": strategy.broadcast({"from": rank, "rows": self.rows[0]}, src=1),
+            "reduce_mean": float(strategy.reduce(torch.tensor(float(rank), device=self.device)))})
 
 
 def lightning_main(out_dir, devices):

@@ -147,6 +147,16 @@ def test_lightning_tpu_two_devices_matches_full_batch(tmp_path):
     _close([(a + b) / 2 for a, b in zip(r0["losses"], r1["losses"])], ref["losses"])
     assert r0["params"] == r1["params"]
     _params_close(r0["params"], ref["params"])
+    for r in (r0, r1):
+        # xm.all_gather concatenates along dim 0 (lightning documents a new
+        # leading dim; PyTorch/XLA's gives the same concatenation).
+        assert r["all_gather"] == [0, 10]
+        assert r["all_gather_sync_grads"] == [1.0, 1.0, 2.0, 2.0]
+        # xf.all_gather's backward: this replica's slice of its own output
+        # gradient (d/dx of sum([1, 2][:, None] * gathered) is 1 + 2).
+        assert r["all_gather_grad"] == [3.0, 3.0]
+        assert r["broadcast"] == {"from": 1, "rows": r1["rows"][0]}
+        assert r["reduce_mean"] == 0.5
     # val_loss (sync_dist=True) is the mean over all rows of the trained model.
     _close([main["val_loss"]], [w.reference_mse(ref["params"])], rtol=1e-5)
     # The checkpoint rank 0 wrote holds the trained weights.
