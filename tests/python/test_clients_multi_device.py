@@ -106,6 +106,38 @@ def test_accelerate_notebook_launcher_two_processes_matches_full_batch(tmp_path)
     _check_accelerate(got, 2, launched_by_xmp=False)
 
 
+_THREAD_PROBE = """
+import json, threading
+from torch_xla._internal import pjrt
+launches = []
+for _ in range(5):
+    seen = {}
+    def replica(i):
+        from accelerate.state import PartialState
+        seen[i] = [threading.get_ident(), PartialState().process_index]
+    pjrt.spawn_threads(replica)
+    launches.append([seen[i] for i in range(4)])
+print(json.dumps(launches))
+"""
+
+
+def test_each_replica_its_own_thread_and_accelerate_state():
+    # Replicas that end at once (no collective holds them): the launcher's
+    # thread pool must still give each its own thread, or accelerate's
+    # per-thread state (made by the first replica on that thread) answers
+    # for the next one: process_index 0 twice.
+    env = {k: v for k, v in os.environ.items() if k != "USE_TORCH_XLA"}
+    env.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="4")
+    r = subprocess.run([sys.executable, "-c", _THREAD_PROBE], cwd=HERE, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-4000:]
+    launches = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(launches) == 5
+    for replicas in launches:
+        assert len({ident for ident, _ in replicas}) == 4
+        assert [index for _, index in replicas] == [0, 1, 2, 3]
+
+
 def test_trainer_two_devices_matches_one_device_same_global_batch(tmp_path):
     got = _run([sys.executable, "-c", "import sys, client_multi_device_workloads as w; "
                 "w.trainer_main(sys.argv[1])", str(tmp_path)], str(tmp_path))
