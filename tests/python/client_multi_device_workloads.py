@@ -3,12 +3,13 @@ CPU backend's virtual devices, CPU_NUM_DEVICES), launched the way each
 library launches multi-device XLA, and the single-device references they
 are compared with (tests/python/test_clients_multi_device.py).
 
-Every run trains the same tiny regressor on the same 32 rows with SGD;
-with R replicas of per-device batch B the global batch is R*B, and data
-parallel training must equal plain full-batch training of R*B rows on the
-CPU (reference_sgd). Each replica writes what it saw and computed as JSON
-(rank<i>.json in the output directory) for the test to compare; nothing is
-downloaded."""
+The accelerate and Lightning runs train the same tiny regressor on the
+same 32 rows with SGD; with R replicas of per-device batch B the global
+batch is R*B, and data parallel training must equal plain full-batch
+training of R*B rows on the CPU (reference_sgd). The Trainer run (tiny
+GPT-2) is compared with the same Trainer on one device. Each replica
+writes what it saw and computed as JSON (rank<i>.json in the output
+directory) for the test to compare; nothing is downloaded."""
 import json
 import os
 import sys
@@ -20,8 +21,8 @@ ROWS = 32
 
 
 def data():
-    """The rows every run trains on: x, y = sum of x, and the row index
-    (so a replica can report which rows it was given)."""
+    """The rows the regressor trains on: x and y = sum of x (the runs add
+    the row index, so a replica can report which rows it was given)."""
     g = torch.Generator().manual_seed(1)
     x = torch.randn(ROWS, 8, generator=g)
     return x, x.sum(1, keepdim=True)
@@ -194,7 +195,10 @@ def _trainer_replica(index, out_dir):
 def trainer_main(out_dir):
     """Two replicas through xmp.spawn (as transformers' xla_spawn.py
     launches), per-device batch 4; then, in this process, the same run on
-    one xla device with batch 8, the same global batch."""
+    one xla device with batch 8, the same global batch. The launch forks,
+    so the replicas' process has transformers imported already."""
+    import client_workloads  # noqa: F401
+    from transformers import Trainer, TrainingArguments  # noqa: F401
     import torch_xla.distributed.xla_multiprocessing as xmp
-    xmp.spawn(_trainer_replica, args=(out_dir,))
+    xmp.spawn(_trainer_replica, args=(out_dir,), start_method="fork")
     _write(out_dir, "single", trainer_run(os.path.join(out_dir, "single"), 8))

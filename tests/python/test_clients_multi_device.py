@@ -11,7 +11,9 @@ single-device training with the global batch of 4n: every replica's rows
 are checked, the replicas' mean loss per step is the full batch's loss,
 and the final weights equal the reference's (float32 rounding: the
 averaged gradient sums in another order). The runs are in
-client_multi_device_workloads.py and client_multi_device_lightning.py."""
+client_multi_device_workloads.py and client_multi_device_lightning.py.
+Also: every replica of a launch runs on a thread of its own (accelerate
+keeps its state per thread)."""
 import json
 import os
 import subprocess
