@@ -90,6 +90,14 @@ def all_reduce(reduce_type, inputs, scale=1.0, groups=None, pin_layout=True):
     scale. A tensor gives a new tensor; a list of tensors is updated in place
     and returned. pin_layout is accepted and ignored (layouts are the
     compiler's)."""
+    if (isinstance(inputs, torch.Tensor) and scale == 1.0 and not groups and pin_layout
+            and torch.compiler.is_compiling()):
+        # Dynamo cannot trace the recording below (it reads the tensor's
+        # engine handle); as PyTorch/XLA does, a compiled xm.all_reduce goes
+        # through the functional collective, which Dynamo puts in the graph
+        # and whose xla kernel (torch_xla.distributed.c10d_xla_kernels)
+        # records this same collective when the graph runs.
+        return torch.ops._c10d_functional.all_reduce(inputs, reduce_type, "")
     code = _reduce_code(reduce_type)
     g = _groups(groups, "all_reduce")
     if isinstance(inputs, torch.Tensor):
