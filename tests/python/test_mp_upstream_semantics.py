@@ -6,9 +6,12 @@ rely on, pinned here so they hold without the upstream checkout:
   order of `replicas` (test_mp_rendezvous.py). PyTorch/XLA documents the
   argument but raises ValueError('Only global rendezvous is supported');
   here the subset meets as one replica group (docs/collectives.md).
-- xm.all_reduce inside torch.compile(backend='openxla', fullgraph=True)
-  (test_mp_replication.py): traced as the functional collective, reduced
-  over the replicas when the compiled graph runs.
+- xm.all_reduce and xm.all_gather inside torch.compile(backend='openxla',
+  fullgraph=True) (test_mp_replication.py, test_mp_all_gather.py): traced
+  as the functional collectives, run over the replicas when the compiled
+  graph runs.
+- xm.all_gather of a list of tensors, with and without an `output` list
+  (test_mp_all_gather.py).
 
 The multi-replica cases run in a fresh interpreter with CPU_NUM_DEVICES=4
 (the device count is fixed when the runtime starts); the one-replica cases
@@ -52,8 +55,20 @@ REPLICAS = textwrap.dedent(r"""
         compiled = torch.compile(all_reduce, backend="openxla", fullgraph=True)
         x = torch.full((2, 3), float(i + 1), device=torch_xla.device())
         reduced = compiled(x).cpu().tolist()
+        gather = torch.compile(lambda t, d: xm.all_gather(t, dim=d), backend="openxla",
+                               fullgraph=True)
+        y = torch.tensor([[i, 10 * i]], dtype=torch.float32, device=torch_xla.device())
+        gathered0 = gather(y, 0).cpu().tolist()
+        gathered1 = gather(y, 1).cpu().tolist()
+        items = [torch.tensor([100 * k + i], dtype=torch.float32, device=torch_xla.device())
+                 for k in range(3)]
+        listed = [t.cpu().tolist() for t in xm.all_gather(items, dim=0, pin_layout=False)]
+        outs = [torch.zeros(4, device=torch_xla.device()) for _ in range(3)]
+        back = xm.all_gather(items, dim=0, output=outs, pin_layout=False)
+        into = [t.cpu().tolist() for t in outs] if back is outs else None
         return {"pair": [p.decode() for p in got], "all": [list(p) for p in everyone],
-                "reduced": reduced, "outsider": outsider}
+                "reduced": reduced, "outsider": outsider, "gathered0": gathered0,
+                "gathered1": gathered1, "listed": listed, "into": into}
 
     got = pjrt.run_multiprocess(pjrt._SpawnFn(replica), start_method="fork")
     print("RESULT " + json.dumps({str(k): v for k, v in got.items()}))
@@ -118,3 +133,16 @@ def test_compiled_all_reduce_one_replica_is_a_copy():
     out = compiled(x)
     assert out.device.type == "xla"
     assert torch.equal(out.cpu(), torch.arange(6, dtype=torch.float32).reshape(2, 3))
+
+
+def test_compiled_all_gather_concatenates_along_dim(four_replicas):
+    for i in range(4):
+        assert four_replicas[i]["gathered0"] == [[float(r), 10.0 * r] for r in range(4)]
+        assert four_replicas[i]["gathered1"] == [[v for r in range(4) for v in (r, 10.0 * r)]]
+
+
+def test_all_gather_of_a_list_gathers_each_tensor(four_replicas):
+    expected = [[100.0 * k + r for r in range(4)] for k in range(3)]
+    for i in range(4):
+        assert four_replicas[i]["listed"] == expected
+        assert four_replicas[i]["into"] == expected
