@@ -164,9 +164,9 @@ for f in "${files[@]}"; do
     if [ "$rc" -eq 0 ]; then fail=0 err=0; else err=1; fi
     # A multi-replica script that gates its checks on the device kind
     # prints why it checked nothing and exits 0: a skip, not a pass.
-    gate="$(grep -m1 -E "is not a TPU device|is not a supported device|does not support replication" "$log")"
+    gate="$(grep -m1 -o -E "is not a TPU device|is not a supported device|does not support replication" "$log")"
     if [ "$rc" -eq 0 ] && [ -n "$gate" ]; then
-      skip=1; [ -z "$note" ] && note="skipped by the file: $gate"
+      skip=1; [ -z "$note" ] && note="skipped by the file (device $gate)"
     fi
     [ -z "$note" ] && note="no unittest summary, rc=$rc"
   elif [ "$rc" -ne 0 ] && [ $((fail + err)) -eq 0 ]; then
