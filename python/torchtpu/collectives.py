@@ -90,6 +90,14 @@ def all_reduce(reduce_type, inputs, scale=1.0, groups=None, pin_layout=True):
     scale. A tensor gives a new tensor; a list of tensors is updated in place
     and returned. pin_layout is accepted and ignored (layouts are the
     compiler's)."""
+    if (isinstance(inputs, torch.Tensor) and scale == 1.0 and not groups and pin_layout
+            and torch.compiler.is_compiling()):
+        # Dynamo cannot trace the recording below (it reads the tensor's
+        # engine handle); as PyTorch/XLA does, a compiled xm.all_reduce goes
+        # through the functional collective, which Dynamo puts in the graph
+        # and whose xla kernel (torch_xla.distributed.c10d_xla_kernels)
+        # records this same collective when the graph runs.
+        return torch.ops._c10d_functional.all_reduce(inputs, reduce_type, "")
     code = _reduce_code(reduce_type)
     g = _groups(groups, "all_reduce")
     if isinstance(inputs, torch.Tensor):
@@ -117,7 +125,29 @@ def all_reduce(reduce_type, inputs, scale=1.0, groups=None, pin_layout=True):
 
 
 def all_gather(value, dim=0, groups=None, output=None, pin_layout=True):
-    """Concatenates value of every replica of the group along dim."""
+    """Concatenates value of every replica of the group along dim. A list
+    of tensors gives the list of their results (one collective each; into
+    `output`, a list of as many tensors, when given)."""
+    if isinstance(value, list):
+        if not all(isinstance(t, torch.Tensor) for t in value):
+            raise TypeError("all_gather expects a tensor or a list of tensors, got a list of "
+                            f"{sorted({type(t).__name__ for t in value})}")
+        if output is None:
+            return [all_gather(t, dim, groups, None, pin_layout) for t in value]
+        if not isinstance(output, list) or len(output) != len(value):
+            raise ValueError("all_gather: `output` must be a list of as many tensors as the "
+                             f"input ({len(value)})")
+        for t, o in zip(value, output):
+            _write_output(o, all_gather(t, dim, groups, None, pin_layout))
+        return output
+    if (isinstance(value, torch.Tensor) and not groups and output is None and pin_layout
+            and torch.compiler.is_compiling()):
+        # As all_reduce above: Dynamo traces the functional collective
+        # (which gathers along dim 0).
+        d = dim % max(value.dim(), 1)
+        moved = value.reshape(1) if value.dim() == 0 else value.movedim(d, 0).contiguous()
+        gathered = torch.ops._c10d_functional.all_gather_into_tensor(moved, _world_size(), "")
+        return gathered if value.dim() == 0 else gathered.movedim(0, d)
     g = _groups(groups, "all_gather")
     shard_count = g[0] if g[1] else _world_size()
     dim = dim % max(value.dim(), 1)

@@ -375,10 +375,22 @@ def _partition_runner(compiled, name):
     return run
 
 
+def _register_collective_kernels(gm):
+    """The xla kernels of torch.distributed's functional collectives are
+    registered by importing their module, which imports torch.distributed
+    (too heavy for start-up). A graph holding one (a compiled xm.all_reduce)
+    needs them before it first runs."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and getattr(n.target, "namespace", None) == "_c10d_functional":
+            import torch_xla.distributed.c10d_xla_kernels  # noqa: F401
+            return
+
+
 def extract_compiled_graph(gm, args):
     """Entry point of PyTorch's openxla backends: the compiled callable for
     FX graph gm, whose first call is expected with args."""
     _C.counter_add("DynamoExtractCompiledGraph", 1)
+    _register_collective_kernels(gm)
     if dynamo_debug():
         print(f"[dynamo_bridge] extract_compiled_graph: {len(args)} argument(s)",
               file=sys.stderr)

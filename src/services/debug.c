@@ -448,9 +448,20 @@ static char *tt_site_key(void) {
   return strdup(buf);
 }
 
+/* The graph log of the cut's device: XLA_SAVE_TENSORS_FILE with ".<device
+ * ordinal>" appended, as PyTorch/XLA names it (each replica thread of a
+ * launch then writes its own file). */
 static void tt_save_tensors(const tt_debug_cut_t *cut, int fmt) {
-  char *path = tt_debug_config_string(1);
-  if (!path) return;
+  char *base = tt_debug_config_string(1);
+  if (!base) return;
+  size_t n = strlen(base) + 16;
+  char *path = malloc(n);
+  if (!path) {
+    free(base);
+    return;
+  }
+  snprintf(path, n, "%s.%d", base, (int)(cut->device < 0 ? 0 : cut->device));
+  free(base);
   tt_strbuf_t t = {0};
   tt_strbuf_printf(&t, "[ScheduleSyncTensorsGraph]\nTensorsGraphInfo:\n");
   for (int32_t i = 0; i < tt_ctx_frames_.n; ++i) {

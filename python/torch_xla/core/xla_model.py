@@ -502,13 +502,38 @@ def broadcast_master_param(model: torch.nn.Module) -> None:
 
 
 # ------------------------------------------------------------ rendezvous
+def _rendezvous_group(ordinals: Optional[List[int]]) -> Optional[List[int]]:
+  """The replica group of a rendezvous over ordinals (None: every replica),
+  checked against this replica; None when it spans every replica."""
+  if not ordinals:
+    return None
+  world = runtime.world_size()
+  group = [int(o) for o in ordinals]
+  bad = [o for o in group if not 0 <= o < world]
+  if bad:
+    raise ValueError(f'rendezvous replicas {group}: ordinals {bad} are not in '
+                     f'[0, {world})')
+  if len(set(group)) != len(group):
+    raise ValueError(f'rendezvous replicas {group} name a replica twice')
+  ordinal = runtime.global_ordinal()
+  if ordinal not in group:
+    raise ValueError(f'replica {ordinal} joined a rendezvous over replicas '
+                     f'{group}, which does not include it')
+  return None if len(group) == world else group
+
+
 def xla_rendezvous(payload: bytes = b'',
                    ordinals: Optional[List[int]] = None,
                    tag: Optional[str] = None) -> List[bytes]:
-  """Exchanges payload with every replica; returns the payloads by
-  ordinal. Syncs pending work first. tag is only logged."""
-  if ordinals and len(ordinals) != runtime.global_device_count():
-    raise ValueError('Only global rendezvous is supported')
+  """Exchanges payload with the replicas in ordinals (None or empty: every
+  replica); returns their payloads in the order of ordinals (by ordinal
+  for every replica). Only those replicas call it. Syncs pending work
+  first. tag is only logged.
+
+  PyTorch/XLA raises ValueError('Only global rendezvous is supported') for
+  a subset of the replicas; here the subset meets as one replica group
+  (docs/collectives.md)."""
+  group = _rendezvous_group(ordinals)
   if not isinstance(payload, bytes):
     raise TypeError('`payload` must be bytes, not {}'.format(type(payload)))
   torch_xla.sync()
@@ -516,23 +541,25 @@ def xla_rendezvous(payload: bytes = b'',
     logging.info(f"Joining rendezvous '{tag}'...")
   if runtime.world_size() == 1:
     return [payload]
+  groups = [group] if group else None
   device = torch_xla.device()
   size = torch.tensor([len(payload)], dtype=torch.int32, device=device)
-  sizes = all_gather(size).cpu()
+  sizes = all_gather(size, groups=groups).cpu()
   max_size = int(sizes.max())
   if max_size < 1:
     return [b'' for _ in range(sizes.numel())]
   data = torch.zeros(max_size, dtype=torch.uint8)
   data[:len(payload)] = torch.tensor(list(payload), dtype=torch.uint8)
-  gathered = all_gather(data.to(device)).cpu().split(max_size)
+  gathered = all_gather(data.to(device), groups=groups).cpu().split(max_size)
   return [bytes(d[:int(n)].tolist()) for d, n in zip(gathered, sizes)]
 
 
 def rendezvous(tag: str,
                payload: bytes = b'',
                replicas: List[int] = []) -> List[bytes]:
-  """Waits for every replica to reach the rendezvous named tag and returns
-  their payloads, ordinal i's at position i."""
+  """Waits for the replicas (empty: every replica) to reach the rendezvous
+  named tag and returns their payloads, replicas[i]'s (ordinal i's for
+  every replica) at position i."""
   return xla_rendezvous(payload, replicas or None, tag=tag)
 
 
