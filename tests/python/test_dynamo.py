@@ -13,6 +13,7 @@ import torch._dynamo
 import torch_xla
 import torch_xla.core.dynamo_bridge as dynamo_bridge
 import torch_xla.debug.metrics as met
+import torch_xla.core.xla_model as xm
 import torchtpu.lowering as lowering
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -344,6 +345,9 @@ def test_compiled_under_eager_mode_still_one_graph(dev):
     with exp.eager_mode_context(True):
         x, y = torch.randn(4, 5), torch.randn(4, 5)
         xd, yd = x.to(dev), y.to(dev)
+        # The transfers' eager work is sampled when the worker runs it:
+        # finish it before clearing, so only the compiled call is counted.
+        xm.wait_device_ops()
         met.clear_all()
         out = cf(xd, yd)
         torch.testing.assert_close(out.cpu(), f_elementwise(x, y))
