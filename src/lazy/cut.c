@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lazy/lazy_internal.h"
+#include "lazy/spmd_internal.h"
 #include "torchtpu/metrics.h"
 #include "torchtpu/debug.h"
 #include "torchtpu/trace.h"
@@ -128,6 +129,8 @@ static void tt_attach_derived_(const tt_derived_t *d, int32_t nd) {
     t->data_node = NULL;
     tt_buffer_release(t->buffer);
     t->buffer = NULL;
+    tt_shard_set_release(t->shards);
+    t->shards = NULL;
     t->derived = 1;
   }
   if (nd) tt_counter_add("DerivedSyncTensor", nd);
@@ -277,9 +280,12 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
     if (t->node->op == TT_OP_PARAM) {
       /* An alias of existing data: no computation needed. */
       tt_buffer_t *b = t->node->buffer;
-      tt_buffer_retain(b);
+      if (b) tt_buffer_retain(b);
       tt_buffer_release(t->buffer);
       t->buffer = b;
+      tt_shard_set_retain(t->node->shards);
+      tt_shard_set_release(t->shards);
+      t->shards = t->node->shards;
       tt_node_release(t->data_node);
       t->data_node = t->node;
       t->node = NULL;
@@ -295,6 +301,13 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
   int32_t nderived = 0;
   if (derive) nr = tt_derive_roots_(roots, owners, nr, &derived, &nderived);
   if (nr == 0) goto done;
+  if (tt_spmd_on_locked()) {
+    /* SPMD mode: a sharded graph runs partitioned, one program per device. */
+    int handled = 0;
+    st = tt_spmd_cut_locked(roots, owners, nr, device, &handled);
+    if (!st && handled) tt_attach_derived_(derived, nderived);
+    if (st || handled) goto done;
+  }
   tt_graph_t *g = NULL;
   tt_node_t **inputs = NULL;
   tt_executable_t *exe = NULL;
@@ -307,6 +320,7 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
   tt_count_alias_inputs_(g->hash, inputs, ni, owners, nr, derive, &user_donated, &n_user_donated);
   tt_input_value_t *vals = calloc((size_t)ni + 1, sizeof(*vals));
   tt_buffer_t **outs = calloc((size_t)nr + 1, sizeof(*outs));
+  tt_buffer_t **assembled = NULL; /* per input: a buffer assembled from shards */
   if (!vals || !outs) {
     st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (cut)");
   } else {
@@ -317,6 +331,14 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
     for (int32_t i = 0; i < ni; ++i) {
       tt_node_t *in = inputs[i];
       vals[i].buffer = in->op == TT_OP_PARAM ? in->buffer : NULL;
+      if (in->op == TT_OP_PARAM && in->shards && !st) {
+        /* Sharded storage read by a graph that runs whole: assembled on
+         * this device by a queued program (released after the enqueue). */
+        st = tt_spmd_assemble_locked(in->shards, &in->shape, in->dtype, device, &vals[i].buffer);
+        if (!assembled) assembled = calloc((size_t)ni + 1, sizeof(*assembled));
+        if (assembled) assembled[i] = vals[i].buffer;
+        else if (!st) st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (cut)");
+      }
       vals[i].scalar_f = in->scalar_f;
       vals[i].scalar_i = in->scalar_i;
       if (in->op != TT_OP_PARAM && tt_scalar_first_sent_(in, device)) {
@@ -335,7 +357,7 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
       tt_metric_add("InboundData", TT_UNIT_BYTES, (double)scalar_bytes);
       tt_metric_add("TransferToDeviceTime", TT_UNIT_NANOSECONDS, (double)unwrap_ns);
     }
-    for (int32_t r = 0; r < nr; ++r) {
+    for (int32_t r = 0; r < nr && !st; ++r) {
       tt_tensor_t *t = owners[r];
       size_t bytes = (size_t)tt_shape_numel(&t->shape) * tt_dtype_size(t->dtype);
       outs[r] = tt_buffer_create_pending(device, bytes);
@@ -349,6 +371,8 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
         tt_buffer_release(t->buffer);
         t->buffer = outs[r];
         outs[r] = NULL;
+        tt_shard_set_release(t->shards);
+        t->shards = NULL;
         tt_node_release(t->data_node);
         t->data_node = NULL;
         /* Drop the IR only after the job holds its input buffers. */
@@ -368,6 +392,9 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
     /* The graph's IR is gone: let the job run (it may now own its inputs). */
     if (!st) tt_runtime_release_held(device);
   }
+  if (assembled)
+    for (int32_t i = 0; i < ni; ++i) tt_buffer_release(assembled[i]);
+  free(assembled);
   free(user_donated);
   free(vals);
   free(outs);

@@ -27,6 +27,9 @@ struct tt_tensor_s {
   tt_dtype_t dtype;
   tt_shape_t shape;
   tt_buffer_t *buffer;   /* materialized value (maybe still pending) */
+  /* Or the value held as shards (spmd_exec.h; buffer NULL): SPMD mode's
+   * tiled values, one shard per device. */
+  struct tt_shard_set_s *shards;
   tt_node_t *node;       /* pending IR, owned */
   tt_node_t *data_node;  /* PARAM node over buffer, reused by later ops */
   tt_sharding_t *sharding; /* annotation (owned) given to node and data_node */

@@ -13,6 +13,7 @@
 
 #include "backends/cpu/exec.h"
 #include "torchtpu/collective.h"
+#include "torchtpu/spmd_exec.h"
 
 /* A collective's attributes, whichever op it is. */
 typedef union tt_collective_attrs_u {
@@ -126,7 +127,9 @@ static tt_status_t tt_cpu_exec_collective(const tt_cpu_exec_t *c, tt_view_t *out
       return tt_status_make(TT_INVALID_ARGUMENT,
                             "%s: replica id %lld outside the launch's %d replicas", tt_op_name(in->op),
                             (long long)groups->v[i], (int)world);
-  if (n > 1 && world <= 1)
+  /* A partitioned SPMD program's collective (its channel marks it) meets
+   * the other partitions of its execution, queued with it. */
+  if (n > 1 && world <= 1 && in->iattrs[3] != TT_SPMD_PARTITION_CHANNEL)
     return tt_status_make(TT_INVALID_ARGUMENT,
                           "%s over a replica group of %d outside a launch (one replica); run it "
                           "inside torch_xla.launch / xmp.spawn with CPU_NUM_DEVICES > 1",
