@@ -169,27 +169,31 @@ static tt_spmd_entry_t *tt_spmd_entry_(tt_graph_t *g, tt_node_t **nodes, int32_t
   tt_spmd_cache_[e->hash % TT_SPMD_BUCKETS] = e;
   if (e->n) {
     tt_counter_add("UncachedCompile", 1);
-    tt_metric_add("CompileTime", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
+    tt_metric_add(tt_eager_mode() ? "EagerOpCompileTime" : "CompileTime", TT_UNIT_NANOSECONDS,
+                  (double)(tt_now_ns() - t0));
   }
   return e;
 }
 
 /* The partition count of g's shardings (the largest device count); 0 when
- * nothing in g is annotated or sharded. */
+ * nothing in g is tiled (annotated tiled or held as shards): a graph of
+ * replicated values runs whole, once, instead of once per device. */
 static int32_t tt_spmd_count_(const tt_graph_t *g, tt_node_t *const *nodes) {
-  int32_t n = 0;
+  int32_t n = 0, tiled = 0;
   for (int32_t i = 0; i < g->num_instrs; ++i) {
     const tt_node_t *x = nodes[i];
     if (x->sharding && x->sharding->num_devices > n) n = x->sharding->num_devices;
     if (x->shards && x->shards->num > n) n = x->shards->num;
+    tiled |= x->shards || (x->sharding && x->sharding->kind != TT_SHARDING_REPLICATED);
   }
-  return n;
+  return tiled ? n : 0;
 }
 
 tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t nr,
                                int32_t device, int *handled) {
   *handled = 0;
-  if (!tt_spmd_on_locked() || device != 0) return NULL;
+  /* One device: nothing to partition onto (and nothing to build twice). */
+  if (!tt_spmd_on_locked() || device != 0 || tt_runtime_device_count() < 2) return NULL;
   tt_graph_t *g = NULL;
   tt_node_t **inputs = NULL;
   TT_RETURN_IF_ERROR(tt_graph_build(roots, nr, &g, &inputs));

@@ -6,6 +6,7 @@
 
 #include "lazy/lazy_internal.h"
 #include "lazy/spmd_internal.h"
+#include "torchtpu/metrics.h"
 
 static int tt_spmd_on_; /* engine lock */
 
@@ -54,6 +55,7 @@ tt_status_t tt_spmd_shard_storage_locked(tt_tensor_t *t) {
 
 tt_status_t tt_spmd_unshard_locked(tt_tensor_t *t) {
   if (!t->shards) return NULL;
+  tt_counter_add("SpmdStorageAssembled", 1);
   tt_buffer_t *b = NULL;
   TT_RETURN_IF_ERROR(tt_spmd_assemble_locked(t->shards, &t->shape, t->dtype, t->device, &b));
   tt_buffer_release(t->buffer);
