@@ -93,7 +93,7 @@ for name, (shape, axes) in meshes.items():
     else:
         def shard(m, mesh=mesh):
             mark_sharding(m.fc1.weight, mesh, ("data", None))
-    loss, params, kept = train(mesh, shard, 3, x_spec=("data", None))
+    loss, params, kept = train(mesh, shard, 2, x_spec=("data", None))
     out[name] = dict(matmul=matmul, loss=loss, params=params, held=kept,
                      c_held=held(c),
                      partitioned=met.counter_value("SpmdPartitionedExecution") or 0,
@@ -137,6 +137,38 @@ print("RESULT " + json.dumps(out))
 """
 
 STORAGE = PRELUDE + """
+# A Megatron MLP on a 2 x 4 mesh (first: its per-device bytes are deltas).
+mesh = Mesh(np.arange(8), (2, 4), ("data", "model"))
+base = bytes_in_use()
+torch.manual_seed(3)
+ref = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+model.load_state_dict(ref.state_dict())
+model = model.to("xla")
+mark_sharding(model[0].weight, mesh, ("model", None))   # column-parallel
+mark_sharding(model[0].bias, mesh, ("model",))
+mark_sharding(model[2].weight, mesh, (None, "model"))   # row-parallel
+params = [b - a for a, b in zip(base, bytes_in_use())]
+total = sum(p.numel() * p.element_size() for p in ref.parameters())
+opt_r = torch.optim.SGD(ref.parameters(), lr=0.05)
+opt_d = torch.optim.SGD(model.parameters(), lr=0.05)
+worst = 0.0
+for _ in range(3):
+    x = torch.randn(8, 64)
+    xd = x.to("xla")
+    mark_sharding(xd, mesh, ("data", None))
+    lr_ = ref(x).square().mean(); opt_r.zero_grad(); lr_.backward(); opt_r.step()
+    ld = model(xd).square().mean(); opt_d.zero_grad(); ld.backward(); opt_d.step()
+    torch_xla.sync()
+    worst = max(worst, abs(float(lr_) - float(ld.detach().cpu())))
+for p in model.parameters():
+    p.grad = None
+after = [b - a for a, b in zip(base, bytes_in_use())]
+mem = xm.get_memory_info("xla:0")
+out["megatron"] = dict(params=params, after=after, total=total, loss=worst,
+           weights=max(maxdiff(b, a) for a, b in zip(ref.parameters(), model.parameters())),
+           held=[held(p) for p in model.parameters()], memory_info=mem)
+# A tensor rows over 8 devices.
 mesh = Mesh(np.arange(8), (8,), ("data",))
 base = bytes_in_use()
 w0 = torch.randn(64, 32)
@@ -174,39 +206,6 @@ out["relayout"] = dict(cleared=cleared, value=maxdiff(w, 10 * w0), held=held(w),
 print("RESULT " + json.dumps(out))
 """
 
-MEGATRON = PRELUDE + """
-mesh = Mesh(np.arange(8), (2, 4), ("data", "model"))
-base = bytes_in_use()
-torch.manual_seed(3)
-ref = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
-model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
-model.load_state_dict(ref.state_dict())
-model = model.to("xla")
-mark_sharding(model[0].weight, mesh, ("model", None))   # column-parallel
-mark_sharding(model[0].bias, mesh, ("model",))
-mark_sharding(model[2].weight, mesh, (None, "model"))   # row-parallel
-params = [b - a for a, b in zip(base, bytes_in_use())]
-total = sum(p.numel() * p.element_size() for p in ref.parameters())
-opt_r = torch.optim.SGD(ref.parameters(), lr=0.05)
-opt_d = torch.optim.SGD(model.parameters(), lr=0.05)
-worst = 0.0
-for _ in range(3):
-    x = torch.randn(8, 64)
-    xd = x.to("xla")
-    mark_sharding(xd, mesh, ("data", None))
-    lr_ = ref(x).square().mean(); opt_r.zero_grad(); lr_.backward(); opt_r.step()
-    ld = model(xd).square().mean(); opt_d.zero_grad(); ld.backward(); opt_d.step()
-    torch_xla.sync()
-    worst = max(worst, abs(float(lr_) - float(ld.detach().cpu())))
-for p in model.parameters():
-    p.grad = None
-after = [b - a for a, b in zip(base, bytes_in_use())]
-mem = xm.get_memory_info("xla:0")
-out = dict(params=params, after=after, total=total, loss=worst,
-           weights=max(maxdiff(b, a) for a, b in zip(ref.parameters(), model.parameters())),
-           held=[held(p) for p in model.parameters()], memory_info=mem)
-print("RESULT " + json.dumps(out, default=str))
-"""
 
 
 def _run(tmp_path, name, code):
@@ -239,8 +238,8 @@ def test_sharded_matmul_and_mlp_step_match_cpu(training, mesh):
     r = training[mesh]
     assert r["matmul"] < 1e-5, r
     assert r["loss"] < 1e-5 and r["params"] < 1e-5, r
-    # It really ran partitioned (the matmul and 3 steps), never whole.
-    assert r["partitioned"] >= 4 and r["fallback"] == 0, r
+    # It really ran partitioned (the matmul and 2 steps), never whole.
+    assert r["partitioned"] >= 3 and r["fallback"] == 0, r
     assert r["held"] and r["c_held"], r
 
 
@@ -289,8 +288,8 @@ def test_storage_follows_a_changed_annotation(storage):
     assert r["value"] == 0.0 and r["held"] and r["layout"] == [4, 2], r
 
 
-def test_megatron_mlp_each_device_holds_a_quarter_of_the_parameters(tmp_path):
-    r = _run(tmp_path, "megatron", MEGATRON)
+def test_megatron_mlp_each_device_holds_a_quarter_of_the_parameters(storage):
+    r = storage["megatron"]
     assert r["loss"] < 1e-5 and r["weights"] < 1e-5, r
     quarter = r["total"] / 4
     # fc2's bias (64 floats) is replicated: one buffer, on device 0.
