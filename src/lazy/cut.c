@@ -230,10 +230,10 @@ static int tt_alias_first_seen_(uint64_t key) {
  * those after the run. This engine itself also donates at run time
  * whenever the execution holds an input buffer's only reference
  * (src/backends/cpu/backend.c, whose counter of the same name counts
- * those). */
-static void tt_count_alias_inputs_(uint64_t graph_hash, tt_node_t *const *inputs, int32_t ni,
-                                   tt_tensor_t *const *owners, int32_t nr, int step,
-                                   tt_buffer_t ***user_donated, int32_t *n_user) {
+ * those). Partitioned cuts count theirs here too (spmd_cut.c). */
+void tt_cut_count_alias_inputs_locked(uint64_t graph_hash, tt_node_t *const *inputs, int32_t ni,
+                                      tt_tensor_t *const *owners, int32_t nr, int step,
+                                      tt_buffer_t ***user_donated, int32_t *n_user) {
   int64_t aliased = 0;
   uint64_t key = graph_hash ^ 0x9E3779B97F4A7C15ull;
   int64_t *ids = step ? malloc(sizeof(int64_t) * ((size_t)nr + 1)) : NULL;
@@ -256,7 +256,7 @@ static void tt_count_alias_inputs_(uint64_t graph_hash, tt_node_t *const *inputs
      * or an in-place update's input-output alias, which PyTorch/XLA's
      * graph identity tells apart). */
     key = (key ^ ((uint64_t)(i + 1) << 1 | (uint64_t)by_user)) * 0x100000001B3ull;
-    if (!by_user) continue;
+    if (!by_user || !in->buffer) continue; /* shards are not deleted (docs/spmd.md) */
     if (!*user_donated) *user_donated = malloc(sizeof(tt_buffer_t *) * (size_t)ni);
     if (*user_donated) (*user_donated)[(*n_user)++] = in->buffer;
   }
@@ -304,7 +304,7 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
   if (tt_spmd_on_locked()) {
     /* SPMD mode: a sharded graph runs partitioned, one program per device. */
     int handled = 0;
-    st = tt_spmd_cut_locked(roots, owners, nr, device, &handled);
+    st = tt_spmd_cut_locked(roots, owners, nr, device, derive, &handled);
     if (!st && handled) tt_attach_derived_(derived, nderived);
     if (st || handled) goto done;
   }
@@ -317,7 +317,8 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
   int32_t ni = eg->num_inputs;
   tt_buffer_t **user_donated = NULL;
   int32_t n_user_donated = 0;
-  tt_count_alias_inputs_(g->hash, inputs, ni, owners, nr, derive, &user_donated, &n_user_donated);
+  tt_cut_count_alias_inputs_locked(g->hash, inputs, ni, owners, nr, derive, &user_donated,
+                                   &n_user_donated);
   tt_input_value_t *vals = calloc((size_t)ni + 1, sizeof(*vals));
   tt_buffer_t **outs = calloc((size_t)nr + 1, sizeof(*outs));
   tt_buffer_t **assembled = NULL; /* per input: a buffer assembled from shards */

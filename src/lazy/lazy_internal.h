@@ -72,6 +72,14 @@ int32_t tt_lazy_pending_on_locked(int32_t device, tt_tensor_t **out);
  * which may leave views' bases pending. */
 tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int derive);
 
+/* PyTorch/XLA's buffer donors among a cut's graph inputs: samples
+ * InputOutputAliasCount once per (graph, donors) and returns the
+ * user-marked donors' buffers (*user_donated, malloc'd; PARAMs over shards
+ * are not listed). step: a step's sync. Defined in cut.c. */
+void tt_cut_count_alias_inputs_locked(uint64_t graph_hash, tt_node_t *const *inputs, int32_t ni,
+                                      tt_tensor_t *const *owners, int32_t nr, int step,
+                                      tt_buffer_t ***user_donated, int32_t *n_user);
+
 /* ---- compile.c ---- */
 /* The cached executable of a graph with g's key, or NULL (borrowed). */
 tt_executable_t *tt_cache_lookup_locked(const tt_graph_t *g);

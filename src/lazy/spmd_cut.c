@@ -190,7 +190,7 @@ static int32_t tt_spmd_count_(const tt_graph_t *g, tt_node_t *const *nodes) {
 }
 
 tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t nr,
-                               int32_t device, int *handled) {
+                               int32_t device, int step, int *handled) {
   *handled = 0;
   /* One device: nothing to partition onto (and nothing to build twice). */
   if (!tt_spmd_on_locked() || device != 0 || tt_runtime_device_count() < 2) return NULL;
@@ -269,6 +269,12 @@ tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t 
     st = tt_executable_enqueue(e->exes[p], p, pv, pg->num_inputs, &outs[p * nr], nr);
   }
   if (st) goto out;
+  /* Donors as an unpartitioned cut counts them; user-marked donors held
+   * as one buffer are deleted after the run (the jobs hold them). */
+  tt_buffer_t **user_donated = NULL;
+  int32_t n_user_donated = 0;
+  tt_cut_count_alias_inputs_locked(g->hash, inputs, ni, owners, nr, step, &user_donated,
+                                   &n_user_donated);
   for (int32_t r = 0; r < nr; ++r) {
     tt_tensor_t *t = owners[r];
     tt_buffer_release(t->buffer);
@@ -297,6 +303,9 @@ tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t 
     t->derived = 0;
     tt_node_release(old);
   }
+  if (!st)
+    for (int32_t k = 0; k < n_user_donated; ++k) tt_tensor_delete_donated_locked(user_donated[k]);
+  free(user_donated);
   if (!st) {
     *handled = 1;
     tt_counter_add("SpmdPartitionedExecution", 1);

@@ -50,11 +50,11 @@ tt_status_t tt_spmd_unshard_locked(struct tt_tensor_s *t);
 int tt_spmd_is_tiled(const tt_sharding_t *s, int32_t rank);
 
 /* Tries to run the graph of roots (owners[r] the tensor of roots[r], all on
- * device) partitioned. *handled 0: the cut should run it whole as before
+ * device) partitioned (step: a step's sync, for the donor count). *handled 0: the cut should run it whole as before
  * (not SPMD mode, nothing sharded, or the partitioner refused it:
  * SpmdPartitionFallback counts those); 1: queued, the owners hold the
  * results. */
 tt_status_t tt_spmd_cut_locked(tt_node_t **roots, struct tt_tensor_s **owners, int32_t nr,
-                               int32_t device, int *handled);
+                               int32_t device, int step, int *handled);
 
 #endif /* TORCHTPU_LAZY_SPMD_INTERNAL_H_ */

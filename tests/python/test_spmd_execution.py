@@ -197,6 +197,15 @@ out["uneven"] = dict(value=maxdiff(u, u0), shapes=[list(s.data.shape) for s in u
 met.clear_all()
 r = xm.all_reduce(xm.REDUCE_SUM, w * 2)
 out["fallback"] = dict(value=maxdiff(r, 20 * w0), count=met.counter_value("SpmdPartitionFallback"))
+# An in-place update of sharded data: a donor, counted as unpartitioned cuts count it.
+met.clear_all()
+v = torch.arange(16.).reshape(2, 8).to("xla")
+mark_sharding(v, mesh, (None, "data"))
+v += 1
+torch_xla.sync()
+alias = met.metric_data("InputOutputAliasCount")
+out["alias"] = dict(samples=alias[0] if alias else 0, value=maxdiff(v, torch.arange(16.).reshape(2, 8) + 1),
+                    held=held(v), partitioned=met.counter_value("SpmdPartitionedExecution"))
 # Re-annotating moves the storage to the new layout; clearing makes it one buffer.
 xs.clear_sharding(w)
 cleared = dict(value=maxdiff(w, 10 * w0), held=held(w))
@@ -280,6 +289,11 @@ def test_uneven_shards_are_padded_and_cropped(storage):
 def test_unpartitionable_graph_falls_back_to_one_device(storage):
     r = storage["fallback"]
     assert r["value"] == 0.0 and r["count"] >= 1, r
+
+
+def test_in_place_update_of_shards_is_an_alias(storage):
+    r = storage["alias"]
+    assert r == {"samples": 1, "value": 0.0, "held": True, "partitioned": 1}, r
 
 
 def test_storage_follows_a_changed_annotation(storage):
