@@ -417,7 +417,10 @@ tt_status_t tt_lazy_sync(int32_t device, int wait, const char *name) {
    * PyTorch/XLA's DeviceLockWait: the time a step's sync waits for the
    * device (earlier steps in flight) and the engine. */
   int64_t lock_t0 = tt_now_ns();
-  tt_runtime_throttle(device);
+  /* In SPMD mode a step's programs run on every device (spmd_cut.c): the
+   * step boundary paces, and a waiting sync waits for, all of them. */
+  int spmd = tt_lazy_spmd_partitioning();
+  tt_runtime_throttle(spmd ? -1 : device);
   pthread_mutex_lock(&tt_lazy_lock);
   tt_metric_add("DeviceLockWait", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - lock_t0));
   int64_t cap = tt_lazy_live_count_locked() + 1;
@@ -435,7 +438,7 @@ tt_status_t tt_lazy_sync(int32_t device, int wait, const char *name) {
   pthread_mutex_unlock(&tt_lazy_lock);
   tt_debug_set_sync_name(NULL);
   free(ts);
-  if (!st && wait) tt_runtime_wait(device);
+  if (!st && wait) tt_runtime_wait(spmd ? -1 : device);
   tt_trace_complete("SyncTensorsGraph", "lazy", trace_t0, "{\"device\":%d,\"wait\":%d}", device,
                     wait);
   return st;

@@ -228,7 +228,6 @@ tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t 
        * cut itself): one buffer first. */
       tt_counter_add("SpmdInputReshard", 1);
       st = tt_spmd_assemble_locked(set, &in->shape, in->dtype, 0, &whole);
-      made[k] = NULL;
       set = NULL;
       if (st) break;
     } else if (whole) {
