@@ -61,6 +61,14 @@ default_files=(
   test/spmd/test_xla_spmd_python_api_interaction.py
   test/spmd/test_spmd_debugging.py
   test/spmd/test_train_spmd_linear_model.py
+  test/spmd/test_mp_input_sharding.py
+  test/spmd/test_fsdp_v2.py
+  test/spmd/test_xla_distributed_checkpoint.py
+  test/test_zero1.py
+  test/test_fsdp_auto_wrap.py
+  test/test_torch_distributed_fsdp_frozen_weight.py
+  test/test_train_mp_mnist_fsdp_with_ckpt.py
+  test/test_train_mp_mnist_zero1.py
 )
 if [ $# -gt 0 ]; then files=("$@"); else files=("${default_files[@]}"); fi
 
@@ -71,6 +79,11 @@ file_env() {
       echo "PT_XLA_DEBUG=1 PT_XLA_DEBUG_FILE=$logs/pt_xla_debug.txt" ;;
     test/spmd/test_xla_sharded_tensor.py)  # run_test_multi_devices upstream
       echo "CPU_NUM_DEVICES=4" ;;
+    test/spmd/test_fsdp_v2.py)  # upstream runs it on multi-device TPU hosts only
+      echo "CPU_NUM_DEVICES=4" ;;
+    test/test_train_mp_mnist_fsdp_with_ckpt.py | test/test_train_mp_mnist_zero1.py)
+      # Not in upstream's CPU script; two replicas so the shards are real.
+      echo "CPU_NUM_DEVICES=2" ;;
     *) echo "" ;;
   esac
 }
@@ -80,6 +93,11 @@ file_args() {
   case "$1" in
     test/test_operations.py | test/test_xla_graph_execution.py) echo "--verbosity=2" ;;
     test/spmd/test_train_spmd_linear_model.py) echo "--skip-gradient-checkpointing" ;;
+    # Fake data, one epoch of few large batches (upstream's defaults train
+    # 18 epochs on downloaded MNIST).
+    test/test_train_mp_mnist_fsdp_with_ckpt.py)
+      echo "--fake_data --num_epochs 1 --batch_size 2048 --use_nested_fsdp --flatten_parameters --ckpt_prefix $logs/mnist-fsdp/final_ckpt" ;;
+    test/test_train_mp_mnist_zero1.py) echo "--fake_data --num_epochs 1 --batch_size 4096" ;;
     *) echo "" ;;
   esac
 }

@@ -137,7 +137,28 @@ typedef enum tt_collective_transport_op_e {
   TT_XP_ALL_GATHER, /* recv = the processes' send (count each), by process index */
   TT_XP_BROADCAST,  /* recv[0..count) = send of process root_process (send may be recv) */
   TT_XP_BARRIER,    /* no data: only the check */
+  /* send holds one chunk of count elements per process of the group (by
+   * position: processes sorted by index); recv[0..count) = the reduction
+   * over processes of their chunk for this process (each process sends
+   * each peer only that peer's chunk). */
+  TT_XP_REDUCE_SCATTER,
+  /* send and recv hold one chunk of count elements per process (by
+   * position): recv chunk q = process q's send chunk for this process. */
+  TT_XP_ALL_TO_ALL,
+  /* Point-to-point transfers (xfers): sends of parts of send to peer
+   * processes and receives into parts of recv; nothing else moves. */
+  TT_XP_PERMUTE,
 } tt_collective_transport_op_t;
+
+/* One point-to-point transfer of TT_XP_PERMUTE: 5 int64s. */
+enum {
+  TT_XP_XFER_DIR,    /* 0: send from send + offset; 1: receive into recv + offset */
+  TT_XP_XFER_PEER,   /* the peer's process position in the group */
+  TT_XP_XFER_TAG,    /* equal on the sending and receiving side */
+  TT_XP_XFER_OFFSET, /* bytes */
+  TT_XP_XFER_BYTES,
+  TT_XP_XFER_LEN
+};
 
 #define TT_XP_SIG_LEN 11
 typedef struct tt_collective_transport_request_s {
@@ -155,6 +176,8 @@ typedef struct tt_collective_transport_request_s {
   void *recv;
   int64_t count; /* elements of send */
   int32_t root_process;
+  const int64_t *xfers; /* TT_XP_PERMUTE: num_xfers x TT_XP_XFER_LEN */
+  int32_t num_xfers;
   /* completion (collective_process.c) */
   struct tt_collective_transport_request_s *next;
   int done;

@@ -420,6 +420,12 @@ tt_status_t tt_kernel_layer_norm_backward(const tt_view_t *grad_out, const tt_vi
 typedef enum tt_rng_op_e { TT_RNG_UNIFORM, TT_RNG_NORMAL, TT_RNG_BERNOULLI } tt_rng_op_t;
 tt_status_t tt_kernel_rng(tt_rng_op_t op, uint64_t seed, uint64_t offset,
                           double a, double b, tt_view_t *out);
+/* out = the tile at tile_offsets of the tensor of full_dims (out's rank)
+ * that tt_kernel_rng would draw whole, bit for bit (an SPMD partition's
+ * shard); elements past full_dims (a tile's padding) are 0. */
+tt_status_t tt_kernel_rng_tile(tt_rng_op_t op, uint64_t seed, uint64_t offset, double a,
+                               double b, const int64_t *full_dims, const int64_t *tile_offsets,
+                               tt_view_t *out);
 
 /* ---- threading -------------------------------------------------------
  * Runs fn(ctx, begin, end) over [0, n) split into chunks of at least grain

@@ -180,6 +180,13 @@ typedef struct tt_iota_attrs_s {
 TT_ATTR_SCHEMA(iota, TT_FIELD_INT(tt_iota_attrs_t, dtype), TT_FIELD_INT(tt_iota_attrs_t, n),
                TT_FIELD_FLOAT(tt_iota_attrs_t, start), TT_FIELD_FLOAT(tt_iota_attrs_t, step));
 
+/* The tiled form (made by the SPMD partitioner, src/passes/partition.c):
+ * fattrs[TT_RNG_TILED_FATTR] != 0 (past the schema's floats, so builders
+ * of the plain form never set it) and dims holds 3 * rank values, the
+ * result's (a tile's) dims, the whole tensor's dims and the tile's
+ * offsets in it; the result is that tile of the tensor an rng of the
+ * whole dims draws, bit for bit (0 past its end). */
+#define TT_RNG_TILED_FATTR 2
 typedef struct tt_rng_attrs_s {
   int64_t op;    /* tt_rng_op_t */
   int64_t dtype; /* the result's */

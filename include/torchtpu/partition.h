@@ -10,7 +10,8 @@
  * reads padding where it could change a value: reductions and contracted
  * dims mask it). Where an operand's layout is not the one an op can be
  * computed on, the program reshards it with collective ops (all_gather,
- * all_reduce) between the partitions. The programs differ only in
+ * all_reduce, reduce_scatter, all_to_all, collective_permute) between the
+ * partitions. The programs differ only in
  * constants (the slice offsets and masks of their own tiles), so every
  * partition issues the same collectives in the same order.
  *
@@ -42,6 +43,10 @@ typedef struct tt_partition_stats_s {
                            computed replicated (correct, slow) */
   int64_t masks;        /* padded shard dims masked before a reduction */
   int64_t local_ops;    /* ops computed on shards */
+  /* (after the fields above, which keep their places) */
+  int64_t reduce_scatters;     /* partial values combined straight into tiles */
+  int64_t all_to_alls;         /* reshards moving one dim's tiling to another */
+  int64_t collective_permutes; /* reshards between device orders, halo exchanges */
 } tt_partition_stats_t;
 
 typedef struct tt_partition_s {

@@ -20,10 +20,18 @@
 extern "C" {
 #endif
 
-/* The channel id a partitioned program's collectives carry: its members
- * are the partitions of one execution, all queued together, so they meet
- * without a torch_xla.launch (src/backends/cpu/exec_collective.c). */
-#define TT_SPMD_PARTITION_CHANNEL 0x53504D44 /* "SPMD" */
+/* The channel id a partitioned program's collectives carry:
+ * TT_SPMD_PARTITION_CHANNEL + N for an execution of N partitions. Its
+ * members are those partitions (devices 0 .. N - 1), all queued together,
+ * so they meet without a torch_xla.launch, and a collective_permute's
+ * members are all N (src/backends/cpu/exec_collective.c). */
+#define TT_SPMD_PARTITION_CHANNEL ((int64_t)0x53504D44 << 8) /* "SPMD" */
+/* N for a channel made so; 0 for any other channel. */
+static inline int32_t tt_spmd_channel_partitions(int64_t channel) {
+  return channel > TT_SPMD_PARTITION_CHANNEL && channel <= TT_SPMD_PARTITION_CHANNEL + 255
+             ? (int32_t)(channel - TT_SPMD_PARTITION_CHANNEL)
+             : 0;
+}
 
 /* Sharded storage (refcounted; shared by a tensor and the PARAM nodes made
  * over it). */

@@ -94,8 +94,25 @@ def all_reduce(reduce_type, inputs, scale=1.0, groups=None, pin_layout=True):
     g = _groups(groups, "all_reduce")
     if isinstance(inputs, torch.Tensor):
         return _scaled(_record(ir.all_reduce, inputs, g, "all_reduce", reduce=code), scale)
+    # A list is coalesced as PyTorch/XLA does: one collective per dtype over
+    # the tensors flattened end to end, then split back. The elements reduce
+    # exactly as one by one; a group spanning processes pays its per-call
+    # latency (a Gloo round trip or two) once instead of once per tensor.
+    by_dtype = {}
     for t in inputs:
-        t.copy_(_scaled(_record(ir.all_reduce, t, g, "all_reduce", reduce=code), scale))
+        if not isinstance(t, torch.Tensor) or t.device.type != "xla":
+            raise TypeError(f"all_reduce expects tensors on an xla device, got "
+                            f"{getattr(t, 'device', type(t).__name__)}")
+        by_dtype.setdefault(t.dtype, []).append(t)
+    for same in by_dtype.values():
+        if len(same) == 1:
+            same[0].copy_(_scaled(_record(ir.all_reduce, same[0], g, "all_reduce", reduce=code),
+                                  scale))
+            continue
+        flat = torch.cat([t.reshape(-1) for t in same])
+        flat = _scaled(_record(ir.all_reduce, flat, g, "all_reduce", reduce=code), scale)
+        for t, part in zip(same, flat.split([t.numel() for t in same])):
+            t.copy_(part.view(t.shape))
     return inputs
 
 

@@ -18,9 +18,19 @@ requests in order:
    on group [0, 1]: device 1 (process 1) issued all_reduce(float32, 8,
    sum) #0 but device 0 (process 0) issued all_reduce(float32, 16, sum)
    #0".
-2. the data: Gloo all_reduce (in place), all_gather (bytes) or broadcast
-   (bytes) on tensors viewing the leader's buffers (no copy), or nothing
-   (barrier).
+2. the data, on tensors viewing the leader's buffers (no copy): Gloo
+   all_reduce (in place), all_gather or broadcast (bytes); for
+   reduce_scatter and all_to_all one Gloo alltoall_base of per-process
+   chunks (each peer gets only its chunk; reduce_scatter then reduces the
+   received chunks in process order, since Gloo's own reduce_scatter
+   measured as an all_reduce's traffic); for collective_permute Gloo
+   send/recv pairs, only for the pairs crossing processes; nothing for a
+   barrier.
+
+bytes_sent() counts, per op, the payload bytes this process's
+reduce_scatter, all_to_all, collective_permute and all_gather requests
+handed Gloo for other processes (tests check that the ops move only what
+they need).
 
 Every Gloo call is bounded by TORCHTPU_COLLECTIVE_TIMEOUT_S. A failure (a
 peer gone, a deadline passed, a mismatch) completes the request with an
@@ -49,11 +59,42 @@ _DTYPES = {
 # tt_reduce_op_t (include/torchtpu/kernels.h).
 _SUM, _MEAN, _PROD, _MAX, _MIN, _ARGMAX, _ARGMIN, _ANY, _ALL = range(9)
 # tt_collective_transport_op_t (include/torchtpu/collective.h).
-_ALL_REDUCE, _ALL_GATHER, _BROADCAST, _BARRIER = range(4)
+(_ALL_REDUCE, _ALL_GATHER, _BROADCAST, _BARRIER, _REDUCE_SCATTER, _ALL_TO_ALL,
+ _PERMUTE) = range(7)
+_OP_NAMES = {_ALL_REDUCE: "all_reduce", _ALL_GATHER: "all_gather", _BROADCAST: "broadcast",
+             _BARRIER: "barrier", _REDUCE_SCATTER: "reduce_scatter", _ALL_TO_ALL: "all_to_all",
+             _PERMUTE: "collective_permute"}
+_XFER_LEN = 5  # dir (0 send, 1 receive), peer position, tag, byte offset, bytes
 _SIG_LEN = 11
 _DESC_BYTES = 160
 
 _state = None
+_sent = {}
+_requests = {}
+_sent_lock = threading.Lock()
+
+
+def _count_sent(op, nbytes):
+    with _sent_lock:
+        _sent[op] = _sent.get(op, 0) + int(nbytes)
+
+
+def _count_request(op):
+    with _sent_lock:
+        _requests[op] = _requests.get(op, 0) + 1
+
+
+def requests():
+    """{op name: requests this process's transport served} (see the
+    contract)."""
+    with _sent_lock:
+        return dict(_requests)
+
+
+def bytes_sent():
+    """{op name: payload bytes sent to other processes} (see the contract)."""
+    with _sent_lock:
+        return dict(_sent)
 
 
 def _failed_key(process):
@@ -90,6 +131,24 @@ def _reduce_plan(reduce, dtype):
     if dtype == torch.complex64:
         return op, torch.float32
     return op, dtype
+
+
+def _reduce_chunks(reduce, dtype, parts, out):
+    """out = the reduction of parts' rows (one per process, in process
+    order), in the dtype _reduce_plan picks (16-bit floats in float32,
+    rounded once)."""
+    if dtype == torch.bool:
+        out.copy_(parts.all(0) if reduce in (_PROD, _MIN, _ALL) else parts.any(0))
+        return
+    if reduce not in (_SUM, _PROD, _MAX, _MIN, _ALL, _ANY):
+        raise RuntimeError(f"reduction {reduce} has no cross-process form")
+    wide = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    acc = parts[0].to(wide).clone()
+    step = {_SUM: torch.add, _PROD: torch.mul, _MAX: torch.maximum, _MIN: torch.minimum,
+            _ALL: torch.bitwise_and, _ANY: torch.bitwise_or}[reduce]
+    for row in parts[1:]:
+        acc = step(acc, row.to(wide))
+    out.copy_(acc.to(dtype))
 
 
 class _Channel:
@@ -174,7 +233,7 @@ class _Channel:
     def _serve(self, rq):
         import torch.distributed as dist
         (handle, op, ids, sig, desc, device, reduce, dtype_code, send, recv, count,
-         root_process) = rq
+         root_process, xfers) = rq
         seq = self.seq
         self.seq += 1
         try:
@@ -208,6 +267,7 @@ class _Channel:
             return (f"collective mismatch across processes on group {self._group_text()}: "
                     f"{name(h)} but {name(first)}{extra}")
         # 2. The data.
+        _count_request(_OP_NAMES[op])
         dtype = _DTYPES[dtype_code]
         esize = torch.empty((), dtype=dtype).element_size()
         try:
@@ -218,6 +278,11 @@ class _Channel:
                 parts = list(out.chunk(len(self.processes))) if count * esize else []
                 if parts:
                     pg.allgather([parts], [_view(send, count * esize)]).wait()
+                    _count_sent("all_gather", (len(self.processes) - 1) * count * esize)
+            elif op in (_REDUCE_SCATTER, _ALL_TO_ALL):
+                self._exchange(pg, op, reduce, dtype, send, recv, count, esize)
+            elif op == _PERMUTE:
+                self._permute(pg, send, recv, xfers)
             elif op == _BROADCAST:
                 if count * esize:
                     t = _view(recv, count * esize)
@@ -230,6 +295,40 @@ class _Channel:
         except Exception as e:
             return self._failure(desc, seq, e)
         return None
+
+    def _exchange(self, pg, op, reduce, dtype, send, recv, count, esize):
+        """reduce_scatter / all_to_all: one alltoall_base of count-element
+        chunks, one per process (see the contract)."""
+        P = len(self.processes)
+        nbytes = count * esize
+        if nbytes == 0:
+            return
+        src = _view(send, P * nbytes)
+        if op == _ALL_TO_ALL:
+            pg.alltoall_base(_view(recv, P * nbytes), src, [], []).wait()
+            _count_sent("all_to_all", (P - 1) * nbytes)
+            return
+        parts = torch.empty(P * nbytes, dtype=torch.uint8)
+        pg.alltoall_base(parts, src, [], []).wait()
+        _count_sent("reduce_scatter", (P - 1) * nbytes)
+        _reduce_chunks(reduce, dtype, parts.view(dtype).view(P, count),
+                       _view(recv, nbytes).view(dtype))
+
+    def _permute(self, pg, send, recv, xfers):
+        """collective_permute: every transfer posted at once (Gloo's send
+        and recv do not block), then waited for."""
+        works = []
+        for i in range(0, len(xfers), _XFER_LEN):
+            direction, peer, tag, offset, nbytes = xfers[i:i + _XFER_LEN]
+            if nbytes == 0:
+                continue
+            if direction == 0:
+                works.append(pg.send([_view(send + offset, nbytes)], peer, tag))
+                _count_sent("collective_permute", nbytes)
+            else:
+                works.append(pg.recv([_view(recv + offset, nbytes)], peer, tag))
+        for w in works:
+            w.wait(self.transport.timeout)
 
     def _all_reduce(self, pg, reduce, dtype, send, recv, count, esize):
         import torch.distributed as dist

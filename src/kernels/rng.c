@@ -61,7 +61,26 @@ typedef struct tt_rng_ctx_s {
   uint64_t offset;
   double a, b;
   tt_view_t *out;
+  /* tt_kernel_rng_tile: out is the tile at off of a tensor of dims full
+   * (rank out->shape.rank); NULL: out is the whole tensor. */
+  const int64_t *full, *off;
 } tt_rng_ctx_t;
+
+/* The whole tensor's element index of out's element i, or -1 past its
+ * end (a tile's padding). */
+static int64_t tt_rng_global(const tt_rng_ctx_t *c, int64_t i) {
+  if (!c->full) return i;
+  const tt_shape_t *s = &c->out->shape;
+  int64_t rest = i, g = 0, stride = 1;
+  for (int32_t d = s->rank - 1; d >= 0; --d) {
+    int64_t at = c->off[d] + rest % s->dims[d];
+    rest /= s->dims[d];
+    if (at >= c->full[d]) return -1;
+    g += at * stride;
+    stride *= c->full[d];
+  }
+  return g;
+}
 
 static void tt_rng_block(const tt_rng_ctx_t *c, uint64_t block, uint32_t w[4]) {
   uint32_t ctr[4] = {(uint32_t)block, (uint32_t)(block >> 32),
@@ -130,7 +149,11 @@ static void tt_rng_range(void *arg, int64_t begin, int64_t end) {
     uint32_t w[4];
     uint64_t cur = UINT64_MAX;
     for (int64_t k = 0; k < n; ++k) {
-      int64_t i = i0 + k;
+      int64_t i = tt_rng_global(c, i0 + k);
+      if (i < 0) {
+        buf[k] = 0.0;
+        continue;
+      }
       uint64_t block = (uint64_t)i / (uint64_t)per_block;
       int pos = (int)(i % per_block);
       if (block != cur || cur == UINT64_MAX) {
@@ -154,8 +177,8 @@ static void tt_rng_range(void *arg, int64_t begin, int64_t end) {
   }
 }
 
-tt_status_t tt_kernel_rng(tt_rng_op_t op, uint64_t seed, uint64_t offset,
-                          double a, double b, tt_view_t *out) {
+static tt_status_t tt_rng_run(tt_rng_op_t op, uint64_t seed, uint64_t offset, double a, double b,
+                              const int64_t *full, const int64_t *off, tt_view_t *out) {
   static const char *name = "rng";
   TT_RETURN_IF_ERROR(tt_check_view(name, "out", out));
   if (op != TT_RNG_UNIFORM && op != TT_RNG_NORMAL && op != TT_RNG_BERNOULLI) {
@@ -186,7 +209,25 @@ tt_status_t tt_kernel_rng(tt_rng_op_t op, uint64_t seed, uint64_t offset,
                     .offset = offset,
                     .a = a,
                     .b = b,
-                    .out = out};
+                    .out = out,
+                    .full = full,
+                    .off = off};
   tt_parallel_for(tt_view_numel(out), TT_GRAIN / 4, tt_rng_range, &c);
   return NULL;
+}
+
+tt_status_t tt_kernel_rng(tt_rng_op_t op, uint64_t seed, uint64_t offset,
+                          double a, double b, tt_view_t *out) {
+  return tt_rng_run(op, seed, offset, a, b, NULL, NULL, out);
+}
+
+tt_status_t tt_kernel_rng_tile(tt_rng_op_t op, uint64_t seed, uint64_t offset, double a,
+                               double b, const int64_t *full_dims, const int64_t *tile_offsets,
+                               tt_view_t *out) {
+  for (int32_t d = 0; d < out->shape.rank; ++d)
+    if (full_dims[d] < 0 || tile_offsets[d] < 0)
+      return tt_status_make(TT_INVALID_ARGUMENT,
+                            "rng tile: dim %d has full size %lld and offset %lld", (int)d,
+                            (long long)full_dims[d], (long long)tile_offsets[d]);
+  return tt_rng_run(op, seed, offset, a, b, full_dims, tile_offsets, out);
 }

@@ -79,7 +79,8 @@ static tt_status_t tt_spmd_partition_(tt_graph_t *g, tt_spmd_entry_t *e) {
       /* The programs' collectives meet between the partitions of this
        * execution (exec_collective.c). */
       for (int32_t i = 0; i < opt->num_instrs; ++i)
-        if (tt_op_is_collective(opt->instrs[i].op)) opt->instrs[i].iattrs[3] = TT_SPMD_PARTITION_CHANNEL;
+        if (tt_op_is_collective(opt->instrs[i].op))
+          opt->instrs[i].iattrs[3] = TT_SPMD_PARTITION_CHANNEL + e->n;
       st = tt_executable_create(opt, &e->exes[p]);
       if (st) tt_graph_destroy(opt);
     }

@@ -9,10 +9,18 @@
  *    result dims some operand dim maps to; each operand is resharded to L0
  *    moved back onto it (free when it already is), the op runs on the
  *    shards and gives L0; a slice to R's tiles finishes (free).
- *  - partial (reductions and dot whose reduced or contracted dims an
- *    operand holds tiled): those dims stay tiled, their padding is masked
- *    with the reduction's identity, each device reduces its shard and one
- *    all_reduce over the devices that hold the other pieces combines them.
+ *  - partial (reductions, dot and conv2d whose reduced or contracted dims
+ *    an operand holds tiled; index_select / gather into a table tiled
+ *    along the looked-up dim): those dims stay tiled, their padding is
+ *    masked with the reduction's identity (lookups instead take only the
+ *    indices in their rows), each device reduces its shard and one
+ *    reduce_scatter (where R wants the result tiled over the devices that
+ *    hold the pieces) or all_reduce combines them.
+ *  - conv2d over a tiled spatial dim: halo rows from the neighbouring
+ *    tiles (partition_conv.c), then a local conv.
+ *  - rng: each partition draws its own tile at its global offsets.
+ *  - scatter, scatter_reduce, index_add into a base tiled along their dim:
+ *    each partition applies the updates that land in its rows.
  *  - fallback (every other op): operands gathered to replicated, computed
  *    replicated as in the source graph, sliced to R. Counted.
  * The decisions depend only on layouts, never on the partition, so every
@@ -36,7 +44,8 @@ static int tt_part_is_mapped(const tt_instr_t *in) {
     case TT_OP_SPECIAL: case TT_OP_BROADCAST: case TT_OP_RESHAPE: case TT_OP_TRANSPOSE:
     case TT_OP_SLICE: case TT_OP_CONCAT: case TT_OP_PAD: case TT_OP_FLIP: case TT_OP_SCAN:
     case TT_OP_CUMULATIVE: case TT_OP_ARGSORT: case TT_OP_SOFTMAX_BWD: case TT_OP_REDUCE:
-    case TT_OP_DOT:
+    case TT_OP_DOT: case TT_OP_INDEX_SELECT: case TT_OP_GATHER: case TT_OP_CONV2D:
+    case TT_OP_SCATTER: case TT_OP_SCATTER_REDUCE: case TT_OP_INDEX_ADD:
       return 1;
     case TT_OP_SOFTMAX: {
       tt_softmax_attrs_t a;
@@ -126,13 +135,24 @@ typedef struct tt_part_op_s {
   const tt_part_val_t *vals;
   int32_t nops;
   int32_t (*rows)[TT_MAX_RANK];
+  int32_t (*inv)[TT_MAX_RANK]; /* per operand: its dim each result dim of L0 takes, or -1 */
   int32_t partial_reduce;
   tt_sharding_t *r, *l0;
   tt_sharding_t **a; /* per operand: the layout computing on shards needs */
+  const tt_sharding_t *x0; /* the layout operand 0 was resharded to (conv's halos) */
 } tt_part_op_t;
 
 static const tt_shape_t *tt_part_xshape(const tt_part_op_t *o, int32_t k) {
   return &o->p->g->instrs[o->in->operands[k]].shape;
+}
+
+/* o->a from o->l0 (the old ones freed). */
+static void tt_part_operand_layouts(tt_part_op_t *o) {
+  for (int32_t k = 0; k < o->nops; ++k) {
+    free(o->a[k]);
+    o->a[k] = tt_part_project(o->p, o->l0, o->in->shape.rank, o->inv[k],
+                              tt_part_xshape(o, k)->rank);
+  }
 }
 
 /* Runs the op on operand nodes xs with its attributes adjusted to shard
@@ -160,6 +180,29 @@ static tt_node_t *tt_part_run_local(tt_part_op_t *o, tt_node_t **xs, int64_t red
     }
   } else if (in->op == TT_OP_REDUCE) {
     ia[0] = reduce_op;
+  } else if (in->op == TT_OP_CONV2D && o->x0) {
+    /* A tiled spatial dim: its tile extended by the halo rows, then
+     * convolved with no padding along it. */
+    tt_conv2d_attrs_t a;
+    TT_ATTRS(in, &a);
+    const tt_shape_t *x = tt_part_xshape(o, 0), *w = tt_part_xshape(o, 1);
+    tt_node_t *ops[2] = {xs[0], xs[1]};
+    for (int32_t d = 2; d < 4; ++d) {
+      if (o->x0->tile_dims[d] == 1) continue;
+      int64_t lo = a.padding[d - 2], hi = a.dilation[d - 2] * (w->dims[d] - 1) - lo;
+      ops[0] = tt_part_halo(p, ops[0], x, o->x0, d, lo, hi);
+      a.padding[d - 2] = 0;
+    }
+    double fa[TT_MAX_FATTRS];
+    tt_status_t st = tt_attrs_encode(TT_OP_CONV2D, &a, sizeof(a), -1, ia, &ni, fa);
+    if (st) {
+      p->error = st;
+      return NULL;
+    }
+    tt_node_t *y = tt_part_make(p, in->op, ops, 2, ia, ni, NULL);
+    if (y && !tt_shape_equal(&y->shape, &want))
+      p->error = tt_status_make(TT_INTERNAL, "partitioner: conv2d on halo tiles: wrong shape");
+    return p->error ? NULL : y;
   }
   tt_node_t *y = tt_part_make(p, in->op, xs, o->nops, ia, ni, in->fattrs);
   if (y && !tt_shape_equal(&y->shape, &want)) {
@@ -173,22 +216,154 @@ static tt_node_t *tt_part_run_local(tt_part_op_t *o, tt_node_t **xs, int64_t red
   return y;
 }
 
-/* The partial path; 0 (nothing made) when it does not apply. */
-static int tt_part_try_partial(tt_part_op_t *o, tt_part_val_t *out) {
+static int tt_part_is_lookup(const tt_instr_t *in) {
+  return in->op == TT_OP_INDEX_SELECT || in->op == TT_OP_GATHER;
+}
+
+/* A lookup (index_select / gather along dim) into this partition's rows
+ * of a table tiled along dim (full-form m): the indices that fall in its
+ * rows are looked up, the others give 0 (summed with the other devices'
+ * pieces afterwards). */
+static tt_node_t *tt_part_lookup(tt_part_op_t *o, tt_node_t **xs, const tt_sharding_t *m) {
   tt_part_t *p = o->p;
   const tt_instr_t *in = o->in;
-  if (o->partial_reduce < 0 || (in->op != TT_OP_REDUCE && in->op != TT_OP_DOT)) return 0;
+  tt_node_t *idx = xs[1];
+  if (!xs[0] || !idx) return NULL;
+  int64_t dim = in->iattrs[0];
+  const tt_shape_t *table = tt_part_xshape(o, 0);
+  int64_t c[TT_MAX_RANK];
+  tt_part_coords(m, table->rank, p->me, c, NULL);
+  int64_t chunk = tt_part_chunk(table->dims[dim], m->tile_dims[dim]);
+  int64_t off = c[dim] * chunk, valid = table->dims[dim] - off;
+  valid = valid < 0 ? 0 : valid > chunk ? chunk : valid;
+  int32_t ir = idx->shape.rank;
+  tt_node_t *sub[2] = {idx, tt_part_constant(p, (double)off, idx->dtype, ir)};
+  int64_t code = TT_BIN_SUB;
+  tt_node_t *rel = tt_part_make(p, TT_OP_BINARY, sub, 2, &code, 1, NULL);
+  tt_node_t *ge[2] = {rel, tt_part_constant(p, 0.0, idx->dtype, ir)};
+  code = TT_BIN_GE;
+  tt_node_t *lo = tt_part_make(p, TT_OP_BINARY, ge, 2, &code, 1, NULL);
+  tt_node_t *lt[2] = {rel, tt_part_constant(p, (double)valid, idx->dtype, ir)};
+  code = TT_BIN_LT;
+  tt_node_t *hi = tt_part_make(p, TT_OP_BINARY, lt, 2, &code, 1, NULL);
+  tt_node_t *both[2] = {lo, hi};
+  code = TT_BIN_LOGICAL_AND;
+  tt_node_t *inr = tt_part_make(p, TT_OP_BINARY, both, 2, &code, 1, NULL);
+  tt_node_t *w[3] = {inr, rel, tt_part_constant(p, 0.0, idx->dtype, ir)};
+  tt_node_t *safe = tt_part_make(p, TT_OP_WHERE, w, 3, NULL, 0, NULL);
+  tt_node_t *ls[2] = {xs[0], safe};
+  tt_node_t *y = tt_part_run_local(o, ls, 0);
+  if (!y || !inr) return NULL;
+  if (in->op == TT_OP_INDEX_SELECT) {
+    /* the indices run along the result's dim */
+    tt_shape_t along = {y->shape.rank, {0}};
+    for (int32_t e = 0; e < along.rank; ++e) along.dims[e] = e == dim ? y->shape.dims[e] : 1;
+    if (!tt_shape_equal(&inr->shape, &along))
+      inr = tt_part_make(p, TT_OP_RESHAPE, &inr, 1, along.dims, along.rank, NULL);
+  }
+  tt_node_t *z[3] = {inr, y, tt_part_constant(p, 0.0, y->dtype, y->shape.rank)};
+  return tt_part_make(p, TT_OP_WHERE, z, 3, NULL, 0, NULL);
+}
+
+static int tt_part_is_scatter(const tt_instr_t *in) {
+  return in->op == TT_OP_SCATTER || in->op == TT_OP_SCATTER_REDUCE || in->op == TT_OP_INDEX_ADD;
+}
+
+/* A scatter (scatter, scatter_reduce, index_add along dim: base, indices,
+ * updates) into this partition's tile of the base. Tiled along dim: the
+ * indices are shifted by the tile's first row, those outside its rows sent
+ * to one extra row appended to the tile and cut off afterwards (so
+ * replace, add and every reduction leave the tile's rows as the whole
+ * scatter would); untiled: the op on the shards as it is. */
+static tt_node_t *tt_part_scatter_local(tt_part_op_t *o, tt_node_t **xs) {
+  tt_part_t *p = o->p;
+  const tt_instr_t *in = o->in;
+  int32_t dim = (int32_t)in->iattrs[0];
+  const tt_sharding_t *s = o->a[0];
+  if (s->tile_dims[dim] == 1) return tt_part_run_local(o, xs, 0);
+  if (!xs[0] || !xs[1] || !xs[2]) return NULL;
+  const tt_shape_t *base = tt_part_xshape(o, 0);
+  int64_t c[TT_MAX_RANK];
+  tt_part_coords(s, base->rank, p->me, c, NULL);
+  int64_t chunk = tt_part_chunk(base->dims[dim], s->tile_dims[dim]);
+  int64_t off = c[dim] * chunk, valid = base->dims[dim] - off;
+  valid = valid < 0 ? 0 : valid > chunk ? chunk : valid;
+  tt_node_t *idx = xs[1];
+  int32_t ir = idx->shape.rank;
+  tt_node_t *sub[2] = {idx, tt_part_constant(p, (double)off, idx->dtype, ir)};
+  int64_t code = TT_BIN_SUB;
+  tt_node_t *rel = tt_part_make(p, TT_OP_BINARY, sub, 2, &code, 1, NULL);
+  tt_node_t *ge[2] = {rel, tt_part_constant(p, 0.0, idx->dtype, ir)};
+  code = TT_BIN_GE;
+  tt_node_t *lo = tt_part_make(p, TT_OP_BINARY, ge, 2, &code, 1, NULL);
+  tt_node_t *lt[2] = {rel, tt_part_constant(p, (double)valid, idx->dtype, ir)};
+  code = TT_BIN_LT;
+  tt_node_t *hi = tt_part_make(p, TT_OP_BINARY, lt, 2, &code, 1, NULL);
+  tt_node_t *both[2] = {lo, hi};
+  code = TT_BIN_LOGICAL_AND;
+  tt_node_t *inr = tt_part_make(p, TT_OP_BINARY, both, 2, &code, 1, NULL);
+  tt_node_t *w[3] = {inr, rel, tt_part_constant(p, (double)chunk, idx->dtype, ir)};
+  tt_node_t *ops[3] = {tt_part_pad_dim(p, xs[0], dim, 1),
+                       tt_part_make(p, TT_OP_WHERE, w, 3, NULL, 0, NULL), xs[2]};
+  tt_node_t *y = ops[0] && ops[1]
+                     ? tt_part_make(p, in->op, ops, 3, in->iattrs, in->num_iattrs, in->fattrs)
+                     : NULL;
+  return tt_part_slice_dim(p, y, dim, 0, chunk);
+}
+
+/* Whether a scatter computes on R's tiles: every dim but dim that R tiles
+ * must be one the indices and updates line up with (a scatter's indices
+ * read whole along a dim the base tiles would reach past the tile). */
+static int tt_part_scatter_ok(tt_part_t *p, int32_t i) {
+  const tt_instr_t *in = &p->g->instrs[i];
+  int32_t rows[3][TT_MAX_RANK];
+  for (int32_t k = 0; k < 3; ++k)
+    for (int32_t d = 0; d < TT_MAX_RANK; ++d) rows[k][d] = TT_SDIM_WHOLE;
+  tt_sharding_map_t map = {3, rows, -1};
+  tt_op_info(in->op)->sharding_rule->map(p->g, i, &map);
+  tt_sharding_t *r = tt_part_full(p, p->g->sharding_prop[i].sharding, in->shape.rank);
+  if (!r) return 1; /* the error is reported by the lowering */
+  int ok = 1;
+  for (int32_t d = 0; d < in->shape.rank; ++d) {
+    if (d == in->iattrs[0] || r->tile_dims[d] == 1) continue;
+    ok = ok && rows[2][d] == d && (in->op == TT_OP_INDEX_ADD || rows[1][d] == d);
+  }
+  free(r);
+  return ok;
+}
+
+/* How the partial path computes an op: per operand the layout it is
+ * resharded to (m) and its reduced dims, and the groups that combine. */
+typedef struct tt_part_plan_s {
+  tt_sharding_t *m[2];
   uint8_t red[2][TT_MAX_RANK];
-  int32_t nred[2] = {0, 0}, rdim[2][TT_MAX_RANK];
+  int32_t nred[2], rdim[2][TT_MAX_RANK];
+  int32_t ids[27];
+  int64_t tk;
+} tt_part_plan_t;
+
+static void tt_part_plan_free(tt_part_plan_t *pl) {
+  free(pl->m[0]);
+  free(pl->m[1]);
+  pl->m[0] = pl->m[1] = NULL;
+}
+
+/* The partial plan for o->l0 and o->a; 0 when the operands' reduced dims
+ * cannot stay tiled beside what L0 needs. */
+static int tt_part_plan(tt_part_op_t *o, tt_part_plan_t *pl) {
+  tt_part_t *p = o->p;
+  const tt_instr_t *in = o->in;
+  int lookup = tt_part_is_lookup(in);
   int32_t best = -1;
   int64_t best_tiles = 1;
+  memset(pl, 0, sizeof(*pl));
   for (int32_t k = 0; k < o->nops; ++k) {
     const tt_sharding_t *s = o->vals[in->operands[k]].layout;
     int64_t t = 1;
     for (int32_t d = 0; d < tt_part_xshape(o, k)->rank; ++d) {
-      red[k][d] = o->rows[k][d] == TT_SDIM_REDUCED;
-      if (red[k][d]) {
-        rdim[k][nred[k]++] = d;
+      pl->red[k][d] = o->rows[k][d] == TT_SDIM_REDUCED;
+      if (pl->red[k][d]) {
+        pl->rdim[k][pl->nred[k]++] = d;
         t *= s->tile_dims[d];
       }
     }
@@ -198,75 +373,171 @@ static int tt_part_try_partial(tt_part_op_t *o, tt_part_val_t *out) {
     }
   }
   if (best < 0) return 0;
-  double identity = 0.0;
-  int64_t op = in->op == TT_OP_REDUCE ? in->iattrs[0] : TT_RED_SUM;
-  if (!tt_part_identity(op, p->g->instrs[in->operands[0]].dtype, &identity)) return 0;
   for (int32_t k = 0; k < o->nops; ++k)
-    if (nred[k] != nred[best]) return 0;
+    if (pl->nred[k] != pl->nred[best] && !(lookup && k == 1)) return 0;
   /* The reduced dims' tiling of the best operand, moved onto each operand
    * and merged with what the result needs. */
   int32_t brank = tt_part_xshape(o, best)->rank;
-  tt_sharding_t *m[2] = {NULL, NULL}, *q = NULL;
   int32_t to[TT_MAX_RANK];
-  for (int32_t d = 0; d < brank; ++d) to[d] = red[best][d] ? d : -1;
-  q = tt_part_project(p, o->vals[in->operands[best]].layout, brank, to, brank);
+  for (int32_t d = 0; d < brank; ++d) to[d] = pl->red[best][d] ? d : -1;
+  tt_sharding_t *q = tt_part_project(p, o->vals[in->operands[best]].layout, brank, to, brank);
   int ok = q != NULL;
   for (int32_t k = 0; k < o->nops && ok; ++k) {
     int32_t xr = tt_part_xshape(o, k)->rank;
     for (int32_t d = 0; d < brank; ++d) to[d] = -1;
-    for (int32_t j = 0; j < nred[k]; ++j) {
-      if (tt_part_xshape(o, best)->dims[rdim[best][j]] != tt_part_xshape(o, k)->dims[rdim[k][j]])
+    for (int32_t j = 0; j < pl->nred[k]; ++j) {
+      if (tt_part_xshape(o, best)->dims[pl->rdim[best][j]] !=
+          tt_part_xshape(o, k)->dims[pl->rdim[k][j]])
         ok = 0;
-      to[rdim[best][j]] = rdim[k][j];
+      to[pl->rdim[best][j]] = pl->rdim[k][j];
     }
     tt_sharding_t *qk = ok ? tt_part_project(p, q, brank, to, xr) : NULL;
-    m[k] = qk ? tt_sharding_merge(o->a[k], qk, xr) : NULL;
+    pl->m[k] = qk ? tt_sharding_merge(o->a[k], qk, xr) : NULL;
     free(qk);
-    ok = ok && m[k];
+    ok = ok && pl->m[k];
   }
-  int32_t ids[27];
-  int64_t tk = 1;
-  for (int32_t j = 0; j < nred[best]; ++j) tk *= q ? q->tile_dims[rdim[best][j]] : 1;
-  ok = ok && tt_part_partial_groups(p, o->l0, in->shape.rank, m[best], brank, red[best], tk, ids);
-  if (ok) {
-    tt_node_t *xs[2];
-    uint64_t mask_dims[2] = {0, 0};
-    for (int32_t k = 0; k < o->nops; ++k) {
-      const tt_part_val_t *v = &o->vals[in->operands[k]];
-      xs[k] = tt_part_reshard(p, v->node, tt_part_xshape(o, k), v->layout, m[k]);
-      for (int32_t j = 0; j < nred[k]; ++j) mask_dims[k] |= 1ull << rdim[k][j];
-      xs[k] = tt_part_mask(p, xs[k], tt_part_xshape(o, k), m[k], mask_dims[k], identity);
-    }
-    int64_t local_op = op == TT_RED_MEAN ? TT_RED_SUM : op;
-    tt_node_t *y = tt_part_run_local(o, xs, local_op);
-    y = tt_part_all_reduce(p, y, local_op, ids, (int32_t)tk);
-    if (y && op == TT_RED_MEAN) {
-      int64_t count = 1;
-      for (int32_t j = 0; j < nred[0]; ++j) count *= tt_part_xshape(o, 0)->dims[rdim[0][j]];
-      tt_node_t *mul[2] = {y, tt_part_constant(p, 1.0 / (double)count, y->dtype,
-                                               y->shape.rank)};
-      int64_t code = TT_BIN_MUL;
-      y = tt_part_make(p, TT_OP_BINARY, mul, 2, &code, 1, NULL);
-    }
-    out->node = tt_part_reshard(p, y, &in->shape, o->l0, o->r);
-    ++p->stats->local_ops;
-  }
+  pl->tk = 1;
+  for (int32_t j = 0; j < pl->nred[best]; ++j) pl->tk *= q ? q->tile_dims[pl->rdim[best][j]] : 1;
+  ok = ok && tt_part_partial_groups(p, o->l0, in->shape.rank, pl->m[best], brank,
+                                    pl->red[best], pl->tk, pl->ids);
   free(q);
-  free(m[0]);
-  free(m[1]);
+  if (!ok) tt_part_plan_free(pl);
   return ok;
+}
+
+/* Combines partial values y (layout o->l0, groups of tk in ids): where R
+ * tiles a dim L0 does not, tk ways, each group's devices holding its
+ * tiles, one reduce_scatter along it gives those tiles; else one
+ * all_reduce. *layout gets the result's layout (owned). */
+static tt_node_t *tt_part_combine(tt_part_op_t *o, tt_node_t *y, int64_t op,
+                                  const tt_part_plan_t *pl, tt_sharding_t **layout) {
+  tt_part_t *p = o->p;
+  int32_t yr = o->in->shape.rank, n = p->n, tk = (int32_t)pl->tk;
+  int64_t cr[27][TT_MAX_RANK], cl[27][TT_MAX_RANK];
+  for (int32_t dev = 0; dev < n; ++dev) {
+    tt_part_coords(o->r, yr, dev, cr[dev], NULL);
+    tt_part_coords(o->l0, yr, dev, cl[dev], NULL);
+  }
+  for (int32_t d = 0; d < yr && y; ++d) {
+    if (o->l0->tile_dims[d] != 1 || o->r->tile_dims[d] != tk || tk < 2) continue;
+    int32_t ids[27];
+    int ok = 1;
+    for (int32_t g = 0; g < n && ok; g += tk) {
+      for (int32_t q = 0; q < tk; ++q) ids[g + q] = -1;
+      for (int32_t q = 0; q < tk; ++q) {
+        int32_t dev = pl->ids[g + q];
+        int64_t c = cr[dev][d];
+        if (ids[g + c] >= 0) ok = 0;
+        else ids[g + c] = dev;
+      }
+    }
+    if (!ok) continue;
+    int64_t dim = o->in->shape.dims[d], chunk = tt_part_chunk(dim, tk);
+    y = tt_part_pad_dim(p, y, d, (int64_t)tk * chunk - dim);
+    y = tt_part_reduce_scatter(p, y, op, d, ids, tk);
+    int64_t tiles[TT_MAX_RANK + 1];
+    for (int32_t e = 0; e <= yr; ++e) tiles[e] = o->l0->tile_dims[e];
+    tiles[d] = tk;
+    tiles[yr] /= tk;
+    for (int32_t dev = 0; dev < n; ++dev) cl[dev][d] = cr[dev][d];
+    *layout = tt_part_from_coords(p, yr, tiles, (const int64_t(*)[TT_MAX_RANK])cl);
+    return *layout ? y : NULL;
+  }
+  *layout = tt_part_copy(p, o->l0);
+  return tt_part_all_reduce(p, y, op, pl->ids, tk);
+}
+
+/* The partial path; 0 (nothing made) when it does not apply. When the
+ * reduced dims cannot stay tiled beside L0 (R wants the result tiled over
+ * the devices that hold the pieces: sequence parallelism, sharded
+ * gradients), L0 drops one of its tiled dims at a time, the first that
+ * lets them: the combine then scatters onto it. */
+static int tt_part_try_partial(tt_part_op_t *o, tt_part_val_t *out) {
+  tt_part_t *p = o->p;
+  const tt_instr_t *in = o->in;
+  if (o->partial_reduce < 0 || (in->op != TT_OP_REDUCE && in->op != TT_OP_DOT &&
+                                 in->op != TT_OP_CONV2D && !tt_part_is_lookup(in)))
+    return 0;
+  double identity = 0.0;
+  int64_t op = in->op == TT_OP_REDUCE ? in->iattrs[0] : TT_RED_SUM;
+  if (!tt_part_identity(op, p->g->instrs[in->operands[0]].dtype, &identity)) return 0;
+  int32_t yr = in->shape.rank;
+  tt_part_plan_t pl;
+  int ok = tt_part_plan(o, &pl);
+  for (int32_t d = 0; d < yr && !ok && !p->error; ++d) {
+    if (o->l0->tile_dims[d] == 1) continue;
+    int32_t to[TT_MAX_RANK];
+    for (int32_t e = 0; e < yr; ++e) to[e] = e == d ? -1 : e;
+    tt_sharding_t *l0 = tt_part_project(p, o->l0, yr, to, yr), *old = o->l0;
+    if (!l0) break;
+    o->l0 = l0;
+    tt_part_operand_layouts(o);
+    ok = !p->error && tt_part_plan(o, &pl);
+    if (ok) {
+      free(old);
+    } else {
+      o->l0 = old;
+      free(l0);
+      tt_part_operand_layouts(o);
+    }
+  }
+  if (!ok) return 0;
+  tt_node_t *xs[2];
+  for (int32_t k = 0; k < o->nops; ++k) {
+    const tt_part_val_t *v = &o->vals[in->operands[k]];
+    xs[k] = tt_part_reshard(p, v->node, tt_part_xshape(o, k), v->layout, pl.m[k]);
+    if (tt_part_is_lookup(in)) continue; /* rows past the table are never looked up */
+    uint64_t mask_dims = 0;
+    for (int32_t j = 0; j < pl.nred[k]; ++j) mask_dims |= 1ull << pl.rdim[k][j];
+    xs[k] = tt_part_mask(p, xs[k], tt_part_xshape(o, k), pl.m[k], mask_dims, identity);
+  }
+  int64_t local_op = op == TT_RED_MEAN ? TT_RED_SUM : op;
+  o->x0 = pl.m[0];
+  tt_node_t *y = tt_part_is_lookup(in) ? tt_part_lookup(o, xs, pl.m[0])
+                                       : tt_part_run_local(o, xs, local_op);
+  tt_sharding_t *layout = NULL;
+  y = tt_part_combine(o, y, local_op, &pl, &layout);
+  if (y && op == TT_RED_MEAN) {
+    int64_t count = 1;
+    for (int32_t j = 0; j < pl.nred[0]; ++j) count *= tt_part_xshape(o, 0)->dims[pl.rdim[0][j]];
+    tt_node_t *mul[2] = {y, tt_part_constant(p, 1.0 / (double)count, y->dtype, y->shape.rank)};
+    int64_t code = TT_BIN_MUL;
+    y = tt_part_make(p, TT_OP_BINARY, mul, 2, &code, 1, NULL);
+  }
+  if (layout) out->node = tt_part_reshard(p, y, &in->shape, layout, o->r);
+  ++p->stats->local_ops;
+  free(layout);
+  tt_part_plan_free(&pl);
+  return 1;
+}
+
+/* A conv2d's spatial dims stay tiled as R tiles them only where a halo
+ * exchange computes them; the others are read whole. */
+static void tt_part_conv_spatial(tt_part_t *p, const tt_instr_t *in, const tt_sharding_t *r,
+                                 int32_t (*rows)[TT_MAX_RANK]) {
+  tt_conv2d_attrs_t a;
+  TT_ATTRS(in, &a);
+  const tt_shape_t *x = &p->g->instrs[in->operands[0]].shape;
+  const tt_shape_t *w = &p->g->instrs[in->operands[1]].shape;
+  for (int32_t d = 2; d < 4; ++d) {
+    if (rows[0][d] < 0 || r->tile_dims[d] == 1) continue;
+    int64_t lo = a.padding[d - 2], hi = a.dilation[d - 2] * (w->dims[d] - 1) - lo;
+    if (!tt_part_halo_fits(p, x->dims[d], r->tile_dims[d], a.stride[d - 2], lo, hi))
+      rows[0][d] = TT_SDIM_WHOLE;
+  }
 }
 
 /* Lowers a mapped op (or, with fallback, any op: operands replicated). */
 static void tt_part_lower_op(tt_part_t *p, int32_t i, tt_part_val_t *vals, int fallback) {
   const tt_instr_t *in = &p->g->instrs[i];
   int32_t nops = in->num_operands, yr = in->shape.rank;
-  tt_part_op_t o = {p, in, vals, nops, NULL, -1, NULL, NULL, NULL};
+  tt_part_op_t o = {p, in, vals, nops, NULL, NULL, -1, NULL, NULL, NULL, NULL};
   tt_part_val_t *out = &vals[i];
   o.rows = malloc(sizeof(*o.rows) * ((size_t)nops + 1));
+  o.inv = malloc(sizeof(*o.inv) * ((size_t)nops + 1));
   o.a = calloc((size_t)nops + 1, sizeof(*o.a));
   tt_node_t **xs = calloc((size_t)nops + 1, sizeof(*xs));
-  if (!o.rows || !o.a || !xs) {
+  if (!o.rows || !o.inv || !o.a || !xs) {
     p->error = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
     goto done;
   }
@@ -283,8 +554,9 @@ static void tt_part_lower_op(tt_part_t *p, int32_t i, tt_part_val_t *vals, int f
     tt_sharding_map_t map = {nops, o.rows, -1};
     tt_op_info(in->op)->sharding_rule->map(p->g, i, &map);
     o.partial_reduce = map.partial_reduce;
+    if (in->op == TT_OP_CONV2D) tt_part_conv_spatial(p, in, o.r, o.rows);
     /* L0: R's tiles on the result dims an operand dim maps to. */
-    int32_t inv[TT_MAX_RANK], to[TT_MAX_RANK];
+    int32_t to[TT_MAX_RANK];
     for (int32_t r = 0; r < yr; ++r) to[r] = -1;
     for (int32_t k = 0; k < nops; ++k) {
       const tt_shape_t *x = tt_part_xshape(&o, k);
@@ -300,6 +572,7 @@ static void tt_part_lower_op(tt_part_t *p, int32_t i, tt_part_val_t *vals, int f
     o.l0 = tt_part_project(p, o.r, yr, to, yr);
     for (int32_t k = 0; k < nops && o.l0; ++k) {
       const tt_shape_t *x = tt_part_xshape(&o, k);
+      int32_t *inv = o.inv[k];
       for (int32_t r = 0; r < yr; ++r) inv[r] = -1;
       for (int32_t d = 0; d < x->rank; ++d) {
         int32_t e = o.rows[k][d];
@@ -307,8 +580,8 @@ static void tt_part_lower_op(tt_part_t *p, int32_t i, tt_part_val_t *vals, int f
         int32_t r = e & TT_SDIM_DIM_MASK;
         if (to[r] >= 0 && inv[r] < 0) inv[r] = d;
       }
-      o.a[k] = tt_part_project(p, o.l0, yr, inv, x->rank);
     }
+    if (o.l0) tt_part_operand_layouts(&o);
     if (p->error) goto done;
     if (tt_part_try_partial(&o, out)) goto done;
     ++p->stats->local_ops;
@@ -322,16 +595,63 @@ static void tt_part_lower_op(tt_part_t *p, int32_t i, tt_part_val_t *vals, int f
     tt_node_t *y = tt_part_make(p, in->op, xs, nops, in->iattrs, in->num_iattrs, in->fattrs);
     out->node = tt_part_reshard(p, y, &in->shape, o.l0, o.r);
   } else {
-    tt_node_t *y = tt_part_run_local(&o, xs, nops ? in->iattrs[0] : 0);
+    o.x0 = o.a[0];
+    tt_node_t *y = tt_part_is_scatter(in) ? tt_part_scatter_local(&o, xs)
+                                          : tt_part_run_local(&o, xs, nops ? in->iattrs[0] : 0);
     out->node = tt_part_reshard(p, y, &in->shape, o.l0, o.r);
   }
 done:
   for (int32_t k = 0; o.a && k < nops; ++k) free(o.a[k]);
   free(o.a);
   free(o.rows);
+  free(o.inv);
   free(o.r);
   free(o.l0);
   free(xs);
+}
+
+/* An rng: where its result R tiles, each partition draws its own tile at
+ * its offsets in the whole tensor (the rng's tiled form, op_attrs.h), bit
+ * for bit the unsharded tensor's, with no collective; replicated, each
+ * draws all of it. 0 (nothing made) for an rng already tiled or too high a
+ * rank for the tiled form's attributes. */
+static int tt_part_try_rng(tt_part_t *p, int32_t i, tt_part_val_t *vals) {
+  const tt_instr_t *in = &p->g->instrs[i];
+  int32_t rank = in->shape.rank;
+  tt_rng_attrs_t a;
+  TT_ATTRS(in, &a);
+  if (in->fattrs[TT_RNG_TILED_FATTR] != 0.0 || 3 * rank > TT_MAX_IATTRS - 2) return 0;
+  tt_sharding_t *r = tt_part_full(p, p->g->sharding_prop[i].sharding, rank);
+  if (!r) return 0;
+  int tiled = 0;
+  tt_node_t *seed = vals[in->operands[0]].node;
+  for (int32_t d = 0; d < rank; ++d) tiled |= r->tile_dims[d] > 1;
+  vals[i].layout = r;
+  ++p->stats->local_ops;
+  if (!tiled) { /* replicated: every partition draws the whole tensor */
+    vals[i].node = tt_part_make(p, TT_OP_RNG, &seed, 1, in->iattrs, in->num_iattrs, in->fattrs);
+    return 1;
+  }
+  int64_t c[TT_MAX_RANK];
+  tt_part_coords(r, rank, p->me, c, NULL);
+  a.dims.n = 3 * rank;
+  for (int32_t d = 0; d < rank; ++d) {
+    int64_t chunk = tt_part_chunk(in->shape.dims[d], r->tile_dims[d]);
+    a.dims.v[d] = chunk;
+    a.dims.v[rank + d] = in->shape.dims[d];
+    a.dims.v[2 * rank + d] = c[d] * chunk;
+  }
+  int64_t ia[TT_MAX_IATTRS];
+  double fa[TT_MAX_FATTRS] = {0};
+  int32_t ni = 0;
+  tt_status_t st = tt_attrs_encode(TT_OP_RNG, &a, sizeof(a), -1, ia, &ni, fa);
+  if (st) {
+    p->error = st;
+    return 1;
+  }
+  fa[TT_RNG_TILED_FATTR] = 1.0;
+  vals[i].node = tt_part_make(p, TT_OP_RNG, &seed, 1, ia, ni, fa);
+  return 1;
 }
 
 static void tt_part_keep(tt_part_t *p, tt_node_t *n) {
@@ -409,8 +729,9 @@ tt_status_t tt_partition_program(const tt_graph_t *g, const tt_partition_mesh_t 
                                "partitioner before fusion; collectives and manual regions "
                                "keep their own programs)",
                                (int)i, tt_op_name(in->op));
-    } else {
-      tt_part_lower_op(&p, i, vals, !tt_part_is_mapped(in));
+    } else if (in->op != TT_OP_RNG || !tt_part_try_rng(&p, i, vals)) {
+      int mapped = tt_part_is_mapped(in) && (!tt_part_is_scatter(in) || tt_part_scatter_ok(&p, i));
+      tt_part_lower_op(&p, i, vals, !mapped);
     }
   }
   tt_node_t **inputs = NULL;

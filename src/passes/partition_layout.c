@@ -105,3 +105,53 @@ tt_status_t tt_partition_tile(const tt_sharding_t *s, const tt_shape_t *shape, i
   free(f);
   return NULL;
 }
+
+tt_sharding_t *tt_part_from_coords(tt_part_t *p, int32_t rank, const int64_t *tiles,
+                                   const int64_t (*coord)[TT_MAX_RANK]) {
+  if (p->error) return NULL;
+  tt_sharding_t *f = calloc(1, tt_sharding_size(p->n));
+  if (!f) {
+    p->error = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
+    return NULL;
+  }
+  f->kind = TT_SHARDING_TILED;
+  f->num_tile_dims = rank + 1;
+  f->last_tile_dim_replicate = 1;
+  f->num_devices = p->n;
+  int64_t ntiles = 1;
+  for (int32_t d = 0; d <= rank; ++d) f->tile_dims[d] = tiles[d];
+  for (int32_t d = 0; d < rank; ++d) ntiles *= tiles[d];
+  int64_t rep = tiles[rank], used[27] = {0};
+  int ok = ntiles * rep == p->n && ntiles <= 27;
+  for (int32_t pos = 0; pos < p->n; ++pos) f->devices[pos] = -1;
+  for (int32_t dev = 0; dev < p->n && ok; ++dev) {
+    int64_t t = 0;
+    for (int32_t d = 0; d < rank; ++d) {
+      ok = ok && coord[dev][d] >= 0 && coord[dev][d] < tiles[d];
+      t = t * tiles[d] + coord[dev][d];
+    }
+    if (!ok || used[t] >= rep) {
+      ok = 0;
+      break;
+    }
+    f->devices[t * rep + used[t]++] = dev;
+  }
+  if (!ok) {
+    free(f);
+    p->error = tt_status_make(TT_INTERNAL, "partitioner: device tiles do not form a layout");
+    return NULL;
+  }
+  return f;
+}
+
+tt_sharding_t *tt_part_copy(tt_part_t *p, const tt_sharding_t *s) {
+  if (p->error || !s) return NULL;
+  size_t bytes = tt_sharding_size(s->num_devices);
+  tt_sharding_t *c = malloc(bytes);
+  if (!c) {
+    p->error = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
+    return NULL;
+  }
+  memcpy(c, s, bytes);
+  return c;
+}

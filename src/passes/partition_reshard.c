@@ -1,7 +1,8 @@
 /* The partitioner's building blocks (src/passes/partition_internal.h):
- * nodes kept in a pool, constants, reshards between layouts (all_gather
- * along the dims tiled differently, then local slices), masks over
- * padding, and the all_reduce that combines partial values. */
+ * nodes kept in a pool, constants, reshards between layouts (all_to_all,
+ * collective_permute, all_gather along the dims still tiled differently,
+ * then local slices), masks over padding, and the all_reduce and
+ * reduce_scatter that combine partial values. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,9 +57,8 @@ tt_node_t *tt_part_constant(tt_part_t *p, double v, tt_dtype_t dtype, int32_t ra
   return tt_part_reshape(p, c, &ones);
 }
 
-/* x[start:start+len] along dim d (every other dim whole). */
-static tt_node_t *tt_part_slice_dim(tt_part_t *p, tt_node_t *x, int32_t d, int64_t start,
-                                    int64_t len) {
+tt_node_t *tt_part_slice_dim(tt_part_t *p, tt_node_t *x, int32_t d, int64_t start,
+                             int64_t len) {
   if (!x) return NULL;
   if (start == 0 && len == x->shape.dims[d]) return x;
   tt_slice_attrs_t a;
@@ -80,8 +80,7 @@ static tt_node_t *tt_part_slice_dim(tt_part_t *p, tt_node_t *x, int32_t d, int64
   return tt_part_make(p, TT_OP_SLICE, &x, 1, ia, ni, NULL);
 }
 
-/* x padded with zeros after its end along dim d by `hi` elements. */
-static tt_node_t *tt_part_pad_dim(tt_part_t *p, tt_node_t *x, int32_t d, int64_t hi) {
+tt_node_t *tt_part_pad_dim(tt_part_t *p, tt_node_t *x, int32_t d, int64_t hi) {
   if (!x || hi == 0) return x;
   tt_pad_attrs_t a;
   memset(&a, 0, sizeof(a));
@@ -131,15 +130,149 @@ static tt_node_t *tt_part_take_tile(tt_part_t *p, tt_node_t *x, const tt_shape_t
   return tt_part_slice_dim(p, x, d, c[d] * chunk, chunk);
 }
 
+tt_node_t *tt_part_permute(tt_part_t *p, tt_node_t *x, const int32_t *pairs, int32_t n_pairs) {
+  if (!x || TT_COLLECTIVE_HEADER + 2 * n_pairs > TT_MAX_IATTRS) return NULL;
+  int64_t ia[TT_MAX_IATTRS] = {0, 0, 0, 0, 2};
+  for (int32_t k = 0; k < 2 * n_pairs; ++k) ia[TT_COLLECTIVE_HEADER + k] = p->replica[pairs[k]];
+  tt_node_t *y = tt_part_make(p, TT_OP_COLLECTIVE_PERMUTE, &x, 1, ia,
+                              TT_COLLECTIVE_HEADER + 2 * n_pairs, NULL);
+  if (y) ++p->stats->collective_permutes;
+  return y;
+}
+
+tt_node_t *tt_part_reduce_scatter(tt_part_t *p, tt_node_t *x, int64_t reduce, int32_t d,
+                                  const int32_t *ids, int32_t group_size) {
+  if (!x) return NULL;
+  int64_t ia[TT_MAX_IATTRS] = {reduce, d, group_size, 0, group_size};
+  for (int32_t k = 0; k < p->n; ++k) ia[TT_COLLECTIVE_HEADER + k] = p->replica[ids[k]];
+  tt_node_t *y =
+      tt_part_make(p, TT_OP_REDUCE_SCATTER, &x, 1, ia, TT_COLLECTIVE_HEADER + p->n, NULL);
+  if (y) ++p->stats->reduce_scatters;
+  return y;
+}
+
+/* One collective_permute from full-form `from` to `to` when they tile
+ * every dim the same number of ways (devices holding other tiles): each
+ * device receives its tile from a device holding it under `from`, itself
+ * where it can. NULL (nothing made) when the counts differ or the pairs do
+ * not fit. */
+static tt_node_t *tt_part_permute_layout(tt_part_t *p, tt_node_t *x, int32_t rank,
+                                         const tt_sharding_t *from, const tt_sharding_t *to) {
+  if (!x) return NULL;
+  for (int32_t d = 0; d < rank; ++d)
+    if (from->tile_dims[d] != to->tile_dims[d]) return NULL;
+  int64_t cf[27][TT_MAX_RANK], ct[27][TT_MAX_RANK];
+  int32_t src[27], taken[27] = {0};
+  for (int32_t dev = 0; dev < p->n; ++dev) {
+    tt_part_coords(from, rank, dev, cf[dev], NULL);
+    tt_part_coords(to, rank, dev, ct[dev], NULL);
+    src[dev] = -1;
+  }
+  /* Devices that keep their tile first, then the others in device order. */
+  for (int pass = 0; pass < 2; ++pass)
+    for (int32_t dev = 0; dev < p->n; ++dev) {
+      if (src[dev] >= 0) continue;
+      for (int32_t s = 0; s < p->n; ++s) {
+        if (taken[s] || (pass == 0 && s != dev)) continue;
+        if (memcmp(cf[s], ct[dev], sizeof(int64_t) * (size_t)rank)) continue;
+        src[dev] = s;
+        taken[s] = 1;
+        break;
+      }
+    }
+  int32_t pairs[54];
+  for (int32_t dev = 0; dev < p->n; ++dev) {
+    if (src[dev] < 0) return NULL; /* not a layout of the same tiles */
+    pairs[2 * dev] = src[dev];
+    pairs[2 * dev + 1] = dev;
+  }
+  return tt_part_permute(p, x, pairs, p->n);
+}
+
+/* Moves full-form *cur's tiling of dim a (t ways) onto dim b with one
+ * all_to_all over the devices that differ only along a: each splits its
+ * shard along b into t pieces and receives the group's pieces of its own
+ * position, concatenated along a. *cur becomes the new layout (dim b
+ * tiled by the devices' former tile index along a). */
+static tt_node_t *tt_part_all_to_all(tt_part_t *p, tt_node_t *x, const tt_shape_t *global,
+                                     tt_sharding_t **cur, int32_t a, int32_t b) {
+  const tt_sharding_t *s = *cur;
+  int32_t rank = global->rank;
+  int64_t t = s->tile_dims[a], stride = 1;
+  for (int32_t e = a + 1; e <= rank; ++e) stride *= s->tile_dims[e];
+  x = tt_part_pad_dim(p, x, b, t * tt_part_chunk(global->dims[b], t) - global->dims[b]);
+  int64_t ia[TT_MAX_IATTRS] = {b, a, t, 0, t};
+  int32_t ni = TT_COLLECTIVE_HEADER;
+  for (int64_t pos = 0; pos < s->num_devices; ++pos) {
+    if ((pos / stride) % t) continue;
+    for (int64_t c = 0; c < t; ++c) ia[ni++] = p->replica[s->devices[pos + c * stride]];
+  }
+  tt_node_t *y = x ? tt_part_make(p, TT_OP_ALL_TO_ALL, &x, 1, ia, ni, NULL) : NULL;
+  if (!y) return NULL;
+  ++p->stats->all_to_alls;
+  y = tt_part_slice_dim(p, y, a, 0, global->dims[a]);
+  int64_t tiles[TT_MAX_RANK + 1], coord[27][TT_MAX_RANK];
+  for (int32_t d = 0; d <= rank; ++d) tiles[d] = s->tile_dims[d];
+  tiles[a] = 1;
+  tiles[b] = t;
+  for (int32_t dev = 0; dev < p->n; ++dev) {
+    tt_part_coords(s, rank, dev, coord[dev], NULL);
+    coord[dev][b] = coord[dev][a];
+    coord[dev][a] = 0;
+  }
+  tt_sharding_t *next = tt_part_from_coords(p, rank, tiles, coord);
+  if (!next) return NULL;
+  free(*cur);
+  *cur = next;
+  return y;
+}
+
 tt_node_t *tt_part_reshard(tt_part_t *p, tt_node_t *x, const tt_shape_t *global,
                            const tt_sharding_t *from, const tt_sharding_t *to) {
   int32_t rank = global->rank;
+  if (!x || tt_sharding_same_tiles(from, to, rank)) return x;
+  tt_sharding_t *cur = tt_part_copy(p, from);
+  if (!cur) return NULL;
+  /* A dim both tile, a different number of ways, is gathered whatever
+   * else happens: first, so that it can take another dim's tiling. */
+  for (int32_t d = 0; d < rank && x; ++d) {
+    if (cur->tile_dims[d] == 1 || to->tile_dims[d] == 1 ||
+        cur->tile_dims[d] == to->tile_dims[d])
+      continue;
+    x = tt_part_gather_dim(p, x, global, cur, d);
+    int32_t keep[TT_MAX_RANK];
+    for (int32_t e = 0; e < rank; ++e) keep[e] = e == d ? -1 : e;
+    tt_sharding_t *next = tt_sharding_project(cur, rank, keep, rank, NULL, NULL);
+    free(cur);
+    cur = next;
+    if (!cur) {
+      p->error = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
+      return NULL;
+    }
+  }
+  for (int32_t a = 0; a < rank && x; ++a) {
+    int64_t t = cur->tile_dims[a];
+    if (t == 1 || to->tile_dims[a] != 1) continue;
+    for (int32_t b = 0; b < rank; ++b)
+      if (b != a && cur->tile_dims[b] == 1 && to->tile_dims[b] == t) {
+        x = tt_part_all_to_all(p, x, global, &cur, a, b);
+        break;
+      }
+  }
+  if (x && !tt_sharding_same_tiles(cur, to, rank)) {
+    tt_node_t *y = tt_part_permute_layout(p, x, rank, cur, to);
+    if (y || p->error) {
+      free(cur);
+      return y;
+    }
+  }
   uint8_t keep[TT_MAX_RANK];
-  for (int32_t d = 0; d < rank; ++d) keep[d] = (uint8_t)tt_part_same_dim(from, to, rank, d);
+  for (int32_t d = 0; d < rank; ++d) keep[d] = (uint8_t)tt_part_same_dim(cur, to, rank, d);
   for (int32_t d = 0; d < rank; ++d)
-    if (from->tile_dims[d] > 1 && !keep[d]) x = tt_part_gather_dim(p, x, global, from, d);
+    if (cur->tile_dims[d] > 1 && !keep[d]) x = tt_part_gather_dim(p, x, global, cur, d);
   for (int32_t d = 0; d < rank; ++d)
     if (to->tile_dims[d] > 1 && !keep[d]) x = tt_part_take_tile(p, x, global, to, d);
+  free(cur);
   return x;
 }
 

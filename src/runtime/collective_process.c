@@ -17,11 +17,11 @@
  * the local members waiting for the leader wake with the reason, and the
  * transport's state is unknown after a failure anyway.
  *
- * Ops with no cross-process primitive of their own move more data than
- * they need: reduce_scatter is an all_reduce of the whole input followed
- * by a local pick of the member's block, all_to_all and
- * collective_permute an all_gather of every input followed by a local
- * pick (docs/collectives.md). */
+ * Each op moves across processes only what its peers need:
+ * reduce_scatter and all_to_all exchange one chunk per pair of processes
+ * (the chunk holds what the receiving process's members need from the
+ * sending process's members), collective_permute sends each pair that
+ * crosses processes once, point to point (docs/collectives.md). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,76 +280,269 @@ tt_status_t tt_coll_xp_all_gather(int32_t device, tt_collective_group_t g,
   return NULL;
 }
 
+/* The group's processes in position order (ascending index); returns
+ * how many. */
+static int32_t tt_xp_processes(tt_collective_group_t g, int32_t *procs) {
+  int32_t np = 0;
+  for (int32_t i = 0; i < g.n; ++i) {
+    int32_t p = tt_xp_process_of(g.ids[i]), at = np;
+    int seen = 0;
+    for (int32_t j = 0; j < np; ++j) seen |= procs[j] == p;
+    if (seen) continue;
+    while (at > 0 && procs[at - 1] > p) {
+      procs[at] = procs[at - 1];
+      --at;
+    }
+    procs[at] = p;
+    ++np;
+  }
+  return np;
+}
+
+/* The ranks of process p's members of g, in rank order; returns how many. */
+static int32_t tt_xp_ranks_of(tt_collective_group_t g, int32_t p, int32_t *ranks) {
+  int32_t n = 0;
+  for (int32_t i = 0; i < g.n; ++i)
+    if (tt_xp_process_of(g.ids[i]) == p) ranks[n++] = i;
+  return n;
+}
+
+/* The ops that exchange per-process chunks need the same member count in
+ * every process of the group. Every member of every process computes the
+ * same answer from the group alone, so all fail at once, before any
+ * rendezvous. */
+static tt_status_t tt_xp_check_even(tt_collective_group_t g, int32_t nl, const char *op) {
+  for (int32_t i = 0; i < g.n; ++i) {
+    int32_t p = tt_xp_process_of(g.ids[i]), m = 0;
+    for (int32_t j = 0; j < g.n; ++j) m += tt_xp_process_of(g.ids[j]) == p;
+    if (m != nl)
+      return tt_status_make(TT_UNIMPLEMENTED,
+                            "%s: a group spanning processes needs the same number of members "
+                            "in every process (%d in one, %d in another)",
+                            op, (int)nl, (int)m);
+  }
+  return NULL;
+}
+
+static int32_t tt_xp_local_index(int32_t device, const tt_xp_local_t *l) {
+  int32_t j = 0;
+  while (l->ids[j] != device) ++j;
+  return j;
+}
+
+/* reduce_scatter: the local members reduce their whole inputs locally;
+ * the leader packs, for each process of the group, the blocks of that
+ * process's members (in rank order) into one chunk, and the transport
+ * sends each peer only its chunk and reduces the chunks it receives
+ * (TT_XP_REDUCE_SCATTER); the local members then share the process's
+ * reduced chunk and each keeps its block. Each process sends (P - 1) / P
+ * of its input, not the whole of it twice as an all_reduce would. */
 tt_status_t tt_coll_xp_reduce_scatter(int32_t device, tt_collective_group_t g,
                                       const tt_coll_desc_t *call, const void *in, void *out) {
-  size_t esize = tt_dtype_size(call->dtype);
-  int64_t total = call->count; /* the whole input: rows x n blocks of row */
-  char *all = malloc((size_t)total * esize + 1);
-  if (!all) return tt_xp_oom();
-  tt_status_t st = tt_coll_xp_all_reduce(device, g, call, in, all);
-  if (!st) {
-    int32_t rank = 0;
-    while (g.ids[rank] != device) ++rank;
-    size_t row = (size_t)call->in_b.row * esize;
-    for (int64_t i = 0; i < call->in_b.rows && row; ++i)
-      memcpy((char *)out + (size_t)i * row, all + (size_t)(i * g.n + rank) * row, row);
+  tt_xp_local_t l;
+  tt_xp_local_members(device, g, &l);
+  int32_t nl = l.group.n;
+  TT_RETURN_IF_ERROR(tt_xp_check_even(g, nl, "reduce_scatter"));
+  tt_dtype_t dt = call->dtype;
+  size_t esize = tt_dtype_size(dt);
+  tt_collective_blocks_t b = call->in_b;
+  int64_t B = b.rows * b.row, chunk = (int64_t)nl * B;
+  const char *src = in;
+  char *sum = NULL, *mine = out;
+  tt_status_t st = NULL;
+  if (nl > 1) {
+    sum = malloc((size_t)call->count * esize + 1);
+    mine = malloc((size_t)chunk * esize + 1);
+    if (!sum || !mine) {
+      free(sum);
+      free(mine);
+      return tt_xp_oom();
+    }
+    st = tt_collective_all_reduce(device, l.group, (tt_reduce_op_t)call->reduce, dt, in, sum,
+                                  call->count);
+    src = sum;
   }
-  free(all);
+  if (!st && tt_xp_is_leader(device, &l)) {
+    int32_t procs[TT_COLLECTIVE_MAX_MEMBERS], ranks[TT_COLLECTIVE_MAX_MEMBERS];
+    int32_t np = tt_xp_processes(g, procs);
+    char *send = malloc((size_t)(np * chunk) * esize + 1);
+    if (!send) st = tt_xp_oom();
+    for (int32_t P = 0; !st && P < np; ++P) {
+      int32_t nr = tt_xp_ranks_of(g, procs[P], ranks);
+      for (int32_t j = 0; j < nr; ++j)
+        tt_coll_copy_block(src + (size_t)(ranks[j] * b.row) * esize, b.row, g.n * b.row,
+                           send + (size_t)(P * chunk + j * B) * esize, b.row, b.row, B, esize);
+    }
+    if (!st) {
+      tt_collective_transport_request_t rq;
+      tt_xp_request(&rq, TT_XP_REDUCE_SCATTER, device, g, call, nl);
+      rq.reduce = (tt_reduce_op_t)call->reduce;
+      rq.dtype = dt;
+      rq.send = send;
+      rq.recv = mine;
+      rq.count = chunk;
+      st = tt_xp_submit(&rq);
+    }
+    free(send);
+  }
+  if (!st && nl > 1) {
+    st = tt_collective_broadcast(device, l.group, 0, dt, mine, mine, chunk);
+    if (!st && B)
+      memcpy(out, mine + (size_t)(tt_xp_local_index(device, &l) * B) * esize, (size_t)B * esize);
+  }
+  if (nl > 1) {
+    free(sum);
+    free(mine);
+  }
   return st;
 }
 
-/* Every member's whole input (count elements each) into a new buffer,
- * member q's at q * count. */
-static tt_status_t tt_xp_gather_inputs(int32_t device, tt_collective_group_t g,
-                                       const tt_coll_desc_t *call, const void *in, int64_t count,
-                                       char **all) {
-  *all = malloc((size_t)count * (size_t)g.n * tt_dtype_size(call->dtype) + 1);
-  if (!*all) return tt_xp_oom();
-  tt_status_t st = tt_coll_xp_all_gather(device, g, call, in, *all,
-                                         (tt_collective_blocks_t){1, count});
-  if (st) {
-    free(*all);
-    *all = NULL;
-  }
-  return st;
-}
-
+/* all_to_all: the leader holds its process's inputs (a local gather) and
+ * packs, for each process of the group, the blocks its members get from
+ * this process's members: chunk P is, for each member j of P and each
+ * local member k (both in rank order), block rank(j) of k's input. The
+ * transport exchanges the chunks (TT_XP_ALL_TO_ALL: each peer gets only
+ * its chunk); the local members share what arrived and each copies its
+ * blocks into place. */
 tt_status_t tt_coll_xp_all_to_all(int32_t device, tt_collective_group_t g,
                                   const tt_coll_desc_t *call, const void *in, void *out) {
-  size_t esize = tt_dtype_size(call->dtype);
+  tt_xp_local_t l;
+  tt_xp_local_members(device, g, &l);
+  int32_t nl = l.group.n, n = g.n;
+  TT_RETURN_IF_ERROR(tt_xp_check_even(g, nl, "all_to_all"));
+  tt_dtype_t dt = call->dtype;
+  size_t esize = tt_dtype_size(dt);
   tt_collective_blocks_t ib = call->in_b, ob = call->out_b;
-  int64_t each = ib.rows * ib.row * g.n; /* one member's input */
-  char *all;
-  TT_RETURN_IF_ERROR(tt_xp_gather_inputs(device, g, call, in, each, &all));
-  int32_t rank = 0;
-  while (g.ids[rank] != device) ++rank;
-  int64_t total = ib.rows * ib.row;
-  for (int32_t q = 0; q < g.n && total; ++q)
-    tt_coll_copy_block(all + ((size_t)q * (size_t)each + (size_t)(rank * ib.row)) * esize,
-                       ib.row, g.n * ib.row, (char *)out + (size_t)(q * ob.row) * esize, ob.row,
-                       g.n * ob.row, total, esize);
-  free(all);
-  return NULL;
+  int64_t B = ib.rows * ib.row, each = B * n, chunk = (int64_t)nl * nl * B;
+  int32_t procs[TT_COLLECTIVE_MAX_MEMBERS], ranks[TT_COLLECTIVE_MAX_MEMBERS];
+  int32_t np = tt_xp_processes(g, procs);
+  const char *loc = in;
+  char *gathered = NULL, *recv = malloc((size_t)(np * chunk) * esize + 1);
+  tt_status_t st = NULL;
+  if (!recv) return tt_xp_oom();
+  if (nl > 1) {
+    gathered = malloc((size_t)(nl * each) * esize + 1);
+    if (!gathered) {
+      free(recv);
+      return tt_xp_oom();
+    }
+    st = tt_collective_all_gather(device, l.group, dt, in, gathered,
+                                  (tt_collective_blocks_t){1, each});
+    loc = gathered;
+  }
+  if (!st && tt_xp_is_leader(device, &l)) {
+    char *send = malloc((size_t)(np * chunk) * esize + 1);
+    if (!send) st = tt_xp_oom();
+    for (int32_t P = 0; !st && P < np; ++P) {
+      int32_t nr = tt_xp_ranks_of(g, procs[P], ranks);
+      for (int32_t j = 0; j < nr; ++j)
+        for (int32_t k = 0; k < nl; ++k)
+          tt_coll_copy_block(loc + (size_t)(k * each + ranks[j] * ib.row) * esize, ib.row,
+                             n * ib.row, send + (size_t)(P * chunk + (j * nl + k) * B) * esize,
+                             ib.row, ib.row, B, esize);
+    }
+    if (!st) {
+      tt_collective_transport_request_t rq;
+      tt_xp_request(&rq, TT_XP_ALL_TO_ALL, device, g, call, nl);
+      rq.dtype = dt;
+      rq.send = send;
+      rq.recv = recv;
+      rq.count = chunk;
+      st = tt_xp_submit(&rq);
+    }
+    free(send);
+  }
+  if (!st && nl > 1) st = tt_collective_broadcast(device, l.group, 0, dt, recv, recv, np * chunk);
+  if (!st && B) {
+    int32_t j0 = tt_xp_local_index(device, &l);
+    for (int32_t S = 0; S < np; ++S) {
+      int32_t nr = tt_xp_ranks_of(g, procs[S], ranks);
+      for (int32_t k = 0; k < nr; ++k)
+        tt_coll_copy_block(recv + (size_t)(S * chunk + (j0 * nl + k) * B) * esize, ob.row,
+                           ob.row, (char *)out + (size_t)(ranks[k] * ob.row) * esize, ob.row,
+                           n * ob.row, B, esize);
+    }
+  }
+  free(gathered);
+  free(recv);
+  return st;
 }
 
+/* collective_permute: the leader holds its process's inputs (a local
+ * gather); a pair within this process is a local copy, a pair leaving or
+ * entering it one point-to-point transfer (TT_XP_PERMUTE, tagged with the
+ * pair's index), so only the data of pairs crossing processes moves, once.
+ * The local members then share the process's outputs (zeros where no pair
+ * targets a member). */
 tt_status_t tt_coll_xp_permute(int32_t device, tt_collective_group_t g,
                                const tt_coll_desc_t *call, const void *in, void *out) {
-  size_t bytes = (size_t)call->count * tt_dtype_size(call->dtype);
-  char *all;
-  TT_RETURN_IF_ERROR(tt_xp_gather_inputs(device, g, call, in, call->count, &all));
-  int found = 0;
-  for (int32_t p = 0; p < call->num_pairs && !found; ++p) {
-    if (call->pairs[2 * p + 1] != device) continue;
-    for (int32_t q = 0; q < g.n; ++q)
-      if (g.ids[q] == call->pairs[2 * p]) {
-        if (bytes) memcpy(out, all + (size_t)q * bytes, bytes);
-        found = 1;
-        break;
-      }
+  tt_xp_local_t l;
+  tt_xp_local_members(device, g, &l);
+  int32_t nl = l.group.n, me = tt_xp_process_of(device);
+  tt_dtype_t dt = call->dtype;
+  size_t esize = tt_dtype_size(dt), bytes = (size_t)call->count * esize;
+  const char *loc = in;
+  char *gathered = NULL, *rbuf = out;
+  tt_status_t st = NULL;
+  if (nl > 1) {
+    gathered = malloc((size_t)nl * bytes + 1);
+    rbuf = malloc((size_t)nl * bytes + 1);
+    if (!gathered || !rbuf) {
+      free(gathered);
+      free(rbuf);
+      return tt_xp_oom();
+    }
+    st = tt_collective_all_gather(device, l.group, dt, in, gathered,
+                                  (tt_collective_blocks_t){1, call->count});
+    loc = gathered;
   }
-  if (!found && bytes) memset(out, 0, bytes);
-  free(all);
-  return NULL;
+  if (!st && tt_xp_is_leader(device, &l)) {
+    int64_t *xfers = malloc(sizeof(int64_t) * TT_XP_XFER_LEN * (size_t)(call->num_pairs + 1));
+    int32_t nx = 0;
+    if (!xfers) st = tt_xp_oom();
+    if (!st && bytes) memset(rbuf, 0, (size_t)nl * bytes);
+    for (int32_t p = 0; !st && p < call->num_pairs; ++p) {
+      int64_t s = call->pairs[2 * p], t = call->pairs[2 * p + 1];
+      int32_t ps = tt_xp_process_of(s), pt = tt_xp_process_of(t), ks = 0, kt = 0;
+      for (int32_t j = 0; j < nl; ++j) {
+        if (l.ids[j] == s) ks = j;
+        if (l.ids[j] == t) kt = j;
+      }
+      if (ps != me && pt != me) continue;
+      if (ps == me && pt == me) {
+        if (bytes) memcpy(rbuf + (size_t)kt * bytes, loc + (size_t)ks * bytes, bytes);
+        continue;
+      }
+      int64_t *x = xfers + (size_t)nx++ * TT_XP_XFER_LEN;
+      x[TT_XP_XFER_DIR] = ps == me ? 0 : 1;
+      x[TT_XP_XFER_PEER] = tt_xp_process_position(g, ps == me ? pt : ps);
+      x[TT_XP_XFER_TAG] = p;
+      x[TT_XP_XFER_OFFSET] = (int64_t)((ps == me ? (size_t)ks : (size_t)kt) * bytes);
+      x[TT_XP_XFER_BYTES] = (int64_t)bytes;
+    }
+    if (!st) {
+      tt_collective_transport_request_t rq;
+      tt_xp_request(&rq, TT_XP_PERMUTE, device, g, call, nl);
+      rq.dtype = dt;
+      rq.send = loc;
+      rq.recv = rbuf;
+      rq.count = call->count;
+      rq.xfers = xfers;
+      rq.num_xfers = nx;
+      st = tt_xp_submit(&rq);
+    }
+    free(xfers);
+  }
+  if (!st && nl > 1) {
+    st = tt_collective_broadcast(device, l.group, 0, dt, rbuf, rbuf, (int64_t)nl * call->count);
+    if (!st && bytes)
+      memcpy(out, rbuf + (size_t)tt_xp_local_index(device, &l) * bytes, bytes);
+  }
+  if (nl > 1) {
+    free(gathered);
+    free(rbuf);
+  }
+  return st;
 }
 
 tt_status_t tt_coll_xp_broadcast(int32_t device, tt_collective_group_t g,

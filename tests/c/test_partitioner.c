@@ -6,333 +6,18 @@
  * device's output shard with the unpartitioned graph's result (exact for
  * movement and elementwise ops, a tolerance for reductions and products).
  * Input shards are padded with NaN, so a reduction that read padding would
- * show it. Also the collectives each program issues (Megatron's MLP: one
- * all_reduce; data parallelism: none), fallbacks, and refusals. */
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
+ * show it (the harness: partition_harness.h). Also the collectives each
+ * program issues (Megatron's MLP: one all_reduce; data parallelism: none;
+ * a sharded gradient: one reduce_scatter; rows -> columns: one
+ * all_to_all; another device order: one collective_permute; a
+ * vocabulary-parallel lookup: one all_reduce; a spatially tiled conv: one
+ * collective_permute per side; a tiled rng: none; a scatter into a tiled
+ * base: none), fallbacks, and
+ * refusals. Meshes (2,), (4,), (8,), (2,2), (2,4). */
+#include "partition_harness.h"
 
-#include "test_harness.h"
-#include "torchtpu/collective.h"
-#include "torchtpu/partition.h"
-#include "torchtpu/passes.h"
-#include "torchtpu/sharding_rule.h"
-#include "torchtpu/torchtpu.h"
-
-#define NDEV 4
-#define MAXN 32 /* nodes per case */
-
-static tt_buffer_t *g_buf;
-
-typedef struct mesh_s {
-  const char *name;
-  int32_t rank;
-  int64_t shape[2];
-  int32_t n;
-} mesh_t;
-
-static const mesh_t M2 = {"(2,)", 1, {2, 1}, 2};
-static const mesh_t M4 = {"(4,)", 1, {4, 1}, 4};
-static const mesh_t M22 = {"(2,2)", 2, {2, 2}, 4};
-
-/* PyTorch/XLA's tile assignment for a partition spec written as text, one
- * field per tensor dim: "-" for None, else the mesh axes (digits, in
- * order) the dim is split over: "0,-", "01,-", "-,1". NULL: replicated. */
-static tt_sharding_t *spec_sharding(const mesh_t *m, int32_t rank, const char *spec) {
-  tt_sharding_t *s = calloc(1, tt_sharding_size(NDEV));
-  int32_t axes[4], na = 0, used[2] = {0, 0};
-  const char *c = spec;
-  s->kind = TT_SHARDING_TILED;
-  s->num_devices = m->n;
-  for (int32_t d = 0; d < rank; ++d) {
-    s->tile_dims[d] = 1;
-    while (*c && *c != ',') {
-      if (*c != '-') {
-        int32_t a = *c - '0';
-        axes[na++] = a;
-        used[a] = 1;
-        s->tile_dims[d] *= m->shape[a];
-      }
-      ++c;
-    }
-    if (*c == ',') ++c;
-  }
-  int64_t rep = 1, tiled = 1;
-  for (int32_t a = 0; a < m->rank; ++a)
-    if (!used[a]) {
-      axes[na++] = a;
-      rep *= m->shape[a];
-    }
-  for (int32_t d = 0; d < rank; ++d) tiled *= s->tile_dims[d];
-  s->num_tile_dims = rank;
-  if (tiled == 1) {
-    s->kind = TT_SHARDING_REPLICATED;
-    return s;
-  }
-  if (rep > 1) {
-    s->tile_dims[rank] = rep;
-    s->num_tile_dims = rank + 1;
-    s->last_tile_dim_replicate = 1;
-  }
-  /* The mesh's device array transposed to axes order, flattened. */
-  int64_t idx[2] = {0, 0};
-  for (int32_t o = 0; o < m->n; ++o) {
-    int64_t dev = m->rank == 1 ? idx[0] : idx[0] * m->shape[1] + idx[1];
-    s->devices[o] = (int32_t)dev;
-    for (int32_t j = na - 1; j >= 0; --j) {
-      if (++idx[axes[j]] < m->shape[axes[j]]) break;
-      idx[axes[j]] = 0;
-    }
-  }
-  return s;
-}
-
-/* ---- the graph of a case ---- */
-static tt_node_t *g_nodes[MAXN];
-static int g_num_nodes;
-static tt_node_t *keep(tt_node_t *n) {
-  g_nodes[g_num_nodes++] = n;
-  return n;
-}
-static tt_node_t *mk(tt_op_t op, int32_t nops, tt_node_t *const *ops, int32_t ni,
-                     const int64_t *ia) {
-  tt_node_t *n = NULL;
-  CHECK_OK(tt_node_create(op, 0, ops, nops, ia, ni, NULL, 0, &n), tt_op_name(op));
-  return keep(n);
-}
-#define OPS(...) (int32_t)(sizeof((tt_node_t *[]){__VA_ARGS__}) / sizeof(tt_node_t *)), \
-                 (tt_node_t *[]){__VA_ARGS__}
-#define IA(...) \
-  (int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
-#define NOIA 0, NULL
-
-static tt_node_t *unary(tt_unary_op_t op, tt_node_t *x) { return mk(TT_OP_UNARY, OPS(x), IA(op)); }
-static tt_node_t *binary(tt_binary_op_t op, tt_node_t *a, tt_node_t *b) {
-  return mk(TT_OP_BINARY, OPS(a, b), IA(op));
-}
-static tt_node_t *reduce(tt_reduce_op_t op, tt_node_t *x, int64_t mask) {
-  return mk(TT_OP_REDUCE, OPS(x), IA(op, mask, 0, TT_F32));
-}
-static tt_node_t *dot(tt_node_t *a, tt_node_t *b) { return mk(TT_OP_DOT, OPS(a, b), IA(0, 0)); }
-
-/* An input: shape text rank/dims, its dtype, its spec (NULL: none). */
-typedef struct input_s {
-  int32_t rank;
-  int64_t dims[3];
-  const char *spec;
-  tt_dtype_t dtype;
-} input_t;
-
-typedef int (*build_fn)(tt_node_t **in, tt_node_t **out);
-
-static int g_cases; /* cases run (printed at the end) */
-
-/* The mesh of the case being built (for annotations inside a graph). */
-static const mesh_t *g_mesh;
-static tt_node_t *annotate(tt_node_t *n, const char *spec) {
-  tt_sharding_t *sh = spec_sharding(g_mesh, n->shape.rank, spec);
-  CHECK_OK(tt_node_set_sharding(n, sh), spec);
-  free(sh);
-  return n;
-}
-
-/* ---- running programs ---- */
-/* Replays graph g's instructions as tensor ops on device dev; host[k] is
- * input k's data. outs[j] gets output j (one reference). */
-static void replay(const tt_graph_t *g, int32_t dev, void *const *host, tt_tensor_t **outs) {
-  tt_tensor_t **v = calloc((size_t)g->num_instrs, sizeof(*v));
-  for (int32_t i = 0; i < g->num_instrs; ++i) {
-    const tt_instr_t *in = &g->instrs[i];
-    if (in->op == TT_OP_PARAM) {
-      CHECK_OK(tt_tensor_from_host(dev, in->dtype, &in->shape, host[in->input_index], &v[i]));
-      continue;
-    }
-    tt_tensor_t *ops[8];
-    for (int32_t k = 0; k < in->num_operands; ++k) ops[k] = v[in->operands[k]];
-    CHECK_OK(tt_tensor_op(in->op, dev, ops, in->num_operands, in->iattrs, in->num_iattrs,
-                          in->fattrs, TT_MAX_FATTRS, &v[i]),
-             tt_op_name(in->op));
-  }
-  for (int32_t j = 0; j < g->num_outputs; ++j) {
-    outs[j] = v[g->output_instr[j]];
-    tt_tensor_retain(outs[j]);
-  }
-  for (int32_t i = 0; i < g->num_instrs; ++i)
-    if (v[i]) tt_tensor_release(v[i]);
-  free(v);
-}
-
-static int64_t numel(const tt_shape_t *s) {
-  int64_t n = 1;
-  for (int32_t d = 0; d < s->rank; ++d) n *= s->dims[d];
-  return n;
-}
-
-/* Element index of shard position i (row-major over shard) in the global
- * tensor, or -1 when it is padding. */
-static int64_t global_index(const tt_shape_t *g, const tt_shape_t *shard, const int64_t *off,
-                            const int64_t *valid, int64_t i) {
-  int64_t gi = 0, rest = i, c[TT_MAX_RANK];
-  for (int32_t d = shard->rank - 1; d >= 0; --d) {
-    c[d] = rest % shard->dims[d];
-    rest /= shard->dims[d];
-  }
-  for (int32_t d = 0; d < shard->rank; ++d) {
-    if (c[d] >= valid[d]) return -1;
-    gi = gi * g->dims[d] + off[d] + c[d];
-  }
-  return gi;
-}
-
-static int count_op(const tt_graph_t *g, tt_op_t op) {
-  int n = 0;
-  for (int32_t i = 0; i < g->num_instrs; ++i) n += g->instrs[i].op == op;
-  return n;
-}
-
-/* Runs one case; *stats gets partition 0's counts (every partition's must
- * agree). */
-static void run_case(const char *name, const mesh_t *m, int32_t nin, const input_t *ins,
-                     build_fn build, double tol, tt_partition_stats_t *stats) {
-  tt_node_t *in_nodes[4], *outs[4];
-  g_mesh = m;
-  ++g_cases;
-  for (int32_t k = 0; k < nin; ++k) {
-    tt_shape_t s = {ins[k].rank, {0}};
-    for (int32_t d = 0; d < s.rank; ++d) s.dims[d] = ins[k].dims[d];
-    in_nodes[k] = keep(tt_node_create_param(g_buf, ins[k].dtype, &s, 0));
-    if (ins[k].spec) {
-      tt_sharding_t *sh = spec_sharding(m, s.rank, ins[k].spec);
-      CHECK_OK(tt_node_set_sharding(in_nodes[k], sh), name);
-      free(sh);
-    }
-  }
-  int32_t nout = build(in_nodes, outs);
-  tt_graph_t *g = NULL;
-  tt_node_t **gin = NULL;
-  CHECK_OK(tt_graph_build(outs, nout, &g, &gin));
-  for (int i = 0; i < g_num_nodes; ++i)
-    if (g_nodes[i]->visit_epoch && g_nodes[i]->sharding)
-      g->instrs[g_nodes[i]->visit_index].sharding = g_nodes[i]->sharding;
-  CHECK_OK(tt_pass_propagate_sharding(g), name);
-  /* Full inputs (random; indices in range of a 6-row table). */
-  void *full[4];
-  for (int32_t k = 0; k < g->num_inputs; ++k) {
-    const tt_instr_t *in = &g->instrs[g->input_instr[k]];
-    int64_t n = numel(&in->shape);
-    if (in->dtype == TT_I64) {
-      int64_t *x = malloc(sizeof(int64_t) * (size_t)n);
-      for (int64_t e = 0; e < n; ++e) x[e] = rnd_int(0, 5);
-      full[k] = x;
-    } else {
-      float *x = malloc(sizeof(float) * (size_t)n);
-      for (int64_t e = 0; e < n; ++e) x[e] = (float)rnd_uniform(-1.0, 1.0);
-      full[k] = x;
-    }
-  }
-  tt_tensor_t *ref[4], *got[NDEV][4];
-  replay(g, 0, full, ref);
-  tt_partition_t *part[NDEV] = {NULL};
-  tt_partition_mesh_t mesh = {m->n, NULL};
-  void *shards[NDEV][4];
-  for (int32_t p = 0; p < m->n; ++p) {
-    if (!CHECK_OK(tt_partition_program(g, &mesh, p, g_buf, &part[p]), name)) {
-      for (int32_t q = 0; q < p; ++q) tt_partition_destroy(part[q]);
-      goto cleanup_ref;
-    }
-    for (int32_t k = 0; k < g->num_inputs; ++k) {
-      const tt_instr_t *in = &g->instrs[g->input_instr[k]];
-      int64_t off[TT_MAX_RANK], valid[TT_MAX_RANK];
-      tt_shape_t ss;
-      CHECK_OK(tt_partition_tile(g->sharding_prop[g->input_instr[k]].sharding, &in->shape, p,
-                                 off, valid, &ss));
-      size_t es = in->dtype == TT_I64 ? 8 : 4;
-      uint8_t *x = malloc(es * (size_t)numel(&ss));
-      for (int64_t e = 0; e < numel(&ss); ++e) {
-        int64_t gi = global_index(&in->shape, &ss, off, valid, e);
-        if (es == 8) {
-          ((int64_t *)x)[e] = gi < 0 ? 0 : ((int64_t *)full[k])[gi];
-        } else {
-          ((float *)x)[e] = gi < 0 ? NAN : ((float *)full[k])[gi];
-        }
-      }
-      int32_t pos = part[p]->input_position[k];
-      CHECK(pos >= 0 && pos < part[p]->graph->num_inputs, "%s: input %d position %d", name,
-            (int)k, (int)pos);
-      CHECK(tt_shape_equal(&part[p]->graph->instrs[part[p]->graph->input_instr[pos]].shape, &ss),
-            "%s: input %d of partition %d has the shard shape", name, (int)k, (int)p);
-      shards[p][pos] = x;
-    }
-  }
-  for (int32_t p = 0; p < m->n; ++p) replay(part[p]->graph, p, shards[p], got[p]);
-  CHECK_OK(tt_lazy_sync(-1, 1, NULL), name);
-  /* Every device's shard of every output against the reference. */
-  for (int32_t j = 0; j < g->num_outputs; ++j) {
-    const tt_instr_t *oi = &g->instrs[g->output_instr[j]];
-    int64_t n = numel(&oi->shape);
-    float *want = malloc(sizeof(float) * (size_t)n);
-    CHECK_OK(tt_tensor_to_host(ref[j], want, sizeof(float) * (size_t)n), name);
-    int64_t covered = 0;
-    for (int32_t p = 0; p < m->n; ++p) {
-      int64_t off[TT_MAX_RANK], valid[TT_MAX_RANK];
-      tt_shape_t ss;
-      CHECK_OK(tt_partition_tile(g->sharding_prop[g->output_instr[j]].sharding, &oi->shape, p,
-                                 off, valid, &ss));
-      CHECK(tt_shape_equal(tt_tensor_shape(got[p][j]), &ss), "%s %s: output %d shard shape", name,
-            m->name, (int)j);
-      if (!tt_shape_equal(tt_tensor_shape(got[p][j]), &ss)) continue;
-      float *x = malloc(sizeof(float) * (size_t)numel(&ss) + 4);
-      CHECK_OK(tt_tensor_to_host(got[p][j], x, sizeof(float) * (size_t)numel(&ss)), name);
-      int bad = 0;
-      int64_t first = -1;
-      for (int64_t e = 0; e < numel(&ss); ++e) {
-        int64_t gi = global_index(&oi->shape, &ss, off, valid, e);
-        if (gi < 0) continue;
-        ++covered;
-        double a = x[e], b = want[gi];
-        int ok = tol == 0 ? a == b : fabs(a - b) <= tol * (1.0 + fabs(b));
-        if (!ok && first < 0) first = e;
-        bad += !ok;
-      }
-      CHECK(bad == 0, "%s on %s: partition %d output %d: %d of %lld differ (first shard element "
-            "%lld: %g, want %g)", name, m->name, (int)p, (int)j, bad, (long long)numel(&ss),
-            (long long)first, first >= 0 ? x[first] : 0.0,
-            first >= 0 ? want[global_index(&oi->shape, &ss, off, valid, first)] : 0.0);
-      free(x);
-    }
-    CHECK(covered >= n, "%s on %s: output %d: the shards cover %lld of %lld elements", name,
-          m->name, (int)j, (long long)covered, (long long)n);
-    free(want);
-  }
-  /* The programs issue the same collectives; the counts agree with the
-   * graph's collective instructions. */
-  for (int32_t p = 0; p < m->n; ++p) {
-    tt_partition_stats_t *s = &part[p]->stats, *s0 = &part[0]->stats;
-    CHECK(s->all_gathers == s0->all_gathers && s->all_reduces == s0->all_reduces &&
-              s->fallbacks == s0->fallbacks,
-          "%s on %s: partition %d's counts differ from partition 0's", name, m->name, (int)p);
-    CHECK(count_op(part[p]->graph, TT_OP_ALL_REDUCE) == s->all_reduces &&
-              count_op(part[p]->graph, TT_OP_ALL_GATHER) == s->all_gathers,
-          "%s on %s: partition %d: collective instructions vs counts", name, m->name, (int)p);
-  }
-  if (stats) {
-    *stats = part[0]->stats;
-    stats->masks = 0; /* masks depend on the partition's tile: summed */
-    for (int32_t p = 0; p < m->n; ++p) stats->masks += part[p]->stats.masks;
-  }
-  for (int32_t p = 0; p < m->n; ++p) {
-    for (int32_t j = 0; j < g->num_outputs; ++j) tt_tensor_release(got[p][j]);
-    for (int32_t k = 0; k < g->num_inputs; ++k) free(shards[p][k]);
-    tt_partition_destroy(part[p]);
-  }
-cleanup_ref:
-  for (int32_t j = 0; j < g->num_outputs; ++j) tt_tensor_release(ref[j]);
-  for (int32_t k = 0; k < g->num_inputs; ++k) free(full[k]);
-  free(gin);
-  tt_graph_destroy(g);
-  for (int i = 0; i < g_num_nodes; ++i) tt_node_release(g_nodes[i]);
-  g_num_nodes = 0;
-}
+/* The output spec of the builders that annotate their result. */
+static const char *g_spec_out;
 
 /* ---- the cases ---- */
 static int b_elementwise(tt_node_t **in, tt_node_t **out) {
@@ -412,7 +97,7 @@ static int b_reshard_output(tt_node_t **in, tt_node_t **out) {
 static int b_dot_rows_out(tt_node_t **in, tt_node_t **out) {
   /* row-parallel with the result wanted sharded by rows (sequence
    * parallelism): the partial sums reduce-scatter. */
-  out[0] = annotate(dot(in[0], in[1]), "-,0,-");
+  out[0] = annotate(dot(in[0], in[1]), g_spec_out ? g_spec_out : "-,0,-");
   return 1;
 }
 static int b_keepdim_argmax(tt_node_t **in, tt_node_t **out) {
@@ -429,6 +114,74 @@ static int b_block(tt_node_t **in, tt_node_t **out) {
   h = mk(TT_OP_SOFTMAX, OPS(h), IA(2, 0));
   tt_node_t *y = dot(h, in[3]);
   out[0] = reduce(TT_RED_SUM, mk(TT_OP_RESHAPE, OPS(y), IA(8, 3)), 1);
+  return 1;
+}
+
+static int b_gather(tt_node_t **in, tt_node_t **out) {
+  out[0] = mk(TT_OP_GATHER, OPS(in[0], in[1]), IA(0));
+  return 1;
+}
+static int b_embedding_mlp(tt_node_t **in, tt_node_t **out) {
+  /* a vocabulary-parallel lookup feeding a data-parallel layer */
+  tt_node_t *e = mk(TT_OP_INDEX_SELECT, OPS(in[0], in[1]), IA(0));
+  e = mk(TT_OP_RESHAPE, OPS(e), IA(1, 8, 4));
+  out[0] = unary(TT_UN_TANH, mk(TT_OP_DOT, OPS(e, in[2]), IA(0, 0)));
+  return 1;
+}
+static int b_grad_sum(tt_node_t **in, tt_node_t **out) {
+  /* FSDP: the batch sum of per-example gradients, wanted sharded over the
+   * devices that hold the batch */
+  out[0] = annotate(reduce(TT_RED_SUM, in[0], 1), g_spec_out);
+  return 1;
+}
+static int b_grad_sum_rot(tt_node_t **in, tt_node_t **out) {
+  /* as b_grad_sum, the result's tiles on devices moved by one */
+  out[0] = annotate_rot(reduce(TT_RED_SUM, in[0], 1), g_spec_out, 1);
+  return 1;
+}
+/* conv2d with the attributes in g_conv: stride, padding, dilation (one
+ * each, both spatial dims) */
+static int64_t g_conv[3] = {1, 1, 1};
+static int b_conv(tt_node_t **in, tt_node_t **out) {
+  out[0] = mk(TT_OP_CONV2D, OPS(in[0], in[1]),
+              IA(g_conv[0], g_conv[0], g_conv[1], g_conv[1], g_conv[2], g_conv[2], 1));
+  return 1;
+}
+/* rng (g_rng: op, dtype, a, b) of shape g_rng_dims, annotated g_spec_out,
+ * seeded by input 0; as F32 */
+static double g_rng[4];
+static int64_t g_rng_dims[3] = {7, 9, 5};
+static int b_rng(tt_node_t **in, tt_node_t **out) {
+  tt_node_t *r = NULL;
+  int64_t ia[5] = {(int64_t)g_rng[0], (int64_t)g_rng[1], g_rng_dims[0], g_rng_dims[1],
+                   g_rng_dims[2]};
+  double fa[2] = {g_rng[2], g_rng[3]};
+  CHECK_OK(tt_node_create(TT_OP_RNG, 0, &in[0], 1, ia, 5, fa, 2, &r), "rng");
+  keep(r);
+  annotate(r, g_spec_out);
+  out[0] = (tt_dtype_t)g_rng[1] == TT_F32 ? r : mk(TT_OP_CONVERT, OPS(r), IA(TT_F32));
+  return 1;
+}
+static int b_weight_grad(tt_node_t **in, tt_node_t **out) {
+  /* x^T g over a batch sharded on every device, the gradient wanted
+   * sharded by its rows (FSDP's reduce-scatter) */
+  out[0] = annotate(mk(TT_OP_DOT, OPS(in[0], in[1]), IA(1, 0)), g_spec_out);
+  return 1;
+}
+static int b_mean_grad(tt_node_t **in, tt_node_t **out) {
+  out[0] = annotate(reduce(TT_RED_MEAN, in[0], 1), g_spec_out);
+  out[1] = annotate(reduce(TT_RED_MAX, in[0], 1), g_spec_out);
+  return 2;
+}
+static int b_relayout(tt_node_t **in, tt_node_t **out) {
+  /* the input's layout moved to the spec g_spec_out (exp: computed on
+   * the input's tiles, then resharded) */
+  out[0] = annotate(unary(TT_UN_EXP, in[0]), g_spec_out);
+  return 1;
+}
+static int b_rotate(tt_node_t **in, tt_node_t **out) {
+  /* the same tiles on devices moved by one */
+  out[0] = annotate_rot(unary(TT_UN_NEG, in[0]), g_spec_out, 1);
   return 1;
 }
 
@@ -577,20 +330,29 @@ static void test_more(void) {
         (long long)st.all_reduces, (long long)st.all_gathers);
   run_case("dot transposed", &M4, 2, tr, b_dot_trans, 1e-5, &st);
   /* Row-parallel with the result wanted in row tiles over the devices
-   * that hold K: rows and K cannot share those devices, so both K dims
-   * are gathered (a reduce_scatter would do: not done yet). */
+   * that hold K (sequence parallelism): rows and K cannot share those
+   * devices, so the partial sums reduce_scatter into the row tiles: one
+   * reduce_scatter, nothing else (6 rows over 4 and 8: uneven, padded). */
   input_t rs[2] = {I(3, 1, 6, 5, "-,-,0"), I(3, 1, 5, 3, "-,0,-")};
-  run_case("dot reduce-scatter", &M4, 2, rs, b_dot_rows_out, 1e-5, &st);
-  CHECK(st.all_reduces == 0 && st.all_gathers == 2,
-        "row-parallel into rows (4,): %lld all_reduces %lld gathers", (long long)st.all_reduces,
-        (long long)st.all_gathers);
-  run_case("dot reduce-scatter", &M2, 2, rs, b_dot_rows_out, 1e-5, &st);
-  /* A user's output layout that differs from its operand's. */
+  const mesh_t *rs_meshes[3] = {&M2, &M4, &M8};
+  for (int mi = 0; mi < 3; ++mi) {
+    run_case("dot reduce-scatter", rs_meshes[mi], 2, rs, b_dot_rows_out, 1e-5, &st);
+    CHECK(st.reduce_scatters == 1 && st.all_reduces == 0 && st.all_gathers == 0 &&
+              st.all_to_alls == 0 && st.collective_permutes == 0,
+          "row-parallel into rows %s: %lld reduce_scatters %lld all_reduces %lld gathers",
+          rs_meshes[mi]->name, (long long)st.reduce_scatters, (long long)st.all_reduces,
+          (long long)st.all_gathers);
+  }
+  /* A user's output layout that differs from its operand's: rows ->
+   * columns over the same devices is one all_to_all. */
   input_t x[1] = {I(2, 6, 5, 0, "0,-")};
-  run_case("resharded output", &M4, 1, x, b_reshard_output, 0, &st);
-  CHECK(st.all_gathers == 1 && st.all_reduces == 0, "resharded output: %lld gathers",
-        (long long)st.all_gathers);
-  run_case("resharded output", &M2, 1, x, b_reshard_output, 0, &st);
+  const mesh_t *ro_meshes[3] = {&M2, &M4, &M8};
+  for (int mi = 0; mi < 3; ++mi) {
+    run_case("resharded output", ro_meshes[mi], 1, x, b_reshard_output, 0, &st);
+    CHECK(st.all_to_alls == 1 && st.all_gathers == 0 && st.all_reduces == 0,
+          "resharded output %s: %lld all_to_alls %lld gathers", ro_meshes[mi]->name,
+          (long long)st.all_to_alls, (long long)st.all_gathers);
+  }
   /* keepdim sum over sharded rows (partial), argmax over them (gathered). */
   input_t r[1] = {I(2, 7, 3, 0, "0,-")};
   run_case("keepdim/argmax", &M4, 1, r, b_keepdim_argmax, 1e-5, &st);
@@ -610,14 +372,292 @@ static void test_more(void) {
         (long long)st.all_gathers, (long long)st.all_reduces);
 }
 
-static void test_fallback(void) {
-  /* index_select has no partition rule: the sharded table is gathered and
-   * the lookup computed replicated; counted. */
+static void test_reduce_scatter(void) {
   tt_partition_stats_t st;
-  input_t in[2] = {I(2, 6, 5, 0, "0,-"), {1, {4, 0, 0}, NULL, TT_I64}};
-  run_case("index_select", &M4, 2, in, b_index_select, 0, &st);
+  /* The batch sum of a batch-sharded tensor wanted sharded over the same
+   * devices: one reduce_scatter, no all_reduce, no gather (9 columns: uneven
+   * over 2, 4 and 8). */
+  struct { const mesh_t *m; const char *in, *out; } sum_cases[] = {
+      {&M2, "0,-", "0"}, {&M4, "0,-", "0"}, {&M8, "0,-", "0"}, {&M22, "01,-", "01"},
+      {&M24, "01,-", "01"}, {&M24, "1,-", "1"}, {&M22, "0,1", "0"}};
+  for (size_t c = 0; c < sizeof(sum_cases) / sizeof(sum_cases[0]); ++c) {
+    input_t x[1] = {I(2, 8, 9, 0, sum_cases[c].in)};
+    g_spec_out = sum_cases[c].out;
+    run_case("grad sum", sum_cases[c].m, 1, x, b_grad_sum, 1e-5, &st);
+    int want_gathers = c == 6; /* columns over axis 1 first gathered */
+    CHECK(st.reduce_scatters == 1 && st.all_reduces == 0 && st.all_gathers == want_gathers &&
+              st.all_to_alls == 0 && st.collective_permutes == 0,
+          "grad sum %s %s -> %s: %lld reduce_scatters %lld all_reduces %lld gathers",
+          sum_cases[c].m->name, sum_cases[c].in, sum_cases[c].out, (long long)st.reduce_scatters,
+          (long long)st.all_reduces, (long long)st.all_gathers);
+    run_case("mean/max grad", sum_cases[c].m, 1, x, b_mean_grad, 1e-5, &st);
+    CHECK(st.reduce_scatters == 2 && st.all_reduces == 0, "mean/max %s: %lld reduce_scatters",
+          sum_cases[c].m->name, (long long)st.reduce_scatters);
+  }
+  /* The result's tiles in another device order than the batch's: the
+   * reduce_scatter's groups list the devices in the result's tile order
+   * (still one collective). */
+  const mesh_t *rot_meshes[3] = {&M4, &M8, &M24};
+  for (int mi = 0; mi < 3; ++mi) {
+    input_t x[1] = {I(2, 8, 9, 0, rot_meshes[mi]->rank == 1 ? "0,-" : "01,-")};
+    g_spec_out = rot_meshes[mi]->rank == 1 ? "0" : "01";
+    run_case("grad sum rotated", rot_meshes[mi], 1, x, b_grad_sum_rot, 1e-5, &st);
+    CHECK(st.reduce_scatters == 1 && st.all_reduces == 0 && st.collective_permutes == 0 &&
+              st.all_gathers == 0,
+          "grad sum rotated %s: %lld reduce_scatters %lld permutes", rot_meshes[mi]->name,
+          (long long)st.reduce_scatters, (long long)st.collective_permutes);
+  }
+  /* The weight gradient x^T g, batch over every device, wanted in row
+   * tiles (FSDP): exactly one reduce_scatter per gradient. */
+  const mesh_t *meshes[5] = {&M2, &M4, &M8, &M22, &M24};
+  for (int mi = 0; mi < 5; ++mi) {
+    const char *b = meshes[mi]->rank == 1 ? "-,0,-" : "-,01,-";
+    input_t xg[2] = {I(3, 1, 8, 5, b), I(3, 1, 8, 3, b)};
+    g_spec_out = b;
+    run_case("weight grad", meshes[mi], 2, xg, b_weight_grad, 1e-5, &st);
+    CHECK(st.reduce_scatters == 1 && st.all_reduces == 0 && st.all_gathers == 0 &&
+              st.all_to_alls == 0 && st.collective_permutes == 0,
+          "weight grad %s: %lld reduce_scatters %lld all_reduces %lld gathers", meshes[mi]->name,
+          (long long)st.reduce_scatters, (long long)st.all_reduces, (long long)st.all_gathers);
+  }
+  /* Row-parallel on (2,4): K over the 4, rows wanted over the 4 too (data
+   * axis replicated): one reduce_scatter in groups of 4. */
+  input_t rs[2] = {I(3, 1, 6, 5, "-,-,1"), I(3, 1, 5, 3, "-,1,-")};
+  g_spec_out = "-,1,-";
+  run_case("dot reduce-scatter", &M24, 2, rs, b_dot_rows_out, 1e-5, &st);
+  g_spec_out = NULL;
+  CHECK(st.reduce_scatters == 1 && st.all_reduces == 0 && st.all_gathers == 0,
+        "(2,4) row-parallel into rows: %lld reduce_scatters %lld all_reduces %lld gathers",
+        (long long)st.reduce_scatters, (long long)st.all_reduces, (long long)st.all_gathers);
+}
+
+static void test_all_to_all_and_permute(void) {
+  tt_partition_stats_t st;
+  /* One dim's tiling moved onto another over the same devices: one
+   * all_to_all (uneven: 7 rows, 5 columns). */
+  struct { const mesh_t *m; const char *in, *out; int a2a, perm; } cases[] = {
+      {&M2, "0,-", "-,0", 1, 0},   {&M4, "0,-", "-,0", 1, 0},  {&M8, "0,-", "-,0", 1, 0},
+      {&M8, "-,0", "0,-", 1, 0},   {&M22, "0,1", "1,0", 0, 1}, {&M22, "01,-", "-,01", 1, 0},
+      {&M24, "01,-", "-,01", 1, 0}, {&M24, "0,-", "-,0", 1, 0}, {&M24, "1,-", "-,1", 1, 0},
+      {&M24, "0,1", "1,-", 1, 0}, /* rows gathered first, then columns -> rows */
+  };
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
+    input_t x[1] = {I(2, 7, 5, 0, cases[c].in)};
+    g_spec_out = cases[c].out;
+    run_case("relayout", cases[c].m, 1, x, b_relayout, 0, &st);
+    CHECK(st.all_to_alls == cases[c].a2a && st.collective_permutes == cases[c].perm &&
+              st.all_reduces == 0 && st.reduce_scatters == 0,
+          "relayout %s %s -> %s: %lld all_to_alls %lld permutes %lld gathers",
+          cases[c].m->name, cases[c].in, cases[c].out, (long long)st.all_to_alls,
+          (long long)st.collective_permutes, (long long)st.all_gathers);
+  }
+  /* The same tiles on devices moved by one: one collective_permute. */
+  struct { const mesh_t *m; const char *spec; } rot[] = {
+      {&M2, "0,-"}, {&M4, "0,-"}, {&M8, "-,0"}, {&M22, "0,1"}, {&M24, "1,0"}, {&M24, "0,-"}};
+  for (size_t c = 0; c < sizeof(rot) / sizeof(rot[0]); ++c) {
+    input_t x[1] = {I(2, 7, 9, 0, rot[c].spec)};
+    g_spec_out = rot[c].spec;
+    run_case("rotated devices", rot[c].m, 1, x, b_rotate, 0, &st);
+    CHECK(st.collective_permutes == 1 && st.all_gathers == 0 && st.all_to_alls == 0,
+          "rotated %s %s: %lld permutes %lld gathers", rot[c].m->name, rot[c].spec,
+          (long long)st.collective_permutes, (long long)st.all_gathers);
+  }
+}
+
+static void test_lookup(void) {
+  tt_partition_stats_t st;
+  /* Vocabulary-parallel: the table's rows over the devices; each looks up
+   * the indices in its rows (others 0), one all_reduce, no gather of the
+   * table (6 rows over 4 and 8: uneven, tiles wholly padding). */
+  struct { const mesh_t *m; const char *table, *idx; } cases[] = {
+      {&M2, "0,-", NULL}, {&M4, "0,-", NULL}, {&M8, "0,-", NULL}, {&M22, "01,-", NULL},
+      {&M24, "1,-", "0"}, {&M24, "01,-", NULL}, {&M22, "0,1", NULL}};
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
+    input_t in[2] = {I(2, 6, 5, 0, cases[c].table), {1, {8, 0, 0}, cases[c].idx, TT_I64}};
+    run_case("index_select", cases[c].m, 2, in, b_index_select, 0, &st);
+    CHECK(st.all_reduces == 1 && st.all_gathers == 0 && st.fallbacks == 0,
+          "vocab-parallel index_select %s %s: %lld all_reduces %lld gathers %lld fallbacks",
+          cases[c].m->name, cases[c].table, (long long)st.all_reduces, (long long)st.all_gathers,
+          (long long)st.fallbacks);
+    input_t gi[2] = {I(2, 6, 5, 0, cases[c].table), {2, {3, 5, 0}, NULL, TT_I64}};
+    run_case("gather", cases[c].m, 2, gi, b_gather, 0, &st);
+    CHECK(st.all_reduces == 1 && st.all_gathers == 0 && st.fallbacks == 0,
+          "vocab-parallel gather %s %s: %lld all_reduces %lld gathers", cases[c].m->name,
+          cases[c].table, (long long)st.all_reduces, (long long)st.all_gathers);
+  }
+  /* An unsharded table: the lookup is local (tokens sharded). */
+  input_t tok[2] = {I(2, 6, 5, 0, NULL), {1, {8, 0, 0}, "0", TT_I64}};
+  run_case("index_select tokens", &M4, 2, tok, b_index_select, 0, &st);
+  CHECK(st.all_reduces + st.all_gathers + st.fallbacks == 0, "token-sharded lookup: %lld",
+        (long long)(st.all_reduces + st.all_gathers + st.fallbacks));
+  /* An embedding table over axis 1, tokens over axis 0, then a layer. */
+  input_t emb[3] = {I(2, 7, 4, 0, "1,-"), {1, {8, 0, 0}, "0", TT_I64}, I(3, 1, 4, 3, NULL)};
+  run_case("embedding + layer", &M24, 3, emb, b_embedding_mlp, 1e-5, &st);
+  CHECK(st.all_reduces == 1 && st.all_gathers == 0, "embedding (2,4): %lld reduces %lld gathers",
+        (long long)st.all_reduces, (long long)st.all_gathers);
+}
+
+static void test_conv(void) {
+  tt_partition_stats_t st;
+  /* Batch-sharded and output-channel-sharded: local, no collective. */
+  const mesh_t *meshes[5] = {&M2, &M4, &M8, &M22, &M24};
+  for (int mi = 0; mi < 5; ++mi) {
+    const char *one = meshes[mi]->rank == 1 ? "0,-,-,-" : "01,-,-,-";
+    input_t bat[2] = {{4, {8, 2, 5, 4}, one, F}, {4, {3, 2, 3, 3}, NULL, F}};
+    g_conv[0] = 1, g_conv[1] = 1, g_conv[2] = 1;
+    run_case("conv batch", meshes[mi], 2, bat, b_conv, 1e-5, &st);
+    CHECK(st.all_gathers + st.all_reduces + st.collective_permutes + st.fallbacks == 0,
+          "conv batch %s: %lld gathers %lld permutes", meshes[mi]->name,
+          (long long)st.all_gathers, (long long)st.collective_permutes);
+    input_t och[2] = {{4, {2, 2, 5, 4}, NULL, F}, {4, {8, 2, 3, 3}, one, F}};
+    run_case("conv output channels", meshes[mi], 2, och, b_conv, 1e-5, &st);
+    CHECK(st.all_gathers + st.all_reduces + st.collective_permutes + st.fallbacks == 0,
+          "conv output channels %s: %lld gathers", meshes[mi]->name, (long long)st.all_gathers);
+    /* input channels: partial sums, one all_reduce (6 channels: uneven) */
+    const char *ic = meshes[mi]->rank == 1 ? "-,0,-,-" : "-,01,-,-";
+    input_t ich[2] = {{4, {2, 6, 4, 4}, ic, F}, {4, {3, 6, 3, 3}, ic, F}};
+    run_case("conv input channels", meshes[mi], 2, ich, b_conv, 1e-5, &st);
+    CHECK(st.all_reduces == 1 && st.all_gathers == 0 && st.fallbacks == 0,
+          "conv input channels %s: %lld reduces %lld gathers", meshes[mi]->name,
+          (long long)st.all_reduces, (long long)st.all_gathers);
+  }
+  /* A spatial dim tiled: halo rows from the neighbours (one
+   * collective_permute per side), local conv; no gather. Uneven rows,
+   * wider kernels, dilation. */
+  struct { const mesh_t *m; const char *spec; int64_t h, w, k, pad, dil; int perms; } sp[] = {
+      {&M2, "-,-,0,-", 7, 5, 3, 1, 1, 2},  {&M4, "-,-,0,-", 7, 5, 3, 1, 1, 2},
+      {&M8, "-,-,0,-", 9, 4, 3, 1, 1, 2},  {&M4, "-,-,-,0", 5, 9, 5, 2, 1, 2},
+      {&M2, "-,-,0,-", 8, 3, 3, 2, 2, 2},  {&M22, "-,-,0,1", 7, 6, 3, 1, 1, 4},
+      {&M24, "-,-,1,0", 9, 5, 3, 1, 1, 4}, {&M24, "0,-,1,-", 8, 4, 3, 1, 1, 2},
+      {&M4, "-,-,0,-", 8, 4, 1, 0, 1, 0},
+  };
+  for (size_t c = 0; c < sizeof(sp) / sizeof(sp[0]); ++c) {
+    input_t in[2] = {{4, {2, 2, sp[c].h, sp[c].w}, sp[c].spec, F},
+                     {4, {3, 2, sp[c].k, sp[c].k}, NULL, F}};
+    g_conv[0] = 1, g_conv[1] = sp[c].pad, g_conv[2] = sp[c].dil;
+    run_case("conv spatial", sp[c].m, 2, in, b_conv, 1e-5, &st);
+    CHECK(st.collective_permutes == sp[c].perms && st.all_gathers == 0 && st.all_reduces == 0 &&
+              st.fallbacks == 0,
+          "conv spatial %s %s k%lld: %lld permutes %lld gathers", sp[c].m->name, sp[c].spec,
+          (long long)sp[c].k, (long long)st.collective_permutes, (long long)st.all_gathers);
+  }
+  /* A window reaching past the neighbouring tile (5 rows, pad 2, tiles of
+   * one row) or a stride: the dim is gathered, still exact. */
+  input_t far[2] = {{4, {1, 2, 7, 4}, "-,-,0,-", F}, {4, {2, 2, 5, 5}, NULL, F}};
+  g_conv[0] = 1, g_conv[1] = 2, g_conv[2] = 1;
+  run_case("conv wide window", &M8, 2, far, b_conv, 1e-5, &st);
+  CHECK(st.collective_permutes == 0 && st.all_gathers == 1, "conv wide window: %lld gathers",
+        (long long)st.all_gathers);
+  g_conv[0] = 2, g_conv[1] = 1, g_conv[2] = 1;
+  input_t strided[2] = {{4, {1, 2, 8, 4}, "-,-,0,-", F}, {4, {2, 2, 3, 3}, NULL, F}};
+  run_case("conv strided", &M4, 2, strided, b_conv, 1e-5, &st);
+  CHECK(st.collective_permutes == 0, "conv strided: %lld permutes",
+        (long long)st.collective_permutes);
+  g_conv[0] = 1, g_conv[1] = 1, g_conv[2] = 1;
+}
+
+static void test_rng(void) {
+  /* Each partition draws its own tile at its offsets: every device's
+   * shard equals the unsharded tensor's slice bit for bit (tolerance 0),
+   * with no collective and no fallback; 7 x 9 x 5 over 2, 4 and 8 ways
+   * (uneven: tiles wholly padding). */
+  tt_partition_stats_t st;
+  struct { const mesh_t *m; const char *spec; } cases[] = {
+      {&M2, "0,-,-"}, {&M4, "-,0,-"}, {&M8, "-,-,0"}, {&M8, "0,-,-"},
+      {&M22, "0,1,-"}, {&M22, "-,10,-"}, {&M24, "1,-,0"}, {&M24, "01,-,-"}};
+  static const double draws[4][4] = {{TT_RNG_UNIFORM, TT_F32, -2.0, 3.0},
+                                     {TT_RNG_NORMAL, TT_F32, 0.5, 2.0},
+                                     {TT_RNG_BERNOULLI, TT_F32, 0.3, 0.0},
+                                     {TT_RNG_NORMAL, TT_F64, 0.0, 1.0}};
+  input_t seed[1] = {{0, {0, 0, 0, 0}, NULL, TT_I64}};
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c)
+    for (int k = 0; k < 4; ++k) {
+      memcpy(g_rng, draws[k], sizeof(g_rng));
+      g_spec_out = cases[c].spec;
+      run_case("rng tile", cases[c].m, 1, seed, b_rng, 0, &st);
+      CHECK(st.fallbacks == 0 && st.all_gathers == 0 && st.collective_permutes == 0 &&
+                st.all_reduces == 0,
+            "rng tile %s %s: %lld fallbacks %lld gathers", cases[c].m->name, cases[c].spec,
+            (long long)st.fallbacks, (long long)st.all_gathers);
+    }
+  g_spec_out = NULL;
+  /* The tiled form's attributes are checked: 3 * rank values, whole dims
+   * and offsets not negative. */
+  tt_shape_t s0 = {0, {0}};
+  tt_node_t *sd = tt_node_create_param(g_buf, TT_I64, &s0, 0), *r = NULL;
+  double fa[3] = {0.0, 1.0, 1.0};
+  tt_status_t err = tt_node_create(TT_OP_RNG, 0, &sd, 1, (int64_t[]){0, TT_F32, 2, 4, 6, 0}, 6,
+                                   fa, 3, &r);
+  CHECK(err && tt_status_code(err) == TT_INVALID_ARGUMENT, "rng tile of 4 dims values: %s",
+        err ? tt_status_message(err) : "ok");
+  tt_status_free(err);
+  err = tt_node_create(TT_OP_RNG, 0, &sd, 1, (int64_t[]){0, TT_F32, 2, 4, -1}, 5, fa, 3, &r);
+  CHECK(err && strstr(tt_status_message(err), "offset -1"), "rng tile offset -1: %s",
+        err ? tt_status_message(err) : "ok");
+  tt_status_free(err);
+  CHECK(r == NULL, "no node on refusal");
+  tt_node_release(sd);
+}
+
+static int b_searchsorted(tt_node_t **in, tt_node_t **out) {
+  tt_node_t *r = mk(TT_OP_SEARCHSORTED, OPS(in[0], in[1]), IA(0, TT_I64));
+  out[0] = mk(TT_OP_CONVERT, OPS(r), IA(TT_F32));
+  return 1;
+}
+static void test_fallback(void) {
+  /* searchsorted has no partition rule: the sharded values are gathered
+   * and the search computed replicated; counted. */
+  tt_partition_stats_t st;
+  input_t in[2] = {I(1, 8, 0, 0, NULL), I(2, 6, 5, 0, "0,-")};
+  run_case("searchsorted", &M4, 2, in, b_searchsorted, 0, &st);
   CHECK(st.fallbacks == 1 && st.all_gathers == 1, "fallback: %lld fallbacks %lld gathers",
         (long long)st.fallbacks, (long long)st.all_gathers);
+}
+
+/* scatter (g_scatter: 0 replace, 1 add), scatter_reduce (g_scatter 2 +
+ * reduce kind, include_self 1) or index_add (g_scatter -1) along dim 0 */
+static int64_t g_scatter;
+static int b_scatter_family(tt_node_t **in, tt_node_t **out) {
+  if (g_scatter < 0)
+    out[0] = mk(TT_OP_INDEX_ADD, OPS(in[0], in[1], in[2]), IA(0));
+  else if (g_scatter < 2)
+    out[0] = mk(TT_OP_SCATTER, OPS(in[0], in[1], in[2]), IA(0, g_scatter));
+  else
+    out[0] = mk(TT_OP_SCATTER_REDUCE, OPS(in[0], in[1], in[2]), IA(0, g_scatter - 2, 1));
+  return 1;
+}
+
+static void test_scatter(void) {
+  /* The base tiled along the scatter's dim (or beside it): each partition
+   * applies the updates that land in its rows (the others go to an extra
+   * row, cut off); no gather of the base, no fallback. Duplicate indices
+   * (indices 0..5 over 6 or 7 rows). */
+  tt_partition_stats_t st;
+  struct { const mesh_t *m; const char *base, *upd; } cases[] = {
+      {&M2, "0,-", NULL},  {&M4, "0,-", NULL},   {&M8, "0,-", NULL}, {&M4, "-,0", "-,0"},
+      {&M22, "0,1", "-,1"}, {&M24, "01,-", NULL}, {&M24, "1,0", "-,0"}};
+  static const int64_t kinds[] = {0, 1, 2 + TT_SCATTER_REDUCE_SUM, 2 + TT_SCATTER_REDUCE_AMAX,
+                                  2 + TT_SCATTER_REDUCE_MEAN, -1};
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c)
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); ++k) {
+      g_scatter = kinds[k];
+      input_t in[3] = {I(2, 7, 4, 0, cases[c].base),
+                       {2, {5, 4, 0, 0}, cases[c].upd, TT_I64},
+                       I(2, 5, 4, 0, cases[c].upd)};
+      if (g_scatter < 0) in[1] = (input_t){1, {5, 0, 0, 0}, NULL, TT_I64};
+      run_case("scatter", cases[c].m, 3, in, b_scatter_family, 1e-6, &st);
+      CHECK(st.fallbacks == 0 && st.all_gathers == 0 && st.all_reduces == 0,
+            "scatter kind %lld %s %s: %lld fallbacks %lld gathers", (long long)g_scatter,
+            cases[c].m->name, cases[c].base, (long long)st.fallbacks, (long long)st.all_gathers);
+    }
+  /* Updates narrower than the base along a tiled dim: they would reach
+   * past the tile: computed replicated. */
+  g_scatter = 1;
+  input_t narrow[3] = {I(2, 7, 4, 0, "-,0"), {2, {5, 3, 0, 0}, NULL, TT_I64},
+                       I(2, 5, 3, 0, NULL)};
+  run_case("scatter narrow", &M4, 3, narrow, b_scatter_family, 1e-6, &st);
+  CHECK(st.fallbacks == 1, "scatter with narrower updates: %lld fallbacks",
+        (long long)st.fallbacks);
 }
 
 static void test_refusals(void) {
@@ -673,6 +713,12 @@ int main(void) {
   test_dot();
   test_mlp_collectives();
   test_more();
+  test_reduce_scatter();
+  test_all_to_all_and_permute();
+  test_lookup();
+  test_conv();
+  test_rng();
+  test_scatter();
   test_fallback();
   test_refusals();
   tt_runtime_wait(-1);

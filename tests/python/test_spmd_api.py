@@ -422,11 +422,15 @@ def test_mp_device_loader_input_sharding():
                  "y": xs.ShardingSpec(mesh, ("data",), minibatch=True)}
     (b,) = list(pl.MpDeviceLoader(dict_batches, "xla:0", input_sharding=shardings))
     assert xs.get_sharding_spec(b["y"]) == "{devices=[4]0,1,2,3}"
-    with pytest.raises(ValueError, match=r"Keys: \['y'\] are missing from input_sharding"):
+    with pytest.raises(KeyError, match=r"Keys: \['y'\] are missing from input_sharding"):
         list(pl.MpDeviceLoader(dict_batches, "xla:0", input_sharding={"x": shardings["x"]}))
     with pytest.raises(RuntimeError, match="divisible by local runtime device count"):
         list(pl.MpDeviceLoader([{"y": torch.arange(6)}], "xla:0",
                                input_sharding={"y": shardings["y"]}))
+    # a batch that is a lone tensor is loaded as that tensor (not a list)
+    (t,) = list(pl.MpDeviceLoader([torch.randn(8, 3)], "xla:0",
+                                  input_sharding=xs.ShardingSpec(mesh, ("data", None))))
+    assert isinstance(t, torch.Tensor) and xs.get_sharding_spec(t) == "{devices=[4,1]0,1,2,3}"
 
 
 # ------------------------------------------------------------- the picture

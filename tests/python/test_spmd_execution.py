@@ -197,6 +197,17 @@ out["uneven"] = dict(value=maxdiff(u, u0), shapes=[list(s.data.shape) for s in u
 met.clear_all()
 r = xm.all_reduce(xm.REDUCE_SUM, w * 2)
 out["fallback"] = dict(value=maxdiff(r, 20 * w0), count=met.counter_value("SpmdPartitionFallback"))
+# A convolution over image rows split 4 ways: halos move between neighbours
+# (collective_permute between the partitions of one execution).
+met.clear_all()
+img0, k0 = torch.randn(2, 3, 8, 8), torch.randn(5, 3, 3, 3)
+img, k = img0.to("xla"), k0.to("xla")
+mark_sharding(img, Mesh(np.arange(4), (4,), ("rows",)), (None, None, "rows", None))
+conv = torch.nn.functional.conv2d(img, k, padding=1)
+torch_xla.sync()
+out["conv_rows"] = dict(value=maxdiff(conv, torch.nn.functional.conv2d(img0, k0, padding=1)),
+                        partitioned=met.counter_value("SpmdPartitionedExecution"),
+                        fallback=met.counter_value("SpmdPartitionFallback") or 0)
 # An in-place update of sharded data: a donor, counted as unpartitioned cuts count it.
 met.clear_all()
 v = torch.arange(16.).reshape(2, 8).to("xla")
@@ -289,6 +300,11 @@ def test_uneven_shards_are_padded_and_cropped(storage):
 def test_unpartitionable_graph_falls_back_to_one_device(storage):
     r = storage["fallback"]
     assert r["value"] == 0.0 and r["count"] >= 1, r
+
+
+def test_convolution_with_row_halos_matches_cpu(storage):
+    r = storage["conv_rows"]
+    assert r["value"] < 1e-4 and r["partitioned"] == 1 and r["fallback"] == 0, r
 
 
 def test_in_place_update_of_shards_is_an_alias(storage):

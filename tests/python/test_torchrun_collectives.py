@@ -22,7 +22,7 @@ def _port():
         return s.getsockname()[1]
 
 
-def _torchrun(mode, out, devices=1, extra=(), timeout=90, env_extra=None):
+def _torchrun(mode, out, devices=1, extra=(), timeout=90, env_extra=None, args=()):
     # The job's layout comes from torchrun alone: drop what this process (or
     # an in-process launch of an earlier test) set for its own layout.
     inherited = {k: v for k, v in os.environ.items()
@@ -34,7 +34,7 @@ def _torchrun(mode, out, devices=1, extra=(), timeout=90, env_extra=None):
                TORCHTPU_COLLECTIVE_TIMEOUT_S="20")
     env.update(env_extra or {})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-           f"--master_port={_port()}", *extra, WORKER]
+           f"--master_port={_port()}", *extra, WORKER, *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -98,12 +98,14 @@ def test_two_processes(tmp_path):
     res = _torchrun("all", tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     _check(tmp_path, 2, 2)
+    _check_traffic(tmp_path, 2, 2)
 
 
 def test_two_processes_two_devices(tmp_path):
     res = _torchrun("all", tmp_path, devices=2)
     assert res.returncode == 0, res.stderr[-3000:]
     _check(tmp_path, 4, 2)
+    _check_traffic(tmp_path, 4, 2)
 
 
 def test_peer_raises(tmp_path):
@@ -146,3 +148,111 @@ def test_two_nodes(tmp_path):
                 a.kill()
     assert [a.returncode for a in agents] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
     _check(tmp_path, 2, 2, hosts=2)
+    _check_traffic(tmp_path, 2, 2)
+
+
+def _check_traffic(out, n, procs):
+    L = n // procs
+    I = 4 << 20  # bytes of one member's input in the traffic ops
+    for r in range(n):
+        got = json.load(open(os.path.join(out, f"traffic{r}.json")))
+        ts = [np.arange(n * 3 * n, dtype=np.float32).reshape(n, 3 * n) + 1000 * q for q in range(n)]
+        np.testing.assert_allclose(got["a2a_2d"], np.concatenate([t[:, 3 * r:3 * r + 3] for t in ts]))
+        ts = [np.arange(4 * n, dtype=np.float32).reshape(2, 2 * n) * (1 - 2 * (q % 2)) + q
+              for q in range(n)]
+        np.testing.assert_allclose(got["rs_max_dim1"], np.max(ts, 0)[:, 2 * r:2 * r + 2])
+        np.testing.assert_allclose(got["rs_bf16"], [0.5 * sum(range(1, n + 1)),
+                                                    1.25 * sum(range(1, n + 1))])
+        assert got["rs_i32_mul"] == [int(np.prod([3 * (q + 1) for q in range(n)])),
+                                     int(np.prod([-1 * (q + 1) for q in range(n)]))]
+        want = {n - 1: _inputs(0), 0: _inputs(1)}.get(r, np.zeros((2, 4), np.float32))
+        np.testing.assert_allclose(got["permute_partial"], want)
+        assert got["rs_big_sum"] == (1 << 20) / n * sum(range(1, n + 1))
+        total = sum(range(n))
+        assert got["list0"] == [n + total] * 3
+        assert got["list1"] == [[10.0 * total] * 2] * 2
+        assert got["list2"] == [total, n]
+        assert got["list3"] == [-float(n)]
+        # float32 and int32: two requests on the process's transport (not 4).
+        assert got["list_requests"] == 2
+        if r % L:
+            continue
+        p = r // L
+        # What each process must send: reduce_scatter the other process's
+        # L blocks of the locally reduced input (I / 2), all_to_all what its
+        # L members send the other process's L members (L * I / 2), the
+        # one-way permute 0 -> n-1 one input from process 0, none from 1.
+        # The old path (all_reduce / all_gather, then pick) sent I, L * I
+        # and L * I.
+        ideal = {"reduce_scatter": I // 2, "all_to_all": L * I // 2,
+                 "collective_permute": I if p == 0 else 0}
+        for name, want_bytes in ideal.items():
+            assert got[f"counter_{name}"] == want_bytes, (name, r, got[f"counter_{name}"])
+            wrote = got[f"wchar_{name}"]
+            assert 0.95 * want_bytes <= wrote <= 1.15 * want_bytes + (64 << 10), \
+                (name, r, wrote, want_bytes)
+
+
+def _job_processes(tag):
+    """Processes (pid list) whose command line holds tag: the job's agent
+    and workers (the tag is an argument of the worker script)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if tag.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def _failing_run(mode, tmp_path, timeout_s, **env):
+    import time
+    import uuid
+    tag = f"job-{uuid.uuid4().hex}"
+    t0 = time.monotonic()
+    res = _torchrun(mode, tmp_path, timeout=60, args=(tag,),
+                    env_extra=dict(TORCHTPU_COLLECTIVE_TIMEOUT_S=str(timeout_s), **env))
+    elapsed = time.monotonic() - t0
+    time.sleep(0.5)  # let the kernel reap what torchrun stopped
+    assert _job_processes(tag) == [], "processes left behind"
+    return res, elapsed
+
+
+def test_stalled_peer_named(tmp_path):
+    """Process 1 sleeps past the deadline: process 0's all_reduce fails
+    naming it, after about the deadline, and torchrun exits non-zero
+    (stopping the sleeper)."""
+    res, elapsed = _failing_run("stall", tmp_path, 3, STALL_S="40")
+    assert res.returncode != 0
+    assert "all_reduce(float32, 4, sum) #0 on group [0, 1] across processes [0, 1] failed: " \
+        "timed out after 3 s (TORCHTPU_COLLECTIVE_TIMEOUT_S) waiting for process(es) 1" \
+        in res.stderr, res.stderr[-3000:]
+    assert elapsed < 30  # well before the sleeper would wake (40 s)
+
+
+def test_peer_exits_peers_fail_fast(tmp_path):
+    """Process 1 ends (status 0, so torchrun does not stop process 0):
+    process 0's next all_reduce fails on its own within seconds, far
+    before the 60 s deadline, and the job exits non-zero."""
+    res, elapsed = _failing_run("exit", tmp_path, 60)
+    assert res.returncode != 0
+    assert "all_reduce(float32, 4, sum) #1 on group [0, 1] across processes [0, 1] failed: " \
+        "a peer process is gone or unreachable" in res.stderr, res.stderr[-3000:]
+    import re
+    took = [float(x) for x in re.findall(r"collective ended after ([0-9.]+) s", res.stderr)]
+    assert took and max(took) < 10, took
+    assert elapsed < 45
+
+
+def test_peer_killed_job_fails(tmp_path):
+    """Process 1 is killed (SIGKILL): the job exits non-zero within
+    seconds, naming the signal, with the deadline at 60 s."""
+    res, elapsed = _failing_run("kill", tmp_path, 60)
+    assert res.returncode != 0
+    assert "Signal 9 (SIGKILL) received by PID" in res.stderr or "SIGKILL" in res.stderr, \
+        res.stderr[-3000:]
+    assert elapsed < 45

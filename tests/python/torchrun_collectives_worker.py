@@ -6,7 +6,18 @@ numpy. WORKER_MODE picks a scenario:
 - all: every collective (values), the runtime facts, and one
   xm.optimizer_step of a small linear model;
 - raise: process 1 raises ValueError before its first collective;
-- mismatch: process 1 all-reduces 8 elements where the others reduce 16.
+- mismatch: process 1 all-reduces 8 elements where the others reduce 16;
+- stall: process 1 opens its device and sleeps STALL_S seconds while the
+  others all-reduce (past TORCHTPU_COLLECTIVE_TIMEOUT_S);
+- exit: after one all_reduce, process 1 ends at once with status 0 (no
+  exception, nothing published; torchrun does not stop the others for a
+  success), while the others all-reduce again;
+- kill: after one all_reduce, process 1 kills itself (SIGKILL);
+- all also runs the traffic scenario (written to traffic<ordinal>.json):
+  reduce_scatter, all_to_all and collective_permute in more
+  layouts (values), and the bytes each process wrote to its sockets
+  (/proc/self/io wchar) and the transport's bytes_sent() counter around a
+  4 MiB reduce_scatter, all_to_all and one-way permute.
 """
 import json
 import os
@@ -83,6 +94,85 @@ def run_all(out):
         json.dump(res, f)
 
 
+def _written():
+    with open("/proc/self/io") as f:
+        for line in f:
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    raise RuntimeError("no wchar in /proc/self/io")
+
+
+def run_traffic(out):
+    from torchtpu import process_transport
+    r = xr.global_ordinal()
+    n = xr.world_size()
+    d = torch_xla.device()
+    res = {}
+    t = torch.arange(n * 3 * n, dtype=torch.float32).reshape(n, 3 * n) + 1000 * r
+    res["a2a_2d"] = xm.all_to_all(t.to(d), split_dimension=1, concat_dimension=0, split_count=n)
+    t = torch.arange(2 * 2 * n, dtype=torch.float32).reshape(2, 2 * n) * (1 - 2 * (r % 2)) + r
+    res["rs_max_dim1"] = xm.reduce_scatter(xm.REDUCE_MAX, t.to(d), 1.0, 1, n)
+    t = torch.tensor([0.5, 1.25] * n, dtype=torch.bfloat16) * (r + 1)
+    res["rs_bf16"] = xm.reduce_scatter(xm.REDUCE_SUM, t.to(d), 1.0, 0, n).float()
+    t = torch.tensor([3, -1] * n, dtype=torch.int32) * (r + 1)
+    res["rs_i32_mul"] = xm.reduce_scatter(xm.REDUCE_MUL, t.to(d), 1.0, 0, n)
+    res["permute_partial"] = xm.collective_permute(inputs(r).to(d), [(0, n - 1), (1, 0)])
+    # A list is coalesced: one cross-process all_reduce per dtype.
+    before = process_transport.requests().get("all_reduce", 0)
+    parts = [torch.full((3,), 1.0 + r).to(d), torch.full((2, 2), 10.0 * r).to(d),
+             torch.tensor([r, 1], dtype=torch.int32).to(d), torch.full((1,), -1.0).to(d)]
+    xm.all_reduce(xm.REDUCE_SUM, parts, scale=1.0)
+    torch_xla.sync(wait=True)
+    res["list_requests"] = torch.tensor(process_transport.requests().get("all_reduce", 0)
+                                        - before)
+    for k, t in enumerate(parts):
+        res[f"list{k}"] = t
+    res = {k: v.cpu().tolist() for k, v in res.items()}
+    # Traffic: 4 MiB of float32 per member input (I = 1 << 22 bytes).
+    big = torch.ones(1 << 20, device=d) * (r + 1)
+    ops = {
+        "reduce_scatter": lambda: xm.reduce_scatter(xm.REDUCE_SUM, big, 1.0, 0, n),
+        "all_to_all": lambda: xm.all_to_all(big, 0, 0, n),
+        "collective_permute": lambda: xm.collective_permute(big, [(0, n - 1)]),
+    }
+    lead = r % xr.addressable_device_count() == 0
+    for name, fn in ops.items():
+        fn().cpu()  # compiled and warm
+        xm.rendezvous(f"traffic-{name}")
+        w0, c0 = _written(), process_transport.bytes_sent().get(name, 0)
+        y = fn().cpu()
+        w1, c1 = _written(), process_transport.bytes_sent().get(name, 0)
+        xm.rendezvous(f"traffic-{name}-done")
+        if lead:
+            res[f"wchar_{name}"] = w1 - w0
+            res[f"counter_{name}"] = c1 - c0
+        if name == "reduce_scatter":
+            res["rs_big_sum"] = float(y.sum())
+    with open(os.path.join(out, f"traffic{r}.json"), "w") as f:
+        json.dump(res, f)
+
+
+def run_failure(mode):
+    import signal
+    import time
+    d = torch_xla.device()
+    if mode == "stall":
+        if xr.process_index() == 1:
+            time.sleep(float(os.environ["STALL_S"]))
+            return
+    else:
+        print("first", xm.all_reduce(xm.REDUCE_SUM, torch.ones(4, device=d)).cpu(), flush=True)
+        if xr.process_index() == 1:
+            if mode == "exit":
+                os._exit(0)
+            os.kill(os.getpid(), signal.SIGKILL)
+    t0 = time.monotonic()
+    try:
+        xm.all_reduce(xm.REDUCE_SUM, torch.ones(4, device=d)).cpu()
+    finally:
+        print(f"collective ended after {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+
+
 def run_raise():
     d = torch_xla.device()
     if xr.process_index() == 1:
@@ -102,6 +192,9 @@ def main(index):
     mode = os.environ["WORKER_MODE"]
     if mode == "all":
         run_all(os.environ["G31_OUT"])
+        run_traffic(os.environ["G31_OUT"])
+    elif mode in ("stall", "exit", "kill"):
+        run_failure(mode)
     elif mode == "raise":
         run_raise()
     else:

@@ -27,6 +27,9 @@ from torch_xla._XLAC.metrics import (  # noqa: F401
     _clear_xla_counters, _clear_xla_metrics, _get_executed_fallback_ops, _short_xla_metrics_report,
     _xla_counter_names, _xla_counter_value, _xla_increment_counter, _xla_metric_data,
     _xla_metric_names, _xla_metrics_report)
+from torch_xla._XLAC.preemption import (  # noqa: F401
+    _activate_preemption_sync_manager, _deactivate_preemption_sync_manager,
+    _ensure_xla_coordinator_initialized, _sync_point_reached)
 from torch_xla._XLAC.sharding import (  # noqa: F401
     OpSharding, _get_local_shards, _get_xla_sharding_spec, _get_xla_sharding_specs,
     _get_xla_sharding_type, _xla_clear_sharding, _xla_mark_sharding)

@@ -97,6 +97,17 @@ def _split_attrs(text):
     return pairs
 
 
+_ALL_REPLICATED = re.compile(r"\{devices=\[(?:1,)*\d+\][\d,]+ last_tile_dim_replicate\}")
+
+
+def _sharding_text(v):
+    """An mhlo.sharding string as HLO's sharding= value. A tiling whose
+    only non-1 tile dim is the replicated one is whole replication, which
+    XLA's HloSharding prints as {replicated}."""
+    text = v.strip().strip('"')
+    return "{replicated}" if _ALL_REPLICATED.fullmatch(text) else text
+
+
 def _float_text(v):
     if v.startswith("0x"):
         bits = int(v, 16)
@@ -170,6 +181,10 @@ def _attr_text(op, attrs, shapes_in):
             continue  # pad, below
         elif k == "value":
             continue
+        elif k == "call_target_name":
+            out.append(f"custom_call_target={v}")
+        elif k == "mhlo.sharding":
+            out.append("sharding=" + _sharding_text(v))
         else:
             inner = re.sub(r"#stablehlo[.<]\w*<?", "", v).rstrip(">")
             inner = re.sub(r"array<i64:?\s*([^>]*)>?", r"{\1}", inner)
@@ -192,12 +207,14 @@ def _attr_text(op, attrs, shapes_in):
 
 class _Printer:
     def __init__(self):
-        self.next_id = 1
+        self.counts = {}  # name base -> how many names it has given
         self.computations = []  # finished sub-computations (text)
 
     def fresh(self, base):
-        n = self.next_id
-        self.next_id += 1
+        # Each base counts on its own from 1 (add.1, add.2, custom-call.1,
+        # p0.1, p1.1), as names in PyTorch/XLA's HLO dumps are numbered.
+        n = self.counts.get(base, 0) + 1
+        self.counts[base] = n
         return f"{base}.{n}"
 
 
@@ -245,7 +262,9 @@ def _convert_block(lines, pos, printer, env, params, name_of_comp):
             comp = printer.fresh("region")
             to_apply = comp
             printer.computations.append(_computation_text(
-                comp, sub_params, body, roots, entry=False, tuple_name=printer.fresh("tuple")))
+                comp, sub_params, body, roots, entry=False,
+                # a region returning one value has no tuple to name
+                tuple_name=printer.fresh("tuple") if len(roots) > 1 else None))
             rest = lines[pos - 1].strip()
             # the closing line: '}) {attrs} : (types) -> types'
             close = lines[pos].strip() if not rest.startswith("})") else rest
@@ -285,7 +304,7 @@ def _convert_block(lines, pos, printer, env, params, name_of_comp):
     return instrs, [], pos
 
 
-def _computation_text(name, params, body, roots, entry, tuple_name="tuple"):
+def _computation_text(name, params, body, roots, entry, tuple_name="tuple", param_shardings=None):
     sig = ", ".join(f"{p}: {s.bare()}" for _, p, s in params)
     if entry:
         result = "(" + ", ".join(s.bare() for _, s in roots) + ")"
@@ -293,7 +312,9 @@ def _computation_text(name, params, body, roots, entry, tuple_name="tuple"):
         result = roots[0][1].bare() if len(roots) == 1 else \
             "(" + ", ".join(s.bare() for _, s in roots) + ")"
     lines = [f"{'ENTRY ' if entry else ''}%{name} ({sig}) -> {result} {{"]
-    lines += [f"  %{n} = {s} parameter({i})" for i, n, s in params]
+    shardings = param_shardings or {}
+    lines += [f"  %{n} = {s} parameter({i})" +
+              (f", sharding={shardings[i]}" if i in shardings else "") for i, n, s in params]
     lines += ["  %" + ins for ins in body]
     if entry or len(roots) > 1:
         tup = "(" + ", ".join(str(s) for _, s in roots) + ")"
@@ -311,14 +332,18 @@ def to_hlo_text(stablehlo, module_id=0):
     """HLO text of the single-function StableHLO module text stablehlo."""
     lines = stablehlo.splitlines()
     printer = _Printer()
-    env, params = {}, []
+    env, params, param_shardings = {}, [], {}
     pos = 0
     for pos, line in enumerate(lines):
         if "func.func @main" in line:
-            for i, (ref, ty) in enumerate(re.findall(r"(%arg\d+): (tensor<[^>]*>)", line)):
+            args = re.findall(r'(%arg\d+): (tensor<[^>]*>)(?: \{mhlo\.sharding = "([^"]*)"\})?',
+                              line.split(") ->")[0])
+            for i, (ref, ty, sharding) in enumerate(args):
                 pname = printer.fresh(f"p{i}")
                 env[ref] = (pname, _shape(ty))
                 params.append((i, pname, _shape(ty)))
+                if sharding:
+                    param_shardings[i] = _sharding_text(sharding)
             break
     body, roots, _ = _convert_block(lines, pos + 1, printer, env, params, None)
     entry = f"IrToHlo.{module_id}"
@@ -327,5 +352,6 @@ def to_hlo_text(stablehlo, module_id=0):
     parts = [f"HloModule {entry}, entry_computation_layout={{{layout}}}", ""]
     parts += [c + "\n" for c in printer.computations]
     parts.append(_computation_text(entry, params, body, roots, entry=True,
-                                   tuple_name=printer.fresh("tuple")))
+                                   tuple_name=printer.fresh("tuple"),
+                                   param_shardings=param_shardings))
     return "\n".join(parts) + "\n"

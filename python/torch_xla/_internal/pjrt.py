@@ -80,8 +80,14 @@ def _run_thread_per_device(local_rank: int, local_world_size: int, fn: Callable[
     base, world = processes.device_base(), max(n, processes.world_size())
     failures = []  # (ordinal, exception), in the order raised
     lock = threading.Lock()
+    # Every replica starts on a thread of its own: the pool hands a task to
+    # an idle thread, so a replica that finished before the next was
+    # submitted would lend its thread, and the thread-local state it left
+    # (accelerate's per-thread Accelerator state, for one) to the next.
+    all_started = threading.Barrier(n)
 
     def _thread_fn(index: int):
+        all_started.wait()
         ordinal = base + index
         replicas.enter(ordinal, world)
         bridge.set_current_device_index(index)
@@ -105,7 +111,11 @@ def _run_thread_per_device(local_rank: int, local_world_size: int, fn: Callable[
     _C.collective_set_world_size(world)
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=n) as executor:
-            futures = [executor.submit(_thread_fn, i) for i in range(n)]
+            try:
+                futures = [executor.submit(_thread_fn, i) for i in range(n)]
+            except BaseException:
+                all_started.abort()  # the replicas started wait for no more
+                raise
             concurrent.futures.wait(futures)
         # Work the replicas queued (collectives among it) runs with the
         # launch's replica count: wait for it before restoring 1.

@@ -126,7 +126,9 @@ class ParallelLoader:
                 self._device_queues[device].put(_END)
                 return
             try:
-                item = xm.send_cpu_data_to_device(item, device)
+                # One batch in a list, so a batch that is a lone tensor comes
+                # back as that tensor (send_cpu_data_to_device lists it).
+                item = xm.send_cpu_data_to_device([item], device)[0]
                 if self._input_sharding is not None:
                     from torch_xla.distributed.spmd.input_sharding import shard_batch
                     item = shard_batch(item, self._input_sharding)

@@ -59,8 +59,9 @@ static PyObject *py_collective_transport_close(PyObject *m, PyObject *a) {
 }
 
 /* The next request as a tuple (handle, op, ids, sig, desc, device, reduce,
- * dtype, send address, recv address, count, root process); None once the
- * transport is closed. Waits without the GIL. */
+ * dtype, send address, recv address, count, root process, xfers: the
+ * permute's transfers flattened, TT_XP_XFER_LEN int64s each); None once
+ * the transport is closed. Waits without the GIL. */
 static PyObject *py_collective_transport_next(PyObject *m, PyObject *a) {
   (void)m;
   (void)a;
@@ -69,19 +70,23 @@ static PyObject *py_collective_transport_next(PyObject *m, PyObject *a) {
   Py_END_ALLOW_THREADS
   if (!rq) Py_RETURN_NONE;
   PyObject *ids = PyTuple_New(rq->n), *sig = PyTuple_New(TT_XP_SIG_LEN);
-  if (!ids || !sig) {
+  PyObject *xfers = PyTuple_New((Py_ssize_t)rq->num_xfers * TT_XP_XFER_LEN);
+  if (!ids || !sig || !xfers) {
     Py_XDECREF(ids);
     Py_XDECREF(sig);
+    Py_XDECREF(xfers);
     tt_collective_transport_done(rq, "out of memory (transport request)");
     return NULL;
   }
   for (int32_t i = 0; i < rq->n; ++i) PyTuple_SET_ITEM(ids, i, PyLong_FromLongLong(rq->ids[i]));
   for (int i = 0; i < TT_XP_SIG_LEN; ++i) PyTuple_SET_ITEM(sig, i, PyLong_FromLongLong(rq->sig[i]));
-  return Py_BuildValue("(KiNNsiiiKKLi)", (unsigned long long)(uintptr_t)rq, (int)rq->op, ids, sig,
+  for (Py_ssize_t i = 0; i < (Py_ssize_t)rq->num_xfers * TT_XP_XFER_LEN; ++i)
+    PyTuple_SET_ITEM(xfers, i, PyLong_FromLongLong(rq->xfers[i]));
+  return Py_BuildValue("(KiNNsiiiKKLiN)", (unsigned long long)(uintptr_t)rq, (int)rq->op, ids, sig,
                        rq->desc, (int)rq->device, (int)rq->reduce, (int)rq->dtype,
                        (unsigned long long)(uintptr_t)rq->send,
                        (unsigned long long)(uintptr_t)rq->recv, (long long)rq->count,
-                       (int)rq->root_process);
+                       (int)rq->root_process, xfers);
 }
 
 static PyObject *py_collective_transport_done(PyObject *m, PyObject *args) {

@@ -38,6 +38,11 @@ static tt_status_t tt_cpu_exec_rng(const tt_cpu_exec_t *c, tt_view_t *out) {
   tt_rng_attrs_t a;
   TT_ATTRS(c->instr, &a);
   int64_t seed = *(const int64_t *)c->x[0].data;
+  if (c->instr->fattrs[TT_RNG_TILED_FATTR] != 0.0) {
+    int32_t rank = out->shape.rank;
+    return tt_kernel_rng_tile((tt_rng_op_t)a.op, (uint64_t)seed, 0, a.a, a.b, a.dims.v + rank,
+                              a.dims.v + 2 * rank, out);
+  }
   return tt_kernel_rng((tt_rng_op_t)a.op, (uint64_t)seed, 0, a.a, a.b, out);
 }
 

@@ -67,8 +67,9 @@ _global_mesh = None
 
 def set_global_mesh(mesh):
     global _global_mesh
-    if not isinstance(mesh, Mesh):
-        raise TypeError(f"set_global_mesh expects a Mesh, got {type(mesh).__name__}")
+    # None unsets it (PyTorch/XLA accepts None too).
+    if mesh is not None and not isinstance(mesh, Mesh):
+        raise TypeError(f"set_global_mesh expects a Mesh or None, got {type(mesh).__name__}")
     _global_mesh = mesh
 
 
@@ -90,3 +91,6 @@ from torch_xla.distributed.spmd.patched_linear import (  # noqa: E402,F401
     EinsumLinear, XLAPatchedLinear, apply_xla_patch_to_nn_linear, xla_patched_nn_linear_forward)
 from torch_xla.distributed.spmd.api import (  # noqa: E402,F401
     auto_policy, xla_distribute_module, xla_distribute_tensor)
+# PyTorch/XLA's package exposes its xla_sharding submodule as an attribute
+# (xs.xla_sharding.apply_backward_optimization_barrier in its tests).
+from torch_xla.distributed.spmd import xla_sharding  # noqa: E402,F401

@@ -7,8 +7,7 @@ a batch already on its device and returns the batch.
   others are left unsharded.
 - input_sharding a dict {key: ShardingSpec}: the batch must be a dict
   (else ValueError); each key's tensor is marked with its spec; keys the
-  dict lacks are a ValueError naming them (PyTorch/XLA reports the same
-  from its loader thread).
+  dict lacks are a KeyError naming them (as PyTorch/XLA's loader raises).
 - A spec with minibatch=True requires the batch dim (0) of each marked
   tensor to divide by the local runtime device count (RuntimeError, as
   PyTorch/XLA).
@@ -51,7 +50,7 @@ def shard_batch(batch, input_sharding):
             raise ValueError("input batch should be a dict when input sharding is a dict.")
         missing = [k for k in batch if k not in input_sharding]
         if missing:
-            raise ValueError(f"Keys: {missing} are missing from input_sharding.")
+            raise KeyError(f"Keys: {missing} are missing from input_sharding.")
         for k, v in batch.items():
             _each_tensor(v, lambda t, s=input_sharding[k]: _apply(t, s))
         return batch
