@@ -144,6 +144,11 @@ struct tt_node_s {
    * may change after creation: tt_node_set_sharding, under the engine lock,
    * as PyTorch/XLA's mark_sharding annotates the tensor's IR value. */
   tt_sharding_t *sharding;
+  /* PARAM over sharded storage (torchtpu/spmd_exec.h: a tt_shard_set_t,
+   * one owned reference; buffer is then NULL): only a partitioned cut
+   * reads it per partition, every other reader assembles it. NULL
+   * otherwise. */
+  struct tt_shard_set_s *shards;
 };
 
 /* Makes a node for op with the given operands (retained) and attributes,

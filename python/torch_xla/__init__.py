@@ -42,6 +42,16 @@ def real_devices():
     return [f"{config.device_type()}:{i}" for i in range(config.ensure_runtime())]
 
 
+def _reapply_spmd_annotations():
+    """In SPMD mode, annotations follow in-place updates (optimizer steps)
+    onto the values a sync computes: their layouts stay fixed from step to
+    step (one compile), and the partitioned programs keep them sharded."""
+    from torch_xla import runtime as xr
+    if xr.is_spmd():
+        from torch_xla.distributed.spmd import annotations
+        annotations.reapply_shardings()
+
+
 def sync(wait=False, reset_scope=True):
     """Cuts the graph of every live tensor with pending work, compiles (or
     fetches from the cache) and queues it; with wait=True also blocks until
@@ -50,6 +60,7 @@ def sync(wait=False, reset_scope=True):
     from torchtpu import replicas
     config.ensure_runtime()
     _C.counter_add("MarkStep", 1)
+    _reapply_spmd_annotations()
     # A replica of a launch syncs its own device; its peers sync theirs.
     _C.sync(replicas.sync_device(), bool(wait), None)
     xm._run_step_closures()
@@ -75,6 +86,7 @@ def _sync_named(name):
     from torchtpu import replicas
     config.ensure_runtime()
     _C.counter_add("MarkStep", 1)
+    _reapply_spmd_annotations()
     _C.sync(replicas.sync_device(), False, name)
     xm._run_step_closures()
 

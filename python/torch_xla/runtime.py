@@ -168,17 +168,32 @@ def save(data, file_or_path, master_only: bool = True, global_master: bool = Fal
 _spmd = os.environ.get("XLA_USE_SPMD", "").lower() in ("1", "true", "yes")
 
 
+def _start_spmd_partitioning():
+    """The engine's partitioned execution on (each annotated program runs as
+    one program per device, tiled values held as shards; docs/spmd.md
+    "Partitioned execution"), unless TORCHTPU_SPMD_PARTITION=0 keeps sharded
+    programs running whole on one device."""
+    off = os.environ.get("TORCHTPU_SPMD_PARTITION", "1").strip().lower() in ("0", "false", "no")
+    _C.spmd_set_partitioning(not off)
+
+
+if _spmd:
+    _start_spmd_partitioning()
+
+
 def use_spmd(auto=False):
     """Turns on SPMD mode: programs are written for the whole mesh and
     annotated with torch_xla.distributed.spmd.mark_sharding. Here the engine
-    keeps computing each program unpartitioned on its device (a sharding
-    never changes a value); xs.run_spmd partitions through a PJRT plugin.
+    runs each annotated program partitioned, one program per device, each
+    device holding only its shards (docs/spmd.md "Partitioned execution");
+    xs.run_spmd partitions through a PJRT plugin.
     auto=True (XLA's auto-sharding) is not supported."""
     global _spmd
     if auto:
         raise NotImplementedError("use_spmd(auto=True): XLA auto-sharding is not supported")
     _spmd = True
     os.environ["XLA_USE_SPMD"] = "1"
+    _start_spmd_partitioning()
 
 
 def is_spmd():

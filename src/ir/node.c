@@ -11,6 +11,7 @@
 #include "torchtpu/ir.h"
 #include "torchtpu/op_table.h"
 #include "torchtpu/runtime.h"
+#include "torchtpu/spmd_exec.h"
 
 /* The checks every op shares, then the op's own (its entry's infer). */
 static tt_status_t tt_infer(tt_node_t *n) {
@@ -157,6 +158,7 @@ void tt_node_release(tt_node_t *node) {
       stack[top++] = n->operands[i];
     }
     if (n->buffer) tt_buffer_release(n->buffer);
+    if (n->shards) tt_shard_set_release(n->shards);
     free(n->operands);
     free(n->debug_info);
     free(n->sharding);

@@ -191,6 +191,10 @@ tt_status_t tt_lazy_capture(tt_tensor_t *const *inputs, int32_t num_inputs,
     if (!st) st = tt_graph_build(nodes, nr, &g, &gin);
     free(nodes);
   }
+  for (int32_t k = 0; !st && g && k < g->num_inputs; ++k)
+    if (gin[k]->shards) /* SPMD mode's sharded storage (spmd_exec.h) */
+      st = tt_status_make(TT_UNIMPLEMENTED, "capturing a graph that reads a tensor held as "
+                          "shards (SPMD mode) is not supported");
   if (!st && g) {
     int32_t n = g->num_inputs;
     c->num_graph_inputs = n;

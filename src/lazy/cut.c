@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lazy/lazy_internal.h"
+#include "lazy/spmd_internal.h"
 #include "torchtpu/metrics.h"
 #include "torchtpu/debug.h"
 #include "torchtpu/trace.h"
@@ -128,6 +129,8 @@ static void tt_attach_derived_(const tt_derived_t *d, int32_t nd) {
     t->data_node = NULL;
     tt_buffer_release(t->buffer);
     t->buffer = NULL;
+    tt_shard_set_release(t->shards);
+    t->shards = NULL;
     t->derived = 1;
   }
   if (nd) tt_counter_add("DerivedSyncTensor", nd);
@@ -227,10 +230,10 @@ static int tt_alias_first_seen_(uint64_t key) {
  * those after the run. This engine itself also donates at run time
  * whenever the execution holds an input buffer's only reference
  * (src/backends/cpu/backend.c, whose counter of the same name counts
- * those). */
-static void tt_count_alias_inputs_(uint64_t graph_hash, tt_node_t *const *inputs, int32_t ni,
-                                   tt_tensor_t *const *owners, int32_t nr, int step,
-                                   tt_buffer_t ***user_donated, int32_t *n_user) {
+ * those). Partitioned cuts count theirs here too (spmd_cut.c). */
+void tt_cut_count_alias_inputs_locked(uint64_t graph_hash, tt_node_t *const *inputs, int32_t ni,
+                                      tt_tensor_t *const *owners, int32_t nr, int step,
+                                      tt_buffer_t ***user_donated, int32_t *n_user) {
   int64_t aliased = 0;
   uint64_t key = graph_hash ^ 0x9E3779B97F4A7C15ull;
   int64_t *ids = step ? malloc(sizeof(int64_t) * ((size_t)nr + 1)) : NULL;
@@ -253,7 +256,7 @@ static void tt_count_alias_inputs_(uint64_t graph_hash, tt_node_t *const *inputs
      * or an in-place update's input-output alias, which PyTorch/XLA's
      * graph identity tells apart). */
     key = (key ^ ((uint64_t)(i + 1) << 1 | (uint64_t)by_user)) * 0x100000001B3ull;
-    if (!by_user) continue;
+    if (!by_user || !in->buffer) continue; /* shards are not deleted (docs/spmd.md) */
     if (!*user_donated) *user_donated = malloc(sizeof(tt_buffer_t *) * (size_t)ni);
     if (*user_donated) (*user_donated)[(*n_user)++] = in->buffer;
   }
@@ -277,9 +280,12 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
     if (t->node->op == TT_OP_PARAM) {
       /* An alias of existing data: no computation needed. */
       tt_buffer_t *b = t->node->buffer;
-      tt_buffer_retain(b);
+      if (b) tt_buffer_retain(b);
       tt_buffer_release(t->buffer);
       t->buffer = b;
+      tt_shard_set_retain(t->node->shards);
+      tt_shard_set_release(t->shards);
+      t->shards = t->node->shards;
       tt_node_release(t->data_node);
       t->data_node = t->node;
       t->node = NULL;
@@ -295,6 +301,13 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
   int32_t nderived = 0;
   if (derive) nr = tt_derive_roots_(roots, owners, nr, &derived, &nderived);
   if (nr == 0) goto done;
+  if (tt_spmd_on_locked()) {
+    /* SPMD mode: a sharded graph runs partitioned, one program per device. */
+    int handled = 0;
+    st = tt_spmd_cut_locked(roots, owners, nr, device, derive, &handled);
+    if (!st && handled) tt_attach_derived_(derived, nderived);
+    if (st || handled) goto done;
+  }
   tt_graph_t *g = NULL;
   tt_node_t **inputs = NULL;
   tt_executable_t *exe = NULL;
@@ -304,9 +317,11 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
   int32_t ni = eg->num_inputs;
   tt_buffer_t **user_donated = NULL;
   int32_t n_user_donated = 0;
-  tt_count_alias_inputs_(g->hash, inputs, ni, owners, nr, derive, &user_donated, &n_user_donated);
+  tt_cut_count_alias_inputs_locked(g->hash, inputs, ni, owners, nr, derive, &user_donated,
+                                   &n_user_donated);
   tt_input_value_t *vals = calloc((size_t)ni + 1, sizeof(*vals));
   tt_buffer_t **outs = calloc((size_t)nr + 1, sizeof(*outs));
+  tt_buffer_t **assembled = NULL; /* per input: a buffer assembled from shards */
   if (!vals || !outs) {
     st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (cut)");
   } else {
@@ -317,6 +332,14 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
     for (int32_t i = 0; i < ni; ++i) {
       tt_node_t *in = inputs[i];
       vals[i].buffer = in->op == TT_OP_PARAM ? in->buffer : NULL;
+      if (in->op == TT_OP_PARAM && in->shards && !st) {
+        /* Sharded storage read by a graph that runs whole: assembled on
+         * this device by a queued program (released after the enqueue). */
+        st = tt_spmd_assemble_locked(in->shards, &in->shape, in->dtype, device, &vals[i].buffer);
+        if (!assembled) assembled = calloc((size_t)ni + 1, sizeof(*assembled));
+        if (assembled) assembled[i] = vals[i].buffer;
+        else if (!st) st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (cut)");
+      }
       vals[i].scalar_f = in->scalar_f;
       vals[i].scalar_i = in->scalar_i;
       if (in->op != TT_OP_PARAM && tt_scalar_first_sent_(in, device)) {
@@ -335,7 +358,7 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
       tt_metric_add("InboundData", TT_UNIT_BYTES, (double)scalar_bytes);
       tt_metric_add("TransferToDeviceTime", TT_UNIT_NANOSECONDS, (double)unwrap_ns);
     }
-    for (int32_t r = 0; r < nr; ++r) {
+    for (int32_t r = 0; r < nr && !st; ++r) {
       tt_tensor_t *t = owners[r];
       size_t bytes = (size_t)tt_shape_numel(&t->shape) * tt_dtype_size(t->dtype);
       outs[r] = tt_buffer_create_pending(device, bytes);
@@ -349,6 +372,8 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
         tt_buffer_release(t->buffer);
         t->buffer = outs[r];
         outs[r] = NULL;
+        tt_shard_set_release(t->shards);
+        t->shards = NULL;
         tt_node_release(t->data_node);
         t->data_node = NULL;
         /* Drop the IR only after the job holds its input buffers. */
@@ -368,6 +393,9 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
     /* The graph's IR is gone: let the job run (it may now own its inputs). */
     if (!st) tt_runtime_release_held(device);
   }
+  if (assembled)
+    for (int32_t i = 0; i < ni; ++i) tt_buffer_release(assembled[i]);
+  free(assembled);
   free(user_donated);
   free(vals);
   free(outs);
@@ -389,7 +417,10 @@ tt_status_t tt_lazy_sync(int32_t device, int wait, const char *name) {
    * PyTorch/XLA's DeviceLockWait: the time a step's sync waits for the
    * device (earlier steps in flight) and the engine. */
   int64_t lock_t0 = tt_now_ns();
-  tt_runtime_throttle(device);
+  /* In SPMD mode a step's programs run on every device (spmd_cut.c): the
+   * step boundary paces, and a waiting sync waits for, all of them. */
+  int spmd = tt_lazy_spmd_partitioning();
+  tt_runtime_throttle(spmd ? -1 : device);
   pthread_mutex_lock(&tt_lazy_lock);
   tt_metric_add("DeviceLockWait", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - lock_t0));
   int64_t cap = tt_lazy_live_count_locked() + 1;
@@ -407,7 +438,7 @@ tt_status_t tt_lazy_sync(int32_t device, int wait, const char *name) {
   pthread_mutex_unlock(&tt_lazy_lock);
   tt_debug_set_sync_name(NULL);
   free(ts);
-  if (!st && wait) tt_runtime_wait(device);
+  if (!st && wait) tt_runtime_wait(spmd ? -1 : device);
   tt_trace_complete("SyncTensorsGraph", "lazy", trace_t0, "{\"device\":%d,\"wait\":%d}", device,
                     wait);
   return st;

@@ -27,6 +27,9 @@ struct tt_tensor_s {
   tt_dtype_t dtype;
   tt_shape_t shape;
   tt_buffer_t *buffer;   /* materialized value (maybe still pending) */
+  /* Or the value held as shards (spmd_exec.h; buffer NULL): SPMD mode's
+   * tiled values, one shard per device. */
+  struct tt_shard_set_s *shards;
   tt_node_t *node;       /* pending IR, owned */
   tt_node_t *data_node;  /* PARAM node over buffer, reused by later ops */
   tt_sharding_t *sharding; /* annotation (owned) given to node and data_node */
@@ -68,6 +71,14 @@ int32_t tt_lazy_pending_on_locked(int32_t device, tt_tensor_t **out);
  * or fetches it from the cache, and queues it. derive: a step's sync,
  * which may leave views' bases pending. */
 tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int derive);
+
+/* PyTorch/XLA's buffer donors among a cut's graph inputs: samples
+ * InputOutputAliasCount once per (graph, donors) and returns the
+ * user-marked donors' buffers (*user_donated, malloc'd; PARAMs over shards
+ * are not listed). step: a step's sync. Defined in cut.c. */
+void tt_cut_count_alias_inputs_locked(uint64_t graph_hash, tt_node_t *const *inputs, int32_t ni,
+                                      tt_tensor_t *const *owners, int32_t nr, int step,
+                                      tt_buffer_t ***user_donated, int32_t *n_user);
 
 /* ---- compile.c ---- */
 /* The cached executable of a graph with g's key, or NULL (borrowed). */

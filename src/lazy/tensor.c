@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lazy/lazy_internal.h"
+#include "lazy/spmd_internal.h"
 #include "torchtpu/debug.h"
 
 pthread_mutex_t tt_lazy_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -83,7 +84,21 @@ tt_status_t tt_tensor_scalar(int32_t device, tt_dtype_t dtype, double value_f, i
 tt_node_t *tt_tensor_use_node(tt_tensor_t *t) {
   if (t->node) return t->node;
   if (t->deleted) return NULL;
-  if (!t->data_node) {
+  if (!t->data_node && t->shards) {
+    /* Sharded storage: the PARAM holds the shards (no buffer); its
+     * annotation is the tensor's, as for one buffer (the storage layout is
+     * not part of the graph's key: a partitioned cut gives each program
+     * its input in the layout the program reads, spmd_cut.c). */
+    t->data_node = tt_node_create_param(t->shards->buffers[0], t->dtype, &t->shape, t->device);
+    if (t->data_node) {
+      tt_buffer_release(t->data_node->buffer);
+      t->data_node->buffer = NULL;
+      tt_shard_set_retain(t->shards);
+      t->data_node->shards = t->shards;
+      t->data_node->tensor_id = t->id;
+      if (t->sharding) t->data_node->sharding = tt_sharding_copy(t->sharding);
+    }
+  } else if (!t->data_node) {
     t->data_node = tt_node_create_param(t->buffer, t->dtype, &t->shape, t->device);
     if (t->data_node) {
       t->data_node->tensor_id = t->id;
@@ -132,12 +147,19 @@ tt_status_t tt_tensor_set_sharding(tt_tensor_t *t, const tt_sharding_t *sharding
   }
   tt_status_t st = NULL;
   pthread_mutex_lock(&tt_lazy_lock);
-  if (t->node) st = tt_node_set_sharding(t->node, sharding);
+  /* In SPMD mode the storage of data follows its annotation: shards of a
+   * layout the annotation no longer names are assembled into one buffer
+   * first, then a tiled annotation splits one buffer into shards. Both are
+   * queued programs: nothing waits here. */
+  if (!t->node && t->shards && !tt_sharding_equal(t->shards->layout, sharding))
+    st = tt_spmd_unshard_locked(t);
+  if (!st && t->node) st = tt_node_set_sharding(t->node, sharding);
   if (!st && t->data_node) st = tt_node_set_sharding(t->data_node, sharding);
   if (!st) {
     free(t->sharding);
     t->sharding = copy;
     copy = NULL;
+    st = tt_spmd_shard_storage_locked(t);
   }
   pthread_mutex_unlock(&tt_lazy_lock);
   free(copy);
@@ -204,6 +226,7 @@ void tt_tensor_release(tt_tensor_t *t) {
   tt_node_release(node);
   tt_node_release(data_node);
   tt_buffer_release(t->buffer);
+  tt_shard_set_release(t->shards);
   free(t->sharding);
   free(t);
 }
@@ -268,9 +291,16 @@ tt_status_t tt_tensor_to_host(tt_tensor_t *t, void *host, size_t nbytes) {
   pthread_mutex_lock(&tt_lazy_lock);
   tt_buffer_t *b = t->buffer;
   if (b) tt_buffer_retain(b);
+  tt_shard_set_t *shards = b ? NULL : t->shards;
+  tt_shard_set_retain(shards);
   tt_status_t deleted = t->deleted ? tt_tensor_deleted_error(t) : NULL;
   pthread_mutex_unlock(&tt_lazy_lock);
   if (deleted) return deleted;
+  if (shards) { /* assembled here, outside the engine lock */
+    tt_status_t st = tt_shard_set_to_host(shards, &t->shape, t->dtype, host, nbytes);
+    tt_shard_set_release(shards);
+    return st;
+  }
   if (!b) return tt_status_make(TT_INTERNAL, "tensor %lld has no value after sync", (long long)t->id);
   tt_status_t st = tt_buffer_to_host(b, host, nbytes);
   tt_buffer_release(b);
@@ -283,6 +313,10 @@ tt_status_t tt_tensor_buffer_address(tt_tensor_t *t, uintptr_t *out) {
   tt_buffer_t *b = t->node ? NULL : t->buffer;
   if (b) tt_buffer_retain(b);
   pthread_mutex_unlock(&tt_lazy_lock);
+  if (!b && !t->node && t->shards)
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "Could not get the buffer pointer for a sharded XLATensor: its data "
+                          "is held as one shard per device");
   if (!b)
     return tt_status_make(TT_INVALID_ARGUMENT,
                           "Could not get the buffer pointer for XLATensor with IR that's not "

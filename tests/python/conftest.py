@@ -41,10 +41,13 @@ def in_spmd_mode():
     XLA_USE_SPMD restored afterwards (later tests' subprocesses inherit the
     environment)."""
     import torch_xla.runtime as xr
+    from torchtpu import _C
     before, env = xr._spmd, os.environ.get("XLA_USE_SPMD")
+    partitioning = _C.spmd_partitioning()
     xr.use_spmd()
     yield
     xr._spmd = before
+    _C.spmd_set_partitioning(partitioning)
     if env is None:
         os.environ.pop("XLA_USE_SPMD", None)
     else:

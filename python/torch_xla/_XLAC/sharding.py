@@ -108,13 +108,12 @@ def _sharded(tensor):
 def _get_local_shards(tensors):
     """For each sharded tensor, [(shard as a CPU tensor, 'CPU:i'), ...], one
     per device of its annotation in device order, shards zero-padded to
-    XLA's shard shape (cut from the global value: docs/spmd.md)."""
+    XLA's shard shape (the engine's shard buffers, docs/spmd.md)."""
     from torch_xla.distributed.spmd import local_shards
     out = []
     for t in tensors:
         spec = _sharded(t)
-        value = t.detach().cpu()
-        out.append(list(zip(local_shards.shards(value, spec), local_shards.device_names(spec))))
+        out.append(list(zip(local_shards.shards_of(t, spec), local_shards.device_names(spec))))
     return out
 
 
@@ -136,6 +135,8 @@ def _load_local_shards(tensor, shards, devices):
     order = {d: i for i, d in enumerate(names)}
     pieces = [s for _, s in sorted(zip(devices, shards), key=lambda p: order[p[0]])]
     value = local_shards.assemble(pieces, spec, tuple(tensor.shape), tensor.dtype)
+    if local_shards.load_held(tensor, spec, pieces):  # each device gets its shard
+        return
     with torch.no_grad():
         tensor.copy_(value.to(tensor.device))
 

@@ -9,6 +9,7 @@
 #include <Python.h>
 
 #include "torchtpu/torchtpu.h"
+#include "torchtpu/spmd_exec.h"
 
 /* Sets the Python exception PyTorch would raise for a failed status, frees
  * the status, returns NULL. */
@@ -51,6 +52,7 @@ extern PyMethodDef tt_py_methods_trace[];
 extern PyMethodDef tt_py_methods_stablehlo[];
 extern PyMethodDef tt_py_methods_pjrt[];
 extern PyMethodDef tt_py_methods_spmd[];
+extern PyMethodDef tt_py_methods_spmd_exec[];
 extern PyMethodDef tt_py_methods_op_table[];
 extern PyMethodDef tt_py_methods_collective[];
 
@@ -58,5 +60,8 @@ extern PyMethodDef tt_py_methods_collective[];
  * last_tile_dim_replicate, num_devices) with kind "replicated", "tiled" or
  * "manual" (spmd.c). New reference, NULL with an exception on error. */
 PyObject *tt_py_sharding_to_python(const tt_sharding_t *s);
+/* Parses a sharding spec tuple (spmd.c); *out NULL for None; 0 with an
+ * exception set on a malformed spec. */
+int tt_py_sharding_from_python(PyObject *spec, tt_sharding_t **out);
 
 #endif

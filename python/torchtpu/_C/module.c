@@ -1,7 +1,7 @@
 /* torchtpu._C: the Python binding of the C API, one file per subsystem in
  * this folder (tensor.c, record.c, runtime.c, graph.c, metrics.c,
  * capture.c, cache.c, blas.c, debug.c, trace.c, stablehlo.c, pjrt.c,
- * spmd.c, op_table.c, collective.c; binding.h is what they share). Each binding converts
+ * spmd.c, op_table.c, collective.c, spmd_exec.c; binding.h is what they share). Each binding converts
  * arguments, calls one C API function, and turns a failed status into the
  * exception PyTorch would raise (status.c). This file only assembles the
  * module from the files' method tables and types. */
@@ -17,7 +17,7 @@ PyMODINIT_FUNC PyInit__C(void) {
       tt_py_methods_graph,     tt_py_methods_metrics,   tt_py_methods_capture,
       tt_py_methods_cache,     tt_py_methods_blas,      tt_py_methods_debug,
       tt_py_methods_trace,     tt_py_methods_stablehlo, tt_py_methods_pjrt,
-      tt_py_methods_spmd,      tt_py_methods_op_table,  tt_py_methods_collective,
+      tt_py_methods_spmd,      tt_py_methods_op_table,  tt_py_methods_collective, tt_py_methods_spmd_exec,
   };
   PyObject *mod = PyModule_Create(&moduledef);
   if (!mod) return NULL;

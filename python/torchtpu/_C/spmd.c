@@ -35,7 +35,7 @@ PyObject *tt_py_sharding_to_python(const tt_sharding_t *s) {
 }
 
 /* Parses spec into a malloc'd sharding (*out NULL for None). */
-static int tt_py_sharding_from_python(PyObject *spec, tt_sharding_t **out) {
+int tt_py_sharding_from_python(PyObject *spec, tt_sharding_t **out) {
   *out = NULL;
   if (spec == Py_None) return 1;
   const char *kind;

@@ -91,12 +91,16 @@ static PyObject *tt_py_shlo_input(const tt_node_t *n, int with_values) {
   if (n->op == TT_OP_SCALAR) {
     value = tt_dtype_is_float(n->dtype) ? PyFloat_FromDouble(n->scalar_f)
                                         : PyLong_FromLongLong(n->scalar_i);
-  } else if (with_values && n->buffer) {
+  } else if (with_values && (n->buffer || n->shards)) {
     size_t nbytes = (size_t)tt_shape_numel(&n->shape) * tt_dtype_size(n->dtype);
     value = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)nbytes);
     if (value && nbytes) {
       tt_status_t st;
-      Py_BEGIN_ALLOW_THREADS st = tt_buffer_to_host(n->buffer, PyBytes_AS_STRING(value), nbytes);
+      /* Sharded storage (SPMD mode, spmd_exec.h) is assembled here. */
+      Py_BEGIN_ALLOW_THREADS st = n->shards ? tt_shard_set_to_host(n->shards, &n->shape, n->dtype,
+                                                                   PyBytes_AS_STRING(value), nbytes)
+                                            : tt_buffer_to_host(n->buffer,
+                                                                PyBytes_AS_STRING(value), nbytes);
       Py_END_ALLOW_THREADS if (st) {
         Py_DECREF(value);
         return tt_py_raise_status(st);

@@ -13,6 +13,7 @@
 
 #include "backends/cpu/exec.h"
 #include "torchtpu/collective.h"
+#include "torchtpu/spmd_exec.h"
 
 /* A collective's attributes, whichever op it is. */
 typedef union tt_collective_attrs_u {
@@ -58,6 +59,8 @@ static tt_status_t tt_collective_members_(const tt_instr_t *in, int32_t device,
                                           const tt_attr_list_t *groups, int64_t group_size,
                                           int64_t *ids, int32_t *n) {
   int32_t world = tt_collective_world_size();
+  int32_t parts = tt_spmd_channel_partitions(in->iattrs[3]);
+  if (parts) world = parts; /* a partitioned program: its partitions */
   if (groups->n == 0 || in->op == TT_OP_COLLECTIVE_PERMUTE) {
     if (world <= 1) {
       ids[0] = device;
@@ -93,6 +96,8 @@ static tt_status_t tt_cpu_exec_collective(const tt_cpu_exec_t *c, tt_view_t *out
   int64_t count = tt_shape_numel(&x->shape);
   size_t bytes = (size_t)count * tt_dtype_size(x->dtype);
   int32_t world = tt_collective_world_size();
+  int32_t parts = tt_spmd_channel_partitions(in->iattrs[3]);
+  if (parts) world = parts; /* a partitioned program: its partitions */
   int32_t device = tt_collective_device_base() + c->device;
   if (in->op == TT_OP_COLLECTIVE_PERMUTE && world <= 1) {
     /* One replica: a pair into this device from itself copies, no pair

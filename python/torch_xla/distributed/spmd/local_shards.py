@@ -1,9 +1,12 @@
-"""Each device's shard of a sharded tensor, computed from its global value.
+"""Each device's shard of a sharded tensor.
 
-Contract (PyTorch/XLA's local-shard semantics, on an engine whose own
-backend does not split data: every shard is cut on the host from the
-tensor's global value, so it is exactly what a partitioned backend would
-hold):
+Contract (PyTorch/XLA's local-shard semantics). In SPMD mode the engine
+holds a tiled tensor as shards, one buffer per device (docs/spmd.md
+"Partitioned execution"): held(t, spec) / load_held(t, spec, pieces) read
+and write those buffers themselves. A tensor not held in its annotation's
+layout (replicated, or partitioning switched off) has its shards cut on the
+host from its global value (shards(value, spec)): the same values and
+indices.
 - layout(spec, shape) -> [(replica_id, indices)] for devices 0..n-1 of the
   annotation. indices is Ellipsis for a replicated tensor, else one
   slice(start, stop, 1) per dim into the global tensor, without padding.
@@ -11,7 +14,8 @@ hold):
   shape); the last shards may be short or empty and are zero-padded.
   replica_id: 0 for tiled, the index in the replication group for partial
   replication, the device ordinal for replicated.
-- shards(value, spec) -> [padded CPU tensor] in the same device order.
+- shards_of(t, spec) -> [padded CPU tensor] in device order: the held
+  shards when t is held in spec's layout, else shards(t's value, spec).
 - assemble(shards, spec, shape) -> the global value from padded shards
   (refusing a wrong count or shard shape with RuntimeError, as
   PyTorch/XLA's shard loading does).
@@ -94,3 +98,59 @@ def device_names(spec):
     from torchtpu import config
     return [f"{config.device_type()}:{d}" for d in range(num_devices(spec))]
 
+
+
+def _same_spec(a, b):
+    """Two spec tuples (kind, tile_dims, devices, last_tile_dim_replicate, n) alike."""
+    return (a[0] == b[0] and tuple(a[1]) == tuple(b[1]) and tuple(a[2]) == tuple(b[2])
+            and bool(a[3]) == bool(b[3]) and int(a[4]) == int(b[4]))
+
+
+def held(t, spec):
+    """t's shard buffers (padded CPU tensors, device order) when the engine
+    holds t as shards laid out by spec; None otherwise."""
+    from torchtpu import _C, bridge
+    if spec[0] != "tiled":
+        return None
+    h = bridge.handle_of(t)
+    stored = _C.tensor_storage_layout(h)
+    if stored is None or not _same_spec(stored, spec):
+        return None
+    full = shard_shape(spec, tuple(t.shape))
+    out = []
+    for p in range(num_devices(spec)):
+        piece = torch.empty(full, dtype=bridge.TT_STORAGE_TORCH[h.dtype])
+        _C.tensor_shard_to_host(h, p, piece.data_ptr(), piece.numel() * piece.element_size())
+        out.append(piece if piece.dtype is t.dtype else piece.to(t.dtype))
+    return out
+
+
+def shards_of(t, spec):
+    got = held(t, spec)
+    return got if got is not None else shards(t.detach().cpu(), spec)
+
+
+def load_held(t, spec, pieces):
+    """Writes padded shards (device order) as t's held shards; False when
+    the engine does not hold tensors as shards (the caller assigns the
+    assembled value instead)."""
+    from torchtpu import _C, bridge
+    if spec[0] != "tiled" or not _C.spmd_partitioning():
+        return False
+    # A fresh value receives the shards (t's own engine value may be shared
+    # with its clones); t then takes that value, as an assignment would.
+    fresh = torch.empty(tuple(t.shape), dtype=t.dtype, device=t.device)
+    h = bridge.handle_of(fresh)
+    storage = bridge.TT_STORAGE_TORCH[h.dtype]
+    full = shard_shape(spec, tuple(t.shape))
+    data = []
+    for p in pieces:
+        if tuple(p.shape) != full:
+            raise RuntimeError(f"Shard of shape {tuple(p.shape)} does not match the sharding's "
+                               f"shard shape {full}")
+        data.append(p.detach().to(storage).contiguous())
+    nbytes = data[0].numel() * data[0].element_size()
+    _C.tensor_load_shards(h, spec, [d.data_ptr() for d in data], nbytes)
+    with torch.no_grad():
+        t.copy_(fresh)
+    return True

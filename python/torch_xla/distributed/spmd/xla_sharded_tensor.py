@@ -8,8 +8,9 @@ Contract:
   (so `model(xst)` prints as XLAShardedTensor). A wrapper created with
   requires_grad=True is an autograd leaf of its own: ops on it are recorded
   against it and its .grad is filled by backward.
-- local_shards: one XLAShard per device of the annotation, cut from the
-  global value on the host (local_shards.py); load_local_shards_ writes a
+- local_shards: one XLAShard per device of the annotation, read from the
+  engine's shard buffers (or cut from the global value on the host when it
+  is not held as shards: local_shards.py); load_local_shards_ writes a
   full set back (RuntimeError for a partial set, wrong shapes, or a
   replicated tensor); sharding_spec / sharding_type read the annotation.
 """
@@ -104,11 +105,10 @@ class XLAShardedTensor(DTensor):
     def local_shards(self) -> List[XLAShard]:
         from torch_xla.distributed.spmd import local_shards
         spec = self._annotation()
-        value = self.global_tensor.detach().cpu()
         names = local_shards.device_names(spec)
         return [XLAShard(data, idx, dev, rep) for data, (rep, idx), dev in zip(
-            local_shards.shards(value, spec), local_shards.layout(spec, tuple(value.shape)),
-            names)]
+            local_shards.shards_of(self.global_tensor, spec),
+            local_shards.layout(spec, tuple(self.global_tensor.shape)), names)]
 
     def load_local_shards_(self, shards: List[XLAShard]):
         from torch_xla._XLAC.sharding import _load_local_shards
