@@ -10,7 +10,7 @@ PYTORCH_XLA_CHECKOUT, default /work/xla. Without a checkout the tests skip
 and say so (the examples are not vendored here).
 
 Not run: examples/fsdp/train_resnet_fsdp_auto_wrap.py needs torchvision
-(not a dependency of this project) and XlaFullyShardedDataParallel."""
+(not a dependency of this project)."""
 import json
 import math
 import os
@@ -68,12 +68,11 @@ def test_eager_spmd_data_parallel_example_trains_partitioned():
     # programs and never fell back to running a graph whole.
     assert counters["SpmdPartitionedExecution"] > 0, counters
     assert counters["SpmdPartitionFallback"] == 0, counters
+    assert counters["SpmdPartitionFallback"] == 0, counters
 
 
-@pytest.mark.xfail(strict=True, reason="torch_xla.experimental.spmd_fully_sharded_data_parallel "
-                   "(FSDPv2) and torch_xla.distributed.fsdp.wrap are not implemented: "
-                   "the example stops at its import")
 def test_fsdp_v2_example_trains():
     losses, counters, out = run_example("fsdp/train_decoder_only_fsdp_v2.py")
     check_losses(losses, out)
     assert counters["SpmdPartitionedExecution"] > 0, counters
+    assert counters["SpmdPartitionFallback"] == 0, counters
