@@ -38,6 +38,7 @@ error naming the call, the group and what is known of the peers: a peer
 process that died with an exception published it in the job's store first
 (an exception hook installed by start), so its message is quoted. The
 failure then aborts this process's collectives (C side)."""
+import atexit
 import ctypes
 import datetime
 import queue
@@ -162,6 +163,7 @@ class _Channel:
         self.rank = self.processes.index(transport.index)
         self.seq = 0
         self.pg = None
+        self.connect_done = threading.Event()  # the first connect attempt ended
         self.queue = queue.Queue()
         self.thread = threading.Thread(target=self._run, name=f"torchtpu-transport-{ids[:4]}",
                                        daemon=True)
@@ -188,6 +190,8 @@ class _Channel:
                     self._connect()
                 except Exception:
                     pass  # the first request reports it
+                finally:
+                    self.connect_done.set()
                 continue
             handle = rq[0]
             try:
@@ -423,7 +427,27 @@ def start(index, count, local_devices):
         previous(exc_type, exc, tb)
 
     sys.excepthook = hook
+    atexit.register(_finish_connect)
     _state.thread.start()
+
+
+# How long a process that exits leaves its eager connect to finish.
+_EXIT_CONNECT_WAIT_S = 30.0
+
+
+def _finish_connect():
+    """At exit: lets the eager connect of the job's group end first. Gloo
+    cannot be torn down while a thread is inside its connect (the process
+    aborts: "terminate called without an active exception"), which a
+    process that exits before its first collective would otherwise hit.
+    The peers exit or connect too, so the wait is short; it is bounded for
+    a peer that is already gone."""
+    state = _state
+    if state is None or not state.ready.wait(_EXIT_CONNECT_WAIT_S):
+        return
+    world = state.channels.get(tuple(range(state.count * state.local_devices)))
+    if world is not None:  # the one group connected eagerly (_dispatch)
+        world.connect_done.wait(min(_EXIT_CONNECT_WAIT_S, state.timeout_s))
 
 
 def publish_failure(exc):

@@ -256,3 +256,14 @@ def test_peer_killed_job_fails(tmp_path):
     assert "Signal 9 (SIGKILL) received by PID" in res.stderr or "SIGKILL" in res.stderr, \
         res.stderr[-3000:]
     assert elapsed < 45
+
+
+def test_exit_before_any_collective_is_clean(tmp_path):
+    # A process that starts the runtime and exits at once (PyTorch/XLA's
+    # test_mp_early_exit.py on a non-TPU device) leaves while its eager Gloo
+    # connect may still run: the exit must wait for it, not abort.
+    for attempt in range(3):
+        r = _torchrun("quit", tmp_path / f"quit{attempt}.json")
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        assert sorted(ln for ln in r.stdout.splitlines() if ln.startswith("quit")) == [
+            "quit 0 of 2", "quit 1 of 2"], r.stdout
