@@ -94,3 +94,26 @@ def test_outside_spmd_mode_reports_nothing():
     t = torch.randn(4, 4).to("xla") * 2
     torch_xla.sync()
     assert spec(t) == "" and xs.get_sharding_type(t) is None
+
+
+@pytest.mark.usefixtures("in_spmd_mode")
+def test_local_shards_of_synced_values():
+    mesh = xs.Mesh(np.arange(4), (4,), ("data",))
+    a0 = torch.randn(10, 3)
+    a = a0.to("xla")
+    xs.mark_sharding(a, mesh, ("data", None))
+    y = a * 2  # propagated rows, never annotated
+    s = y.sum()
+    torch_xla.sync()
+    shards = torch_xla._XLAC._get_local_shards([y])[0]
+    assert [d for _, d in shards] == [f"CPU:{i}" for i in range(4)]
+    want = torch.nn.functional.pad(a0 * 2, (0, 0, 0, 2))  # 10 rows -> 4 tiles of 3
+    for i, (data, _) in enumerate(shards):
+        torch.testing.assert_close(data, want[3 * i:3 * i + 3])
+    reps = torch_xla._XLAC._get_local_shards([s])[0]
+    assert len(reps) == 4
+    for data, _ in reps:
+        torch.testing.assert_close(data, (a0 * 2).sum())
+    uploaded = torch.randn(2).to("xla")
+    with pytest.raises(RuntimeError, match="Tensor is not sharded"):
+        torch_xla._XLAC._get_local_shards([uploaded])

@@ -163,7 +163,12 @@ def reported_spec_of(t):
     import torch_xla.runtime as xr
     if not xr.is_spmd():
         return None
-    return _C.tensor_result_layout(bridge.handle_of(unwrap(t)))
+    spec = _C.tensor_result_layout(bridge.handle_of(unwrap(t)))
+    if spec is not None and spec[0] == "replicated":
+        from torchtpu import config
+        # Replicated over every device, as PyTorch/XLA's output shardings.
+        spec = spec[:4] + (config.ensure_runtime(),)
+    return spec
 
 
 def get_sharding_spec(t):
