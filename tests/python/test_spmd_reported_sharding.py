@@ -117,3 +117,18 @@ def test_local_shards_of_synced_values():
     uploaded = torch.randn(2).to("xla")
     with pytest.raises(RuntimeError, match="Tensor is not sharded"):
         torch_xla._XLAC._get_local_shards([uploaded])
+
+
+@pytest.mark.usefixtures("in_spmd_mode")
+def test_cleared_result_reports_nothing_until_synced_again():
+    mesh = xs.Mesh(np.arange(4), (4,), ("data",))
+    a = torch.randn(8, 4).to("xla")
+    xs.mark_sharding(a, mesh, ("data", None))
+    y = a + 1
+    torch_xla.sync()
+    assert spec(y) == "{devices=[4,1]" + ALL4 + "}"
+    xs.clear_sharding(y)  # clears the reported layout too, as PyTorch/XLA
+    assert spec(y) == "" and not held(y)
+    z = y * 2
+    torch_xla.sync()
+    assert spec(z) == "{replicated}"
