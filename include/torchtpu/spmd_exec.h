@@ -61,6 +61,12 @@ int tt_lazy_spmd_partitioning(void);
  * when t is not held as shards: pending, one buffer, or a placeholder).
  * Syncs t first when it is pending. */
 tt_status_t tt_tensor_storage_layout(tt_tensor_t *t, tt_sharding_t **out_layout);
+/* The layout t's materialized value has, for reporting (PyTorch/XLA sets
+ * a synced tensor's sharding from its program's output shardings): its
+ * shards' layout when held as shards; a replicated sharding (num_devices
+ * 0) when a graph cut wrote it as one buffer; NULL otherwise (pending,
+ * uploaded data, a placeholder). Never syncs. *out_layout is malloc'd. */
+tt_status_t tt_tensor_result_layout(tt_tensor_t *t, tt_sharding_t **out_layout);
 /* Copies partition p's shard buffer of t (padded shard shape, nbytes) to
  * host, waiting for it. TT_INVALID_ARGUMENT when t is not held as
  * shards. */

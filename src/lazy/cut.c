@@ -380,6 +380,7 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
         tt_node_t *old = t->node;
         t->node = NULL;
         t->derived = 0;
+        t->cut_result = 1;
         tt_node_release(old);
       }
       tt_metric_add("WrapXlaData", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - wrap_t0));

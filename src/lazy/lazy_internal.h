@@ -40,6 +40,9 @@ struct tt_tensor_s {
    * deleted (tt_tensor_delete_donated_locked); no buffer, node or data
    * node, and any use is refused. */
   uint8_t deleted;
+  /* The value was written by a graph cut (not uploaded, not loaded as
+   * shards): tt_tensor_result_layout reports it replicated when one buffer. */
+  uint8_t cut_result;
   tt_tensor_t *prev, *next;
 };
 

@@ -30,6 +30,9 @@ typedef struct tt_spmd_entry_s {
   int32_t *input_pos;        /* n * num_inputs: program input of source input k */
   tt_sharding_t **in_layout; /* num_inputs: tiled propagated layout, or NULL (whole) */
   tt_sharding_t **out_layout; /* num_outputs: tiled, or NULL (replicated) */
+  /* Partition 0's collectives (every partition issues the same ones):
+   * added to the Spmd* collective counters at each execution. */
+  tt_partition_stats_t stats;
 } tt_spmd_entry_t;
 
 #define TT_SPMD_BUCKETS 64
@@ -74,6 +77,7 @@ static tt_status_t tt_spmd_partition_(tt_graph_t *g, tt_spmd_entry_t *e) {
     tt_graph_t *opt = NULL;
     if (!st) st = tt_graph_optimize(part->graph, &opts, &opt);
     if (!st) {
+      if (p == 0) e->stats = part->stats;
       for (int32_t k = 0; k < e->num_inputs; ++k)
         e->input_pos[p * e->num_inputs + k] = part->input_position[k];
       /* The programs' collectives meet between the partitions of this
@@ -190,6 +194,17 @@ static int32_t tt_spmd_count_(const tt_graph_t *g, tt_node_t *const *nodes) {
   return tiled ? n : 0;
 }
 
+/* The collectives one partitioned execution runs (per partition: every
+ * partition issues the same ones), as PyTorch/XLA users read them from
+ * the compiled HLO; a counter only once it is non-zero. */
+static void tt_spmd_count_collectives_(const tt_partition_stats_t *s) {
+  if (s->all_reduces) tt_counter_add("SpmdAllReduce", s->all_reduces);
+  if (s->all_gathers) tt_counter_add("SpmdAllGather", s->all_gathers);
+  if (s->reduce_scatters) tt_counter_add("SpmdReduceScatter", s->reduce_scatters);
+  if (s->all_to_alls) tt_counter_add("SpmdAllToAll", s->all_to_alls);
+  if (s->collective_permutes) tt_counter_add("SpmdCollectivePermute", s->collective_permutes);
+}
+
 tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t nr,
                                int32_t device, int step, int *handled) {
   *handled = 0;
@@ -301,6 +316,7 @@ tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t 
     tt_node_t *old = t->node;
     t->node = NULL;
     t->derived = 0;
+    t->cut_result = 1;
     tt_node_release(old);
   }
   if (!st)
@@ -309,6 +325,7 @@ tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t 
   if (!st) {
     *handled = 1;
     tt_counter_add("SpmdPartitionedExecution", 1);
+    tt_spmd_count_collectives_(&e->stats);
   }
 out:
   if (vals)

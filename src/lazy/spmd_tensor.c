@@ -79,6 +79,22 @@ tt_status_t tt_tensor_storage_layout(tt_tensor_t *t, tt_sharding_t **out_layout)
   return st;
 }
 
+tt_status_t tt_tensor_result_layout(tt_tensor_t *t, tt_sharding_t **out_layout) {
+  *out_layout = NULL;
+  tt_status_t st = NULL;
+  pthread_mutex_lock(&tt_lazy_lock);
+  if (!t->node && !t->deleted && t->shards) {
+    *out_layout = tt_sharding_copy(t->shards->layout);
+    if (!*out_layout) st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (sharding)");
+  } else if (!t->node && !t->deleted && t->buffer && t->cut_result) {
+    *out_layout = calloc(1, tt_sharding_size(0));
+    if (!*out_layout) st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (sharding)");
+    else (*out_layout)->kind = TT_SHARDING_REPLICATED;
+  }
+  pthread_mutex_unlock(&tt_lazy_lock);
+  return st;
+}
+
 tt_status_t tt_tensor_shard_to_host(tt_tensor_t *t, int32_t p, void *host, size_t nbytes) {
   pthread_mutex_lock(&tt_lazy_lock);
   tt_buffer_t *b = NULL;
@@ -120,6 +136,7 @@ tt_status_t tt_tensor_load_shards(tt_tensor_t *t, const tt_sharding_t *layout,
   t->node = NULL;
   t->derived = 0;
   t->deleted = 0;
+  t->cut_result = 0;
   tt_buffer_release(t->buffer);
   t->buffer = NULL;
   tt_shard_set_release(t->shards);

@@ -159,6 +159,8 @@ tt_status_t tt_tensor_set_sharding(tt_tensor_t *t, const tt_sharding_t *sharding
     free(t->sharding);
     t->sharding = copy;
     copy = NULL;
+    /* Cleared: reports no layout until its next sync (PyTorch/XLA). */
+    if (!sharding) t->cut_result = 0;
     st = tt_spmd_shard_storage_locked(t);
   }
   pthread_mutex_unlock(&tt_lazy_lock);

@@ -94,9 +94,12 @@ int main(void) {
   CHECK_OK(tt_tensor_to_host(a, back, sizeof(back)));
   CHECK(!memcmp(back, a_host, sizeof(back)), "a assembled from its shards");
   CHECK_CODE(tt_tensor_shard_to_host(b, 0, back, 4), TT_INVALID_ARGUMENT, "b holds no shards");
+  CHECK_OK(tt_tensor_result_layout(b, &layout));
+  CHECK(!layout, "uploaded data reports no layout");
 
   /* ---- an annotated graph runs partitioned; compiled once ---- */
   int64_t unc = tt_counter_value("UncachedCompile"), part = tt_counter_value("SpmdPartitionedExecution");
+  int64_t ar = tt_counter_value("SpmdAllReduce"), ag = tt_counter_value("SpmdAllGather");
   for (int step = 0; step < 2; ++step) {
     int64_t dot_attrs[2] = {0, 0}, sum_attrs[4] = {TT_RED_SUM, 7, 0, TT_F32};
     tt_tensor_t *c = op2(TT_OP_DOT, a, b, dot_attrs, 2);
@@ -117,11 +120,23 @@ int main(void) {
     free(layout);
     CHECK_OK(tt_tensor_storage_layout(s, &layout));
     CHECK(!layout, "the replicated sum is one buffer");
+    /* What the synced values report (tt_tensor_result_layout). */
+    CHECK_OK(tt_tensor_result_layout(c, &layout));
+    CHECK(layout && layout->kind == TT_SHARDING_TILED && layout->tile_dims[1] == NDEV,
+          "step %d: a @ b reports its row shards", step);
+    free(layout);
+    CHECK_OK(tt_tensor_result_layout(s, &layout));
+    CHECK(layout && layout->kind == TT_SHARDING_REPLICATED, "the sum reports replicated");
+    free(layout);
     tt_tensor_release(c);
     tt_tensor_release(s);
   }
   CHECK(tt_counter_value("UncachedCompile") - unc == 1, "one compile for two runs");
   CHECK(tt_counter_value("SpmdPartitionedExecution") - part == 2, "two partitioned runs");
+  /* Per execution: the full sum of row shards combines with one
+   * all_reduce; nothing is gathered. */
+  CHECK(tt_counter_value("SpmdAllReduce") - ar == 2, "one all_reduce per run");
+  CHECK(tt_counter_value("SpmdAllGather") - ag == 0, "no all_gather");
 
   /* ---- shards written from the host ---- */
   float shards[NDEV][2 * K];

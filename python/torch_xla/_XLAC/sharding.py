@@ -99,7 +99,7 @@ def _get_xla_sharding_type(tensor):
 
 def _sharded(tensor):
     from torch_xla.distributed.spmd import annotations
-    spec = annotations.spec_tuple_of(tensor)
+    spec = annotations.reported_spec_of(tensor)  # a synced value's layout counts too
     if spec is None:
         raise RuntimeError("Tensor is not sharded")
     return spec

@@ -2,6 +2,9 @@
  *   spmd_set_partitioning(on), spmd_partitioning() -> bool
  *   tensor_storage_layout(t) -> spec or None: the layout of t's shards
  *       (syncs t when pending; None when it is held as one buffer)
+ *   tensor_result_layout(t) -> spec or None: the layout a synced value
+ *       reports (its shards' layout; replicated for one buffer a cut
+ *       wrote; None when pending or uploaded); never syncs
  *   tensor_shard_to_host(t, p, ptr, nbytes): partition p's padded shard
  *   tensor_load_shards(t, spec, [ptr, ...], shard_bytes): t's value
  *       becomes these shards, one per partition (device p holds shard p) */
@@ -29,6 +32,18 @@ static PyObject *py_tensor_storage_layout(PyObject *m, PyObject *arg) {
   tt_status_t st;
   Py_BEGIN_ALLOW_THREADS st = tt_tensor_storage_layout(t, &s);
   Py_END_ALLOW_THREADS if (st) return tt_py_raise_status(st);
+  PyObject *r = tt_py_sharding_to_python(s);
+  free(s);
+  return r;
+}
+
+static PyObject *py_tensor_result_layout(PyObject *m, PyObject *arg) {
+  (void)m;
+  tt_tensor_t *t;
+  if (!tt_py_as_tensor(arg, &t)) return NULL;
+  tt_sharding_t *s = NULL;
+  tt_status_t st = tt_tensor_result_layout(t, &s);
+  if (st) return tt_py_raise_status(st);
   PyObject *r = tt_py_sharding_to_python(s);
   free(s);
   return r;
@@ -95,6 +110,8 @@ PyMethodDef tt_py_methods_spmd_exec[] = {
     {"spmd_partitioning", py_spmd_partitioning, METH_NOARGS, "spmd_partitioning() -> bool"},
     {"tensor_storage_layout", py_tensor_storage_layout, METH_O,
      "tensor_storage_layout(t) -> spec of t's shards, or None"},
+    {"tensor_result_layout", py_tensor_result_layout, METH_O,
+     "tensor_result_layout(t) -> spec a synced value reports, or None"},
     {"tensor_shard_to_host", py_tensor_shard_to_host, METH_VARARGS,
      "tensor_shard_to_host(t, p, ptr, nbytes): partition p's shard"},
     {"tensor_load_shards", py_tensor_load_shards, METH_VARARGS,

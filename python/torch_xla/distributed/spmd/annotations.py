@@ -13,7 +13,8 @@ Contract:
   annotation of the tensor's value is replaced).
 - clear_sharding(t) removes it and returns the plain tensor.
 - get_sharding_spec(t): XLA's HloSharding text or "";
-  get_sharding_type(t): ShardingType or None.
+  get_sharding_type(t): ShardingType or None. Both also report a synced
+  value's layout in SPMD mode (reported_spec_of).
 The annotation lives on the tensor's engine value (C tt_sharding_t); since
 an in-place update gives the tensor a new value under functionalization,
 annotated tensors are remembered and their annotation put back before it
@@ -150,17 +151,39 @@ def clear_sharding(t):
     return g
 
 
+def reported_spec_of(t):
+    """The sharding tuple t reports: its annotation; else, in SPMD mode, the
+    layout its synced value has (PyTorch/XLA gives a synced tensor its
+    program's output sharding): the shards' layout when held as shards,
+    replicated for one buffer a graph cut wrote. None when pending or
+    uploaded and unannotated. Never syncs."""
+    spec = spec_tuple_of(t)
+    if spec is not None:
+        return spec
+    import torch_xla.runtime as xr
+    if not xr.is_spmd():
+        return None
+    spec = _C.tensor_result_layout(bridge.handle_of(unwrap(t)))
+    if spec is not None and spec[0] == "replicated":
+        from torchtpu import config
+        # Replicated over every device, as PyTorch/XLA's output shardings.
+        spec = spec[:4] + (config.ensure_runtime(),)
+    return spec
+
+
 def get_sharding_spec(t):
     """t's sharding as XLA's HloSharding text ("{devices=[2,1]0,1}"), or ""
-    when unannotated (PyTorch/XLA: torch_xla._XLAC._get_xla_sharding_spec)."""
+    when it reports none (reported_spec_of; PyTorch/XLA:
+    torch_xla._XLAC._get_xla_sharding_spec). A tensor held as shards always
+    reports their layout."""
     g = unwrap(t)
-    spec = spec_tuple_of(g)
+    spec = reported_spec_of(g)
     return "" if spec is None else _C.sharding_text(spec, g.dim())
 
 
 def get_sharding_type(t):
-    """ShardingType of t's annotation, or None."""
-    spec = spec_tuple_of(t)
+    """ShardingType t reports (reported_spec_of), or None."""
+    spec = reported_spec_of(t)
     if spec is None:
         return None
     if spec[0] == "replicated":
