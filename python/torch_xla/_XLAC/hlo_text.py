@@ -6,7 +6,8 @@ generic form, one op a line; to_hlo_text() rewrites that into HLO syntax
 instruction by instruction: `%multiply.4 = f32[3]{0} multiply(f32[3]{0}
 %p0.1, f32[3]{0} %broadcast.3)`, regions (reduce, sort, all-reduce, ...)
 as separate computations named by to_apply, multi-result ops as tuples
-read through get-tuple-element, and an ENTRY whose ROOT is the tuple of
+read through get-tuple-element (opt-barrier over a tuple of its operands,
+as XLA has it), and an ENTRY whose ROOT is the tuple of
 the requested tensors. Op names follow HLO's (dot_general -> dot,
 broadcast_in_dim -> broadcast, log_plus_one -> log-plus-one, ...);
 attributes become HLO's where the two differ in spelling (dimensions=,
@@ -291,6 +292,15 @@ def _convert_block(lines, pos, printer, env, params, name_of_comp):
             hop = "custom-call"
         tail = (", " + ", ".join(extra)) if extra else ""
         name = printer.fresh(hop.replace("-", "_") if hop != "custom-call" else "custom-call")
+        if op == "stablehlo.optimization_barrier":
+            # HLO's opt-barrier takes one tuple operand: the operands are
+            # tupled first, as PyTorch/XLA's lowering writes it.
+            tup = "(" + ", ".join(str(s) for _, s in args) + ")"
+            tname = printer.fresh("tuple")
+            instrs.append(f"{tname} = {tup} tuple({operand_text})")
+            operand_text = f"{tup} %{tname}"
+            name = printer.fresh("opt-barrier")
+            count = count or "1"
         if len(outs) == 1 and not count:
             instrs.append(f"{name} = {outs[0]} {hop}({operand_text}){tail}")
             env[result] = (name, outs[0])
@@ -301,6 +311,8 @@ def _convert_block(lines, pos, printer, env, params, name_of_comp):
                 g = printer.fresh("get-tuple-element")
                 instrs.append(f"{g} = {s} get-tuple-element({tup} %{name}), index={i}")
                 env[f"{result}#{i}"] = (g, s)
+            if not m.group(2):  # one result (a barrier over one tensor): %N itself
+                env[result] = env[f"{result}#0"]
     return instrs, [], pos
 
 
