@@ -1,6 +1,7 @@
 """xm.optimization_barrier_ (the engine's OPT_BARRIER op, ops.def;
 docs/compiler.md "Optimization barriers"): the tensors keep their values,
-the barrier is in the HLO text (`opt-barrier` over a tuple) and in the
+the barrier is in the HLO text (`opt-barrier` over a tuple, a transposed
+gradient with XLA's permuted layout) and in the
 StableHLO (one stablehlo.optimization_barrier per call), gradients through
 apply_backward_optimization_barrier equal PyTorch's on the CPU, and a
 partitioned SPMD execution runs it on each device's shards."""
@@ -94,6 +95,21 @@ def test_backward_barrier_gradients_match_cpu():
     for r, d in zip(ref.parameters(), dev.parameters()):
         assert d.grad is not None
         torch.testing.assert_close(d.grad.cpu(), r.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_backward_barrier_hlo_text_layouts():
+    # PyTorch/XLA's test_backward_optimization_barrier: the weight gradient
+    # is a transpose's result, which XLA gives the permuted layout {0,1}.
+    torch.manual_seed(0)
+    fc1, fc2 = torch.nn.Linear(128, 64).to("xla"), torch.nn.Linear(64, 1).to("xla")
+    apply_backward_optimization_barrier(fc2)
+    y = fc2(torch.relu(fc1(torch.randn(2, 128).to("xla"))))
+    y.sum().backward()
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([fc2.weight.grad])
+    tup = "(f32[1,64]{0,1}, f32[1]{0}, f32[2,64]{1,0})"
+    assert re.search(re.escape(f"%opt-barrier.1 = {tup} opt-barrier({tup} %tuple.") + r"\d+\)",
+                     hlo), hlo
+    assert "transpose(f32[64,1]{1,0}" in hlo and "f32[1,64]{0,1} transpose(" in hlo
 
 
 SPMD = """
