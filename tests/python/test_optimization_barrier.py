@@ -125,7 +125,10 @@ xa, xw = a.to("xla"), w.to("xla")
 xs.mark_sharding(xa, mesh, ("data", None))
 h = xa @ xw
 g = torch.relu(h)
+xs.mark_sharding(h, mesh, ("data", None))
+spec_before = xs.get_sharding_spec(h)
 xm.optimization_barrier_([h, g])
+spec_after = xs.get_sharding_spec(h)
 y = (h * 2 + g).sum(dim=1)
 text = xm.get_stablehlo([y])
 met.clear_all()
@@ -136,7 +139,8 @@ print("RESULT " + json.dumps(dict(
     diff=float((out - ref).abs().max()),
     partitioned=met.counter_value("SpmdPartitionedExecution") or 0,
     fallback=met.counter_value("SpmdPartitionFallback") or 0,
-    barrier=text.count("stablehlo.optimization_barrier"))))
+    barrier=text.count("stablehlo.optimization_barrier"),
+    spec_before=spec_before, spec_after=spec_after)))
 """
 
 
@@ -156,3 +160,5 @@ def test_spmd_partitioned_execution_with_barrier(tmp_path):
     assert r["diff"] < 1e-4, r
     assert r["barrier"] == 1, r
     assert r["partitioned"] >= 1 and r["fallback"] == 0, r
+    # the annotation stays with the tensor's new value
+    assert r["spec_before"] == r["spec_after"] == "{devices=[4,1]0,1,2,3}", r

@@ -784,7 +784,12 @@ def optimization_barrier_(tensors: List[torch.Tensor]):
   for positions in by_device.values():
     group = [handles[pos] for pos in positions]
     results = [ir.opt_barrier(*group, index=k) for k in range(len(group))]
-    for pos, h in zip(positions, results):
+    for pos, old, h in zip(positions, group, results):
+      # The barrier is the identity: a sharding annotation on the value
+      # (an FSDP gradient's) stays with the tensor's new value.
+      spec = _C.sharding_get(old)
+      if spec is not None:
+        _C.sharding_set(h, spec)
       bridge.replace_value(tensors[pos], h)
 
 
