@@ -370,6 +370,13 @@ typedef struct tt_layer_norm_bwd_attrs_s {
 TT_ATTR_SCHEMA(layer_norm_bwd, TT_FIELD_INT(tt_layer_norm_bwd_attrs_t, axis),
                TT_FIELD_INT(tt_layer_norm_bwd_attrs_t, want_grad_x));
 
+/* ---- optimization barrier ---------------------------------------------- */
+/* index: which operand this node of the barrier gives back. */
+typedef struct tt_opt_barrier_attrs_s {
+  int64_t index;
+} tt_opt_barrier_attrs_t;
+TT_ATTR_SCHEMA(opt_barrier, TT_FIELD_INT(tt_opt_barrier_attrs_t, index));
+
 /* The optional trailing fields are the strided form made only by
  * src/passes/attention_layout.c (ir.h): the geometry and one
  * tt_att_layout_t (off, sb, sh, sr) per operand and result. */

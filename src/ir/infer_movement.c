@@ -181,3 +181,17 @@ tt_status_t tt_infer_bitcast(tt_node_t *n, const void *attrs) {
                           out_bytes, tt_dtype_name(n->dtype));
   return NULL;
 }
+
+/* The optimization barrier's node `index`: that operand's shape and dtype
+ * (the other operands are read only so the barrier orders them). */
+tt_status_t tt_infer_opt_barrier(tt_node_t *n, const void *attrs) {
+  const tt_opt_barrier_attrs_t *a = attrs;
+  if (a->index < 0 || a->index >= n->num_operands)
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "opt_barrier: index %lld out of range for %d operands",
+                          (long long)a->index, (int)n->num_operands);
+  const tt_node_t *x = n->operands[a->index];
+  n->shape = x->shape;
+  n->dtype = x->dtype;
+  return NULL;
+}

@@ -110,6 +110,18 @@ static void tt_srule_bitcast(const tt_graph_t *g, int32_t i, tt_sharding_map_t *
   for (int32_t d = 0; d < x->rank; ++d) m->dims[0][d] = d;
 }
 
+/* The barrier's node gives operand `index` back: every dim of it keeps its
+ * sharding. The other operands are only ordered, not read into the result
+ * (their rows stay WHOLE, so they give no candidate beyond replication;
+ * the partitioner leaves them in their own layouts). */
+static void tt_srule_opt_barrier(const tt_graph_t *g, int32_t i, tt_sharding_map_t *m) {
+  tt_opt_barrier_attrs_t a;
+  TT_ATTRS(&g->instrs[i], &a);
+  if (a.index < 0 || a.index >= m->num_operands) return;
+  const tt_shape_t *x = tt_srule_operand_shape(g, i, (int32_t)a.index);
+  for (int32_t d = 0; d < x->rank; ++d) m->dims[a.index][d] = d;
+}
+
 TT_SHARDING_RULE(BROADCAST, "broadcast", tt_srule_broadcast);
 TT_SHARDING_RULE(RESHAPE, "reshape", tt_srule_reshape);
 TT_SHARDING_RULE(TRANSPOSE, "transpose", tt_srule_transpose);
@@ -119,3 +131,4 @@ TT_SHARDING_RULE(CONCAT, "concat", tt_srule_concat);
 TT_SHARDING_RULE(PAD, "pad", tt_srule_pad);
 TT_SHARDING_RULE(FLIP, "flip", tt_srule_flip);
 TT_SHARDING_RULE(BITCAST, "bitcast", tt_srule_bitcast);
+TT_SHARDING_RULE(OPT_BARRIER, "opt_barrier", tt_srule_opt_barrier);

@@ -21,6 +21,7 @@
  *  - rng: each partition draws its own tile at its global offsets.
  *  - scatter, scatter_reduce, index_add into a base tiled along their dim:
  *    each partition applies the updates that land in its rows.
+ *  - an optimization barrier: over the operands' tiles as they are.
  *  - fallback (every other op): operands gathered to replicated, computed
  *    replicated as in the source graph, sliced to R. Counted.
  * The decisions depend only on layouts, never on the partition, so every
@@ -654,6 +655,32 @@ static int tt_part_try_rng(tt_part_t *p, int32_t i, tt_part_val_t *vals) {
   return 1;
 }
 
+/* An optimization barrier's node: every operand stays in its own layout
+ * (a barrier over sharded gradients must not gather them), the barrier is
+ * made over the shards, and node `index` gives its operand's tile, which
+ * then moves to the propagated layout R (free where they agree, as the
+ * identity rule makes them unless a user asked for more). */
+static void tt_part_opt_barrier(tt_part_t *p, int32_t i, tt_part_val_t *vals) {
+  const tt_instr_t *in = &p->g->instrs[i];
+  int32_t nops = in->num_operands;
+  tt_opt_barrier_attrs_t a;
+  TT_ATTRS(in, &a);
+  tt_node_t **xs = malloc(sizeof(*xs) * ((size_t)nops + 1));
+  if (!xs) {
+    p->error = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
+    return;
+  }
+  for (int32_t k = 0; k < nops; ++k) xs[k] = vals[in->operands[k]].node;
+  tt_node_t *y = tt_part_make(p, TT_OP_OPT_BARRIER, xs, nops, in->iattrs, in->num_iattrs,
+                              in->fattrs);
+  free(xs);
+  vals[i].layout = tt_part_full(p, p->g->sharding_prop[i].sharding, in->shape.rank);
+  if (!y || !vals[i].layout) return;
+  ++p->stats->local_ops;
+  vals[i].node = tt_part_reshard(p, y, &in->shape, vals[in->operands[a.index]].layout,
+                                 vals[i].layout);
+}
+
 static void tt_part_keep(tt_part_t *p, tt_node_t *n) {
   if (!n) {
     if (!p->error) p->error = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (partitioner)");
@@ -729,6 +756,8 @@ tt_status_t tt_partition_program(const tt_graph_t *g, const tt_partition_mesh_t 
                                "partitioner before fusion; collectives and manual regions "
                                "keep their own programs)",
                                (int)i, tt_op_name(in->op));
+    } else if (in->op == TT_OP_OPT_BARRIER) {
+      tt_part_opt_barrier(&p, i, vals);
     } else if (in->op != TT_OP_RNG || !tt_part_try_rng(&p, i, vals)) {
       int mapped = tt_part_is_mapped(in) && (!tt_part_is_scatter(in) || tt_part_scatter_ok(&p, i));
       tt_part_lower_op(&p, i, vals, !mapped);

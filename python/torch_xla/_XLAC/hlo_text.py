@@ -6,7 +6,10 @@ generic form, one op a line; to_hlo_text() rewrites that into HLO syntax
 instruction by instruction: `%multiply.4 = f32[3]{0} multiply(f32[3]{0}
 %p0.1, f32[3]{0} %broadcast.3)`, regions (reduce, sort, all-reduce, ...)
 as separate computations named by to_apply, multi-result ops as tuples
-read through get-tuple-element, and an ENTRY whose ROOT is the tuple of
+read through get-tuple-element (opt-barrier over a tuple of its operands,
+as XLA has it), layouts as XLA's builder infers them (a transpose's result
+permuted, elementwise results their first operand's, else the default),
+and an ENTRY whose ROOT is the tuple of
 the requested tensors. Op names follow HLO's (dot_general -> dot,
 broadcast_in_dim -> broadcast, log_plus_one -> log-plus-one, ...);
 attributes become HLO's where the two differ in spelling (dimensions=,
@@ -28,15 +31,23 @@ _TENSOR = re.compile(r"tensor<([^<>]*(?:<[^<>]*>)?[^<>]*)>")
 
 
 class _Shape:
-    __slots__ = ("dims", "dtype")
+    __slots__ = ("dims", "dtype", "layout")
 
-    def __init__(self, dims, dtype):
-        self.dims, self.dtype = dims, dtype
+    def __init__(self, dims, dtype, layout=None):
+        # layout: minor-to-major dims, None for the default (major first)
+        self.dims, self.dtype, self.layout = dims, dtype, layout
+
+    def minor_to_major(self):
+        return self.layout or list(reversed(range(len(self.dims))))
+
+    def with_layout(self, layout):
+        default = list(reversed(range(len(self.dims))))
+        return _Shape(self.dims, self.dtype, None if list(layout) == default else list(layout))
 
     def __str__(self):
         if not self.dims:
             return f"{self.dtype}[]"
-        layout = ",".join(str(i) for i in reversed(range(len(self.dims))))
+        layout = ",".join(str(i) for i in self.minor_to_major())
         return f"{self.dtype}[{','.join(map(str, self.dims))}]{{{layout}}}"
 
     def bare(self):
@@ -218,6 +229,40 @@ class _Printer:
         return f"{base}.{n}"
 
 
+# Ops whose result XLA's shape inference gives the layout of their first
+# operand (elementwise, as XlaBuilder infers them; the Sharding call takes
+# its operand's shape in PyTorch/XLA's lowering).
+_KEEPS_LAYOUT = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "power",
+                 "remainder", "and", "or", "xor", "compare", "negate", "exponential", "log",
+                 "abs", "sqrt", "rsqrt", "tanh", "logistic", "convert", "sign", "floor", "ceil",
+                 "exponential_minus_one", "log_plus_one", "not", "sine", "cosine"}
+
+
+def _result_layout(op, attrs, args, out):
+    """out with the layout XLA's builder gives op's result: a transpose
+    permutes its operand's layout (f32[64,1]{1,0} -> f32[1,64]{0,1}),
+    elementwise ops keep their first operand's, select its on-true
+    operand's; everything else has the default layout."""
+    short = op.split(".")[-1]
+    if not args or out.dims is None:
+        return out
+    if short == "transpose":
+        perm = _ints(dict(attrs).get("permutation", ""))
+        x = args[0][1]
+        if len(perm) == len(out.dims) == len(x.dims):
+            return out.with_layout([perm.index(m) for m in x.minor_to_major()])
+        return out
+    src = None
+    if short in _KEEPS_LAYOUT or (short == "custom_call" and
+                                  '"Sharding"' in dict(attrs).get("call_target_name", "")):
+        src = args[0][1]
+    elif short == "select" and len(args) == 3:
+        src = args[1][1]
+    if src is not None and src.dims == out.dims and src.layout:
+        return out.with_layout(src.layout)
+    return out
+
+
 def _hlo_name(op):
     short = op.split(".", 1)[1] if "." in op else op
     return _RENAME.get(short, short.replace("_", "-"))
@@ -282,6 +327,10 @@ def _convert_block(lines, pos, printer, env, params, name_of_comp):
             instrs.append(f"{name} = {outs[0]} constant({_constant_text(value, outs[0])})")
             env[result] = (name, outs[0])
             continue
+        if len(outs) == 1 and not count:
+            outs = [_result_layout(op, attrs, args, outs[0])]
+        elif op == "stablehlo.optimization_barrier":
+            outs = [s for _, s in args]  # each result is its operand, layout and all
         operand_text = ", ".join(f"{s} %{n}" for n, s in args)
         extra = _attr_text(op.split(".")[-1], attrs, [s for _, s in args])
         if to_apply:
@@ -291,6 +340,15 @@ def _convert_block(lines, pos, printer, env, params, name_of_comp):
             hop = "custom-call"
         tail = (", " + ", ".join(extra)) if extra else ""
         name = printer.fresh(hop.replace("-", "_") if hop != "custom-call" else "custom-call")
+        if op == "stablehlo.optimization_barrier":
+            # HLO's opt-barrier takes one tuple operand: the operands are
+            # tupled first, as PyTorch/XLA's lowering writes it.
+            tup = "(" + ", ".join(str(s) for _, s in args) + ")"
+            tname = printer.fresh("tuple")
+            instrs.append(f"{tname} = {tup} tuple({operand_text})")
+            operand_text = f"{tup} %{tname}"
+            name = printer.fresh("opt-barrier")
+            count = count or "1"
         if len(outs) == 1 and not count:
             instrs.append(f"{name} = {outs[0]} {hop}({operand_text}){tail}")
             env[result] = (name, outs[0])
@@ -301,6 +359,8 @@ def _convert_block(lines, pos, printer, env, params, name_of_comp):
                 g = printer.fresh("get-tuple-element")
                 instrs.append(f"{g} = {s} get-tuple-element({tup} %{name}), index={i}")
                 env[f"{result}#{i}"] = (g, s)
+            if not m.group(2):  # one result (a barrier over one tensor): %N itself
+                env[result] = env[f"{result}#0"]
     return instrs, [], pos
 
 

@@ -767,12 +767,30 @@ def get_memory_info(device: Optional[torch.device] = None) -> MemoryInfo:
 def optimization_barrier_(tensors: List[torch.Tensor]):
   """Keeps the compiler from moving computation across this point for
   tensors (PyTorch/XLA uses it to keep gradient checkpointing from being
-  undone). The engine neither fuses nor deduplicates across graph values
-  that a user tensor holds, so the barrier changes nothing: the tensors
-  keep their values."""
+  undone, and FSDP to keep gradients from being fused across layers).
+  Records one optimization barrier over all of them (the engine's
+  OPT_BARRIER op: `opt-barrier` in HLO text, stablehlo.optimization_barrier
+  in StableHLO) and replaces each tensor's value in place by its result;
+  the values do not change. Tensors on several devices get one barrier per
+  device."""
   for t in tensors:
     if not isinstance(t, torch.Tensor):
       raise TypeError(f'optimization_barrier_ expects tensors, got {type(t).__name__}')
+  from torchtpu import ir
+  handles = [bridge.handle_of(t) for t in tensors]
+  by_device = {}
+  for pos, h in enumerate(handles):
+    by_device.setdefault(h.device, []).append(pos)
+  for positions in by_device.values():
+    group = [handles[pos] for pos in positions]
+    results = [ir.opt_barrier(*group, index=k) for k in range(len(group))]
+    for pos, old, h in zip(positions, group, results):
+      # The barrier is the identity: a sharding annotation on the value
+      # (an FSDP gradient's) stays with the tensor's new value.
+      spec = _C.sharding_get(old)
+      if spec is not None:
+        _C.sharding_set(h, spec)
+      bridge.replace_value(tensors[pos], h)
 
 
 # ------------------------------------------------------------ StableHLO

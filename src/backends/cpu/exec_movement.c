@@ -71,6 +71,18 @@ static tt_status_t tt_cpu_exec_flip(const tt_cpu_exec_t *c, tt_view_t *out) {
   return tt_kernel_flip(&c->x[0], (uint32_t)a.dims_mask, out);
 }
 
+/* The barrier's node `index`: that operand's bytes, copied (the plan
+ * aliases only reshapes and slices, which read operand 0). */
+static tt_status_t tt_cpu_exec_opt_barrier(const tt_cpu_exec_t *c, tt_view_t *out) {
+  tt_opt_barrier_attrs_t a;
+  TT_ATTRS(c->instr, &a);
+  int32_t o = c->instr->operands[a.index];
+  tt_view_t x = tt_cpu_view(&c->graph->instrs[o], c->vals[o]);
+  size_t bytes = tt_instr_bytes(c->instr);
+  if (bytes && out->data != x.data) memcpy(out->data, x.data, bytes);
+  return NULL;
+}
+
 /* The ops this file executes (exec.h). */
 const tt_cpu_exec_row_t tt_cpu_exec_rows_movement[] = {
     {TT_OP_BROADCAST, tt_cpu_exec_broadcast},
@@ -82,5 +94,6 @@ const tt_cpu_exec_row_t tt_cpu_exec_rows_movement[] = {
     {TT_OP_PAD, tt_cpu_exec_pad},
     {TT_OP_FLIP, tt_cpu_exec_flip},
     {TT_OP_BITCAST, tt_cpu_exec_copy},
+    {TT_OP_OPT_BARRIER, tt_cpu_exec_opt_barrier},
     TT_CPU_EXEC_ROWS_END,
 };

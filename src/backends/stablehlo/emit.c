@@ -702,6 +702,8 @@ static tt_shv_t tt_shlo_lower_simple(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
 static void tt_shlo_free(tt_shlo_t *c) {
   tt_strbuf_release(&c->text);
   free(c->vals);
+  free(c->barrier_instr);
+  free(c->barrier_val);
   tt_status_free(c->err);
 }
 

@@ -2,7 +2,7 @@
  * with typed SSA values, shared by the lowering files of this folder
  * (emit.c: core, the simple ops and the dispatch; emit_elementwise.c;
  * emit_nn.c; emit_attention.c; emit_layer_norm.c; emit_data.c;
- * emit_spmd.c), and the lowerings' registrations (emit_table.c).
+ * emit_spmd.c; emit_barrier.c), and the lowerings' registrations (emit_table.c).
  *
  * Values are small integers (tt_shv_t) naming an entry of the emitter's
  * value table, which records the SSA name, the result index of a
@@ -46,6 +46,12 @@ typedef struct tt_shlo_s {
   int32_t num_vals, cap_vals;
   tt_status_t err; /* first failure, owned */
   int64_t channels; /* channel handles given out so far (emit_spmd.c) */
+  /* The optimization barriers emitted so far (emit_barrier.c): an
+   * instruction of each and the value of its result 0, so the other nodes
+   * of one barrier (the same operands) read its results. */
+  const tt_instr_t **barrier_instr;
+  tt_shv_t *barrier_val;
+  int32_t num_barriers, cap_barriers;
 } tt_shlo_t;
 
 /* ---- text and errors (emit.c) ---- */

@@ -11,12 +11,12 @@
 /* Each family file's registrations (its last lines). */
 extern const tt_shlo_row_t tt_shlo_rows_core[], tt_shlo_rows_elementwise[], tt_shlo_rows_nn[],
     tt_shlo_rows_attention[], tt_shlo_rows_layer_norm[], tt_shlo_rows_data[],
-    tt_shlo_rows_spmd[];
+    tt_shlo_rows_spmd[], tt_shlo_rows_barrier[];
 
 const tt_shlo_row_t *const tt_shlo_families[] = {
     tt_shlo_rows_core,       tt_shlo_rows_elementwise, tt_shlo_rows_nn,
     tt_shlo_rows_attention,  tt_shlo_rows_layer_norm,  tt_shlo_rows_data,
-    tt_shlo_rows_spmd,       NULL,
+    tt_shlo_rows_spmd,       tt_shlo_rows_barrier,     NULL,
 };
 
 /* The rows into t, refusing the unsound ones; ops without a row stay NULL. */
