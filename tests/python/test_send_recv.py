@@ -150,3 +150,27 @@ def test_exception_in_a_replica_wakes_a_waiting_recv(monkeypatch):
     with pytest.raises(ValueError, match=r"\[ordinal 2\] boom before the send"):
         _spawn(fn)
     assert time.monotonic() - t0 < 30  # woken, not timed out
+
+
+def test_send_recv_across_torchrun_processes(tmp_path):
+    import json
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PJRT_", "XLA_", "TORCHTPU_", "TORCHELASTIC_"))
+           and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                         "MASTER_ADDR", "MASTER_PORT", "CPU_NUM_DEVICES")}
+    env.update(PYTHONPATH=os.path.join(ROOT, "python"), PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1",
+               P2P_OUT=str(tmp_path), TORCHTPU_COLLECTIVE_TIMEOUT_S="30")
+    worker = os.path.join(ROOT, "tests", "python", "torchrun_send_recv_worker.py")
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                        f"--master_port={port}", worker], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = [json.load(open(tmp_path / f"{r}.json")) for r in range(2)]
+    assert got[0]["ring"] == [10.0, 11.0, 12.0, 13.0]
+    assert got[1]["ring"] == [0.0, 1.0, 2.0, 3.0]
+    assert got[1]["fifo"] == [[[1, 1], [1, 1]], [[2, 2], [2, 2]]]
+    assert [g["dist"] for g in got] == [[1.0], [0.0]]
