@@ -13,6 +13,15 @@
 /* Slices of an all_reduce start on 64-byte boundaries (no two members
  * write one cache line). */
 #define TT_COLL_SLICE_ALIGN 64
+/* float32 sums over at most this many members take the fused path
+ * (tt_coll_f32_sum_to_all), with streaming stores from this many bytes
+ * per member on: past the caches, where the outputs would be read back
+ * from memory anyway. */
+#define TT_COLL_FUSED_MAX 64
+#ifndef TT_COLL_STREAM_BYTES
+#define TT_COLL_STREAM_BYTES ((size_t)16 << 20)
+#endif
+size_t tt_coll_stream_bytes = TT_COLL_STREAM_BYTES;
 
 static tt_status_t tt_coll_check_group(const char *op, int32_t device,
                                        tt_collective_group_t group) {
@@ -66,6 +75,18 @@ static void tt_coll_all_reduce_body(const tt_coll_round_t *rd) {
   int64_t slice = (count + rd->n - 1) / rd->n;
   slice = (slice + align - 1) / align * align;
   int64_t lo = slice * rd->rank, hi = lo + slice < count ? lo + slice : count;
+  if (dt == TT_F32 && red == TT_RED_SUM && rd->n <= TT_COLL_FUSED_MAX && hi > lo) {
+    const float *x[TT_COLL_FUSED_MAX];
+    float *dst[TT_COLL_FUSED_MAX];
+    for (int32_t q = 0; q < rd->n; ++q) {
+      x[q] = (const float *)rd->peers[q]->in + lo;
+      dst[q] = (float *)rd->peers[q]->out + lo;
+    }
+    int stream = (size_t)count * esize >= tt_coll_stream_bytes;
+    tt_coll_f32_sum_to_all(x, dst, rd->n, hi - lo, stream);
+    if (stream) tt_coll_stream_fence();
+    return;
+  }
   _Alignas(64) unsigned char acc[TT_COLL_BLOCK_BYTES];
   int64_t block = TT_COLL_BLOCK_BYTES / (int64_t)tt_coll_acc_size(dt);
   for (int64_t b = lo; b < hi; b += block) {

@@ -71,6 +71,17 @@ void tt_coll_acc_reduce(tt_dtype_t dtype, tt_reduce_op_t reduce, void *acc, cons
 /* dst[0..k) = acc[0..k) in dtype. */
 void tt_coll_acc_store(tt_dtype_t dtype, void *dst, const void *acc, int64_t k);
 
+/* dst[q][0..k) = x[0][i] + x[1][i] + ... + x[n-1][i] (added in that order:
+ * the bits of the accumulator path) for every q < n; stream: streaming
+ * stores where every dst is 16-byte aligned, which need
+ * tt_coll_stream_fence before another thread may read them. */
+void tt_coll_f32_sum_to_all(const float *const *x, float *const *dst, int32_t n, int64_t k,
+                            int stream);
+void tt_coll_stream_fence(void);
+/* A float32 sum all_reduce of at least this many bytes per member streams
+ * its stores (collective.c; tests lower it to cover that path). */
+extern size_t tt_coll_stream_bytes;
+
 /* ---- several processes (collective_process.c) ---- */
 /* Whether group holds ids of other processes. */
 int tt_coll_spans_processes(tt_collective_group_t group);
