@@ -5,6 +5,8 @@
 #ifndef TORCHTPU_RUNTIME_COLLECTIVE_INTERNAL_H_
 #define TORCHTPU_RUNTIME_COLLECTIVE_INTERNAL_H_
 
+#include <stdatomic.h>
+
 #include "torchtpu/collective.h"
 
 typedef enum tt_coll_kind_e {
@@ -39,6 +41,10 @@ typedef struct tt_coll_round_s {
   int32_t rank, n;
   const int64_t *ids;
   const tt_coll_desc_t *const *peers;
+  /* Shared by the round's members, 0 when the data phase starts: a body
+   * whose work splits into items claims them with atomic_fetch_add, so
+   * members that run take over the share of one not yet scheduled. */
+  _Atomic int64_t *claim;
 } tt_coll_round_t;
 
 typedef void (*tt_coll_body_fn)(const tt_coll_round_t *round);

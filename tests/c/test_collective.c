@@ -366,6 +366,10 @@ static void test_every_op(int n) {
     test_all_reduce(n, cases[c].dt, cases[c].red, 3); /* fewer elements than members */
   }
   test_all_reduce(n, TT_F32, TT_RED_SUM, 5000); /* several blocks per slice */
+  /* Several 256 KiB chunks (claimed by whichever member runs), a tail. */
+  test_all_reduce(n, TT_F32, TT_RED_SUM, 200003);
+  test_all_reduce(n, TT_I32, TT_RED_MAX, 200003);
+  test_all_reduce(n, TT_BF16, TT_RED_SUM, 200003);
   test_all_reduce(n, TT_F32, TT_RED_SUM, 0);
   test_all_reduce_in_place(n);
   test_all_gather(n, TT_F32);
@@ -385,7 +389,7 @@ static void test_every_op(int n) {
 static void test_f32_sum_streamed(int n) {
   size_t saved = tt_coll_stream_bytes;
   tt_coll_stream_bytes = 0;
-  const int64_t count = 4099; /* several blocks, a tail of 3 */
+  const int64_t count = 2 * 65536 + 4099; /* several chunks and blocks, a tail of 3 */
   int64_t dims[1] = {count + 1};
   for (int mode = 0; mode < 3; ++mode) { /* aligned, misaligned, in place */
     tensor_t in[MAXN], out[MAXN], orig[MAXN];
