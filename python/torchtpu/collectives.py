@@ -175,7 +175,7 @@ def reduce_scatter(reduce_type, input, scale, scatter_dim, shard_count, groups=N
     code = _reduce_code(reduce_type)
     g = _groups(groups, "reduce_scatter")
     if isinstance(input, list) and all(isinstance(t, torch.Tensor) for t in input):
-        # One collective per tensor (PyTorch/XLA coalesces them into one op).
+        # Coalesced as PyTorch/XLA does: one collective per dtype.
         if output is not None:
             if not isinstance(output, list) or any(
                     not isinstance(o, torch.Tensor) for o in output):
@@ -184,8 +184,8 @@ def reduce_scatter(reduce_type, input, scale, scatter_dim, shard_count, groups=N
             if len(output) != len(input):
                 raise ValueError("`output` length doesn't match `input` length: "
                                  f"{len(output)} vs {len(input)}.")
-        results = [reduce_scatter(reduce_type, t, scale, scatter_dim, shard_count, groups)
-                   for t in input]
+        results = _reduce_scatter_coalesced(reduce_type, input, scale, scatter_dim,
+                                            shard_count, groups)
         if output is None:
             return results
         for o, r in zip(output, results):
@@ -201,6 +201,49 @@ def reduce_scatter(reduce_type, input, scale, scatter_dim, shard_count, groups=N
         _write_output(output, r)
         return output
     return r
+
+
+def _reduce_scatter_coalesced(reduce_type, inputs, scale, scatter_dim, shard_count, groups):
+    """reduce_scatter of each tensor of inputs, one collective per dtype:
+    each tensor, its scatter dim moved first, is seen as shard_count rows
+    (row q: the elements of shard q); the rows of the tensors of one dtype
+    are joined side by side, so one reduce_scatter along dim 0 leaves each
+    replica its row, which splits back into every tensor's shard. The
+    elements reduce exactly as one by one. A tensor that cannot be split
+    this way (a scalar, a dim not divisible by shard_count) gets its own
+    collective, which raises the usual error."""
+    results = [None] * len(inputs)
+    by_dtype = {}
+    for k, t in enumerate(inputs):
+        if not isinstance(t, torch.Tensor) or t.device.type != "xla":
+            raise TypeError(f"reduce_scatter expects tensors on an xla device, got "
+                            f"{getattr(t, 'device', type(t).__name__)}")
+        dim = scatter_dim % max(t.dim(), 1)
+        if (t.dim() == 0 or not isinstance(shard_count, int) or shard_count <= 0
+                or t.shape[dim] % shard_count):
+            results[k] = reduce_scatter(reduce_type, t, scale, scatter_dim, shard_count, groups)
+        else:
+            by_dtype.setdefault(t.dtype, []).append(k)
+    for ks in by_dtype.values():
+        if len(ks) == 1:
+            k = ks[0]
+            results[k] = reduce_scatter(reduce_type, inputs[k], scale, scatter_dim, shard_count,
+                                        groups)
+            continue
+        rows, shards = [], []
+        for k in ks:
+            t = inputs[k]
+            dim = scatter_dim % t.dim()
+            moved = t.movedim(dim, 0)
+            shard = (moved.shape[0] // shard_count,) + tuple(moved.shape[1:])
+            shards.append((k, dim, shard))
+            rows.append(moved.reshape(shard_count, -1))
+        joined = torch.cat(rows, dim=1)
+        mine = reduce_scatter(reduce_type, joined, scale, 0, shard_count, groups)
+        parts = mine.reshape(-1).split([r.shape[1] for r in rows])
+        for (k, dim, shard), part in zip(shards, parts):
+            results[k] = part.reshape(shard).movedim(0, dim)
+    return results
 
 
 def all_to_all(value, split_dimension, concat_dimension, split_count, groups=None,

@@ -2,17 +2,26 @@
  * argument checks, and each operation's data phase, which runs on every
  * member at once once the rendezvous (collective_rendezvous.c) has met
  * them. Members pull what they need from the peers' published inputs into
- * their own output, except the all_reduce: there member r reduces slice r
- * of the result, reading every peer's input once, and writes it into
- * every member's output, so the whole reduction reads each input and
- * writes each output once. */
+ * their own output, except the all_reduce: there the members claim chunks
+ * of the result in turn, and the member reducing a chunk reads it from
+ * every peer's input once and writes it into every member's output, so
+ * the whole reduction reads each input and writes each output once. */
 #include <string.h>
 
 #include "runtime/collective_internal.h"
 
-/* Slices of an all_reduce start on 64-byte boundaries (no two members
- * write one cache line). */
-#define TT_COLL_SLICE_ALIGN 64
+/* An all_reduce's work items: chunks of this many bytes (a multiple of
+ * 64: no two members write one cache line). */
+#define TT_COLL_CHUNK_BYTES ((size_t)256 << 10)
+/* float32 sums over at most this many members take the fused path
+ * (tt_coll_f32_sum_to_all), with streaming stores from this many bytes
+ * per member on: past the caches, where the outputs would be read back
+ * from memory anyway. */
+#define TT_COLL_FUSED_MAX 64
+#ifndef TT_COLL_STREAM_BYTES
+#define TT_COLL_STREAM_BYTES ((size_t)16 << 20)
+#endif
+size_t tt_coll_stream_bytes = TT_COLL_STREAM_BYTES;
 
 static tt_status_t tt_coll_check_group(const char *op, int32_t device,
                                        tt_collective_group_t group) {
@@ -62,23 +71,41 @@ static void tt_coll_all_reduce_body(const tt_coll_round_t *rd) {
     count *= 2;
     esize = 4;
   }
-  int64_t align = TT_COLL_SLICE_ALIGN / (int64_t)esize;
-  int64_t slice = (count + rd->n - 1) / rd->n;
-  slice = (slice + align - 1) / align * align;
-  int64_t lo = slice * rd->rank, hi = lo + slice < count ? lo + slice : count;
-  _Alignas(64) unsigned char acc[TT_COLL_BLOCK_BYTES];
-  int64_t block = TT_COLL_BLOCK_BYTES / (int64_t)tt_coll_acc_size(dt);
-  for (int64_t b = lo; b < hi; b += block) {
-    int64_t k = hi - b < block ? hi - b : block;
-    size_t off = (size_t)b * esize;
-    /* In rank order: every member's result is the same bits, whatever
-     * member reduced the slice. */
-    tt_coll_acc_load(dt, acc, (const char *)rd->peers[0]->in + off, k);
-    for (int32_t q = 1; q < rd->n; ++q)
-      tt_coll_acc_reduce(dt, red, acc, (const char *)rd->peers[q]->in + off, k);
-    for (int32_t q = 0; q < rd->n; ++q)
-      tt_coll_acc_store(dt, (char *)rd->peers[q]->out + off, acc, k);
+  /* Chunks of TT_COLL_CHUNK_BYTES (64-byte aligned), claimed by whichever
+   * member is running: on a loaded machine a member the scheduler has not
+   * woken yet does not hold up its share of the result. */
+  int64_t chunk = (int64_t)(TT_COLL_CHUNK_BYTES / esize);
+  int64_t chunks = (count + chunk - 1) / chunk;
+  int fused = dt == TT_F32 && red == TT_RED_SUM && rd->n <= TT_COLL_FUSED_MAX;
+  int stream = fused && (size_t)count * esize >= tt_coll_stream_bytes;
+  int64_t c;
+  while ((c = atomic_fetch_add_explicit(rd->claim, 1, memory_order_relaxed)) < chunks) {
+    int64_t lo = c * chunk, hi = lo + chunk < count ? lo + chunk : count;
+    if (fused) {
+      const float *x[TT_COLL_FUSED_MAX];
+      float *dst[TT_COLL_FUSED_MAX];
+      for (int32_t q = 0; q < rd->n; ++q) {
+        x[q] = (const float *)rd->peers[q]->in + lo;
+        dst[q] = (float *)rd->peers[q]->out + lo;
+      }
+      tt_coll_f32_sum_to_all(x, dst, rd->n, hi - lo, stream);
+      continue;
+    }
+    _Alignas(64) unsigned char acc[TT_COLL_BLOCK_BYTES];
+    int64_t block = TT_COLL_BLOCK_BYTES / (int64_t)tt_coll_acc_size(dt);
+    for (int64_t b = lo; b < hi; b += block) {
+      int64_t k = hi - b < block ? hi - b : block;
+      size_t off = (size_t)b * esize;
+      /* In rank order: every member's result is the same bits, whatever
+       * member reduced the chunk. */
+      tt_coll_acc_load(dt, acc, (const char *)rd->peers[0]->in + off, k);
+      for (int32_t q = 1; q < rd->n; ++q)
+        tt_coll_acc_reduce(dt, red, acc, (const char *)rd->peers[q]->in + off, k);
+      for (int32_t q = 0; q < rd->n; ++q)
+        tt_coll_acc_store(dt, (char *)rd->peers[q]->out + off, acc, k);
+    }
   }
+  if (stream) tt_coll_stream_fence();
 }
 
 static void tt_coll_all_gather_body(const tt_coll_round_t *rd) {

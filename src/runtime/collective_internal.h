@@ -5,6 +5,8 @@
 #ifndef TORCHTPU_RUNTIME_COLLECTIVE_INTERNAL_H_
 #define TORCHTPU_RUNTIME_COLLECTIVE_INTERNAL_H_
 
+#include <stdatomic.h>
+
 #include "torchtpu/collective.h"
 
 typedef enum tt_coll_kind_e {
@@ -39,6 +41,10 @@ typedef struct tt_coll_round_s {
   int32_t rank, n;
   const int64_t *ids;
   const tt_coll_desc_t *const *peers;
+  /* Shared by the round's members, 0 when the data phase starts: a body
+   * whose work splits into items claims them with atomic_fetch_add, so
+   * members that run take over the share of one not yet scheduled. */
+  _Atomic int64_t *claim;
 } tt_coll_round_t;
 
 typedef void (*tt_coll_body_fn)(const tt_coll_round_t *round);
@@ -70,6 +76,17 @@ void tt_coll_acc_reduce(tt_dtype_t dtype, tt_reduce_op_t reduce, void *acc, cons
                         int64_t k);
 /* dst[0..k) = acc[0..k) in dtype. */
 void tt_coll_acc_store(tt_dtype_t dtype, void *dst, const void *acc, int64_t k);
+
+/* dst[q][0..k) = x[0][i] + x[1][i] + ... + x[n-1][i] (added in that order:
+ * the bits of the accumulator path) for every q < n; stream: streaming
+ * stores where every dst is 16-byte aligned, which need
+ * tt_coll_stream_fence before another thread may read them. */
+void tt_coll_f32_sum_to_all(const float *const *x, float *const *dst, int32_t n, int64_t k,
+                            int stream);
+void tt_coll_stream_fence(void);
+/* A float32 sum all_reduce of at least this many bytes per member streams
+ * its stores (collective.c; tests lower it to cover that path). */
+extern size_t tt_coll_stream_bytes;
 
 /* ---- several processes (collective_process.c) ---- */
 /* Whether group holds ids of other processes. */

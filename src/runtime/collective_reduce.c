@@ -2,7 +2,14 @@
  * one dtype reduced element by element in its accumulation type. Integer
  * sums and products wrap (computed unsigned: no overflow UB); float max
  * and min propagate NaN; and/or are logical on bool, bitwise on integers. */
+#include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define TT_COLL_STREAM 1
+#else
+#define TT_COLL_STREAM 0
+#endif
 
 #include "runtime/collective_internal.h"
 
@@ -131,4 +138,80 @@ void tt_coll_acc_reduce(tt_dtype_t dtype, tt_reduce_op_t reduce, void *acc, cons
       break;
     }
   }
+}
+
+/* ---- the float32 sum, fused ----
+ * Every member's output gets the sum, so member r's slice of the result is
+ * written n times: with streaming stores those lines go to memory without
+ * being read first (a plain store reads each line into the cache before
+ * writing it), which is a third of the all-reduce's memory traffic at
+ * sizes past the caches. */
+
+static void tt_coll_f32_store(float *restrict dst, const float *restrict src, int64_t k,
+                              int stream) {
+#if TT_COLL_STREAM
+  if (stream) {
+    int64_t i = 0;
+    for (; i + 4 <= k; i += 4) _mm_stream_ps(dst + i, _mm_load_ps(src + i));
+    for (; i < k; ++i) dst[i] = src[i];
+    return;
+  }
+#endif
+  (void)stream;
+  memcpy(dst, src, (size_t)k * sizeof(float));
+}
+
+void tt_coll_f32_sum_to_all(const float *const *x, float *const *dst, int32_t n, int64_t k,
+                            int stream) {
+#if TT_COLL_STREAM
+  if (stream)
+    for (int32_t q = 0; q < n; ++q) stream &= ((uintptr_t)dst[q] & 15) == 0;
+#else
+  stream = 0;
+#endif
+  if (n == 2) {
+    /* No restrict: in place, d0 is x[0] (or d1 is x[1]), element for element. */
+    const float *a = x[0], *b = x[1];
+    float *d0 = dst[0], *d1 = dst[1];
+    int64_t i = 0;
+#if TT_COLL_STREAM
+    if (stream) {
+      for (; i + 4 <= k; i += 4) {
+        __m128 s = _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i));
+        _mm_stream_ps(d0 + i, s);
+        _mm_stream_ps(d1 + i, s);
+      }
+    }
+#endif
+    for (; i < k; ++i) {
+      float s = a[i] + b[i];
+      d0[i] = s;
+      d1[i] = s;
+    }
+    return;
+  }
+  _Alignas(64) float acc[TT_COLL_BLOCK_BYTES / sizeof(float)];
+  for (int64_t b = 0; b < k; b += (int64_t)(sizeof acc / sizeof acc[0])) {
+    int64_t m = k - b < (int64_t)(sizeof acc / sizeof acc[0]) ? k - b
+                                                              : (int64_t)(sizeof acc / sizeof acc[0]);
+    float *restrict s = acc;
+    const float *restrict x0 = x[0] + b;
+    if (n == 1) {
+      memcpy(s, x0, (size_t)m * sizeof(float));
+    } else {
+      const float *restrict x1 = x[1] + b;
+      for (int64_t i = 0; i < m; ++i) s[i] = x0[i] + x1[i];
+      for (int32_t q = 2; q < n; ++q) {
+        const float *restrict xq = x[q] + b;
+        for (int64_t i = 0; i < m; ++i) s[i] += xq[i];
+      }
+    }
+    for (int32_t q = 0; q < n; ++q) tt_coll_f32_store(dst[q] + b, s, m, stream);
+  }
+}
+
+void tt_coll_stream_fence(void) {
+#if TT_COLL_STREAM
+  _mm_sfence();
+#endif
 }

@@ -11,7 +11,10 @@
  * mark their slot DONE; the last one done returns every slot to IDLE and
  * wakes the others, so no member returns while a peer may still read or
  * write its buffers. A waiter whose deadline passes, or that sees an
- * abort, fails every slot still WAITING (the round ends for all). */
+ * abort, fails every slot still WAITING (the round ends for all). A
+ * body may split its work into items the members claim from a counter
+ * of the group (round.claim), so the members already running do the work
+ * of one the scheduler has not woken yet. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -36,6 +39,7 @@ typedef struct tt_coll_group_state_s {
   int64_t *ids;
   tt_coll_slot_t *slots;
   const tt_coll_desc_t **peers; /* the data phase's view: &slots[q].desc */
+  _Atomic int64_t claim;         /* the data phase's work items claimed (round.claim) */
 } tt_coll_group_state_t;
 
 static pthread_mutex_t tt_coll_lock_ = PTHREAD_MUTEX_INITIALIZER;
@@ -167,6 +171,7 @@ static void tt_coll_complete_arrival_locked(tt_coll_group_state_t *g) {
     free(text);
     return;
   }
+  atomic_store_explicit(&g->claim, 0, memory_order_relaxed); /* published by the unlock */
   for (int32_t q = 0; q < g->n; ++q) g->slots[q].state = TT_SLOT_GO;
   g->done = 0;
   pthread_cond_broadcast(&tt_coll_cond_);
@@ -270,7 +275,7 @@ tt_status_t tt_coll_rendezvous(int32_t device, tt_collective_group_t group, tt_c
   }
   pthread_mutex_unlock(&tt_coll_lock_);
 
-  tt_coll_round_t round = {rank, g->n, g->ids, g->peers};
+  tt_coll_round_t round = {rank, g->n, g->ids, g->peers, &g->claim};
   body(&round);
 
   pthread_mutex_lock(&tt_coll_lock_);

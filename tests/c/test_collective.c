@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "test_harness.h"
+#include "runtime/collective_internal.h" /* tt_coll_stream_bytes */
 #include "torchtpu/collective.h"
 
 #define MAXN 8
@@ -365,6 +366,10 @@ static void test_every_op(int n) {
     test_all_reduce(n, cases[c].dt, cases[c].red, 3); /* fewer elements than members */
   }
   test_all_reduce(n, TT_F32, TT_RED_SUM, 5000); /* several blocks per slice */
+  /* Several 256 KiB chunks (claimed by whichever member runs), a tail. */
+  test_all_reduce(n, TT_F32, TT_RED_SUM, 200003);
+  test_all_reduce(n, TT_I32, TT_RED_MAX, 200003);
+  test_all_reduce(n, TT_BF16, TT_RED_SUM, 200003);
   test_all_reduce(n, TT_F32, TT_RED_SUM, 0);
   test_all_reduce_in_place(n);
   test_all_gather(n, TT_F32);
@@ -375,6 +380,52 @@ static void test_every_op(int n) {
   test_all_to_all(n);
   test_permute(n);
   test_broadcast_barrier(n);
+}
+
+/* The fused float32 sum with streaming stores (tt_coll_stream_bytes
+ * lowered to 0), against the serial sum in rank order, bit for bit: into
+ * 16-byte aligned outputs, into outputs one float off alignment (plain
+ * stores), and in place. */
+static void test_f32_sum_streamed(int n) {
+  size_t saved = tt_coll_stream_bytes;
+  tt_coll_stream_bytes = 0;
+  const int64_t count = 2 * 65536 + 4099; /* several chunks and blocks, a tail of 3 */
+  int64_t dims[1] = {count + 1};
+  for (int mode = 0; mode < 3; ++mode) { /* aligned, misaligned, in place */
+    tensor_t in[MAXN], out[MAXN], orig[MAXN];
+    member_t m[MAXN];
+    for (int q = 0; q < n; ++q) {
+      in[q] = tensor_new(TT_F32, 1, dims);
+      out[q] = tensor_new(TT_F32, 1, dims);
+      fill(&in[q], n, TT_RED_SUM);
+      orig[q] = tensor_new(TT_F32, 1, dims);
+      memcpy(orig[q].v.data, in[q].v.data, (size_t)(count + 1) * 4);
+      float *o = (float *)out[q].v.data + (mode == 1);
+      m[q] = (member_t){.rank = q, .n = n, .ids = kIds, .op = OP_ALL_REDUCE, .dtype = TT_F32,
+                        .reduce = TT_RED_SUM, .in = in[q].v.data,
+                        .out = mode == 2 ? in[q].v.data : (void *)o, .count = count};
+    }
+    run_members(m, n);
+    for (int q = 0; q < n; ++q) {
+      CHECK_OK(m[q].st, "streamed all_reduce");
+      const float *got = m[q].out;
+      for (int64_t i = 0; i < count; ++i) {
+        float want = ((const float *)orig[0].v.data)[i];
+        for (int r = 1; r < n; ++r) want += ((const float *)orig[r].v.data)[i];
+        if (memcmp(&got[i], &want, 4)) {
+          CHECK(0, "streamed all_reduce n=%d mode %d: member %d element %lld: %g, want %g", n,
+                mode, q, (long long)i, (double)got[i], (double)want);
+          break;
+        }
+      }
+    }
+    for (int q = 0; q < n; ++q) {
+      tensor_free(&in[q]);
+      tensor_free(&out[q]);
+      tensor_free(&orig[q]);
+    }
+  }
+  tt_coll_stream_bytes = saved;
 }
 
 /* complex64 sums as float pairs. */
@@ -536,6 +587,9 @@ int main(void) {
   test_every_op(2);
   test_every_op(4);
   test_every_op(8);
+  test_f32_sum_streamed(2);
+  test_f32_sum_streamed(3);
+  test_f32_sum_streamed(4);
   test_complex_sum();
   test_mismatch();
   test_timeout();

@@ -73,7 +73,7 @@ def _run_thread_per_device(local_rank: int, local_world_size: int, fn: Callable[
                            initializer_fn: Callable[[int, int], None]) -> Dict[int, R]:
     """Runs fn() in one thread per device of this process, each thread the
     replica of its device (see the contract); returns {ordinal: result}."""
-    from torchtpu import _C, bridge, config, processes, replicas
+    from torchtpu import _C, bridge, config, point_to_point, processes, replicas
     initializer_fn(local_rank, local_world_size)
     n = config.ensure_runtime()
     # Several processes: this process's replicas are a slice of the job's.
@@ -100,6 +100,7 @@ def _run_thread_per_device(local_rank: int, local_world_size: int, fn: Callable[
             with lock:
                 failures.append((ordinal, e))
             _C.collective_abort(f'replica {ordinal} raised {type(e).__name__}: {e}')
+            point_to_point.abort(f'replica {ordinal} raised {type(e).__name__}: {e}')
             if processes.launched():  # the other processes' collectives name it
                 from torchtpu import process_transport
                 process_transport.publish_failure(e)
@@ -109,6 +110,7 @@ def _run_thread_per_device(local_rank: int, local_world_size: int, fn: Callable[
 
     _C.collective_reset()
     _C.collective_set_world_size(world)
+    point_to_point.reset()
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=n) as executor:
             try:

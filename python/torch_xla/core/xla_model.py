@@ -425,18 +425,29 @@ def collective_broadcast(tensors: List[torch.Tensor],
 
 
 def send(value: torch.Tensor, channel_id: int) -> torch.Tensor:
-  """XLA Send to the replica that receives on channel_id: point-to-point
-  transfers need a second process, which this runtime does not have."""
-  raise NotImplementedError(
-      'xm.send needs a peer process; this runtime runs one process '
-      '(multi-process collectives are not supported yet)')
+  """Sends value to the replica that calls recv on channel_id and returns
+  value (as PyTorch/XLA's send does). The k-th send on a channel goes to
+  the k-th recv on it; the send is buffered (it runs what value depends on
+  and returns without waiting for the receiver): torchtpu/point_to_point.py."""
+  from torchtpu import point_to_point
+  return point_to_point.send(value, ('channel', _channel_id(channel_id)),
+                             f'send on channel {channel_id}')
 
 
 def recv(output: torch.Tensor, channel_id: int) -> torch.Tensor:
-  """XLA Recv from the replica that sends on channel_id (see send)."""
-  raise NotImplementedError(
-      'xm.recv needs a peer process; this runtime runs one process '
-      '(multi-process collectives are not supported yet)')
+  """Receives what the matching send on channel_id sent: a new tensor with
+  output's shape, dtype and device (output itself is left as it is, as in
+  PyTorch/XLA). Syncs this replica's pending graph, then waits for the
+  send (TORCHTPU_COLLECTIVE_TIMEOUT_S)."""
+  from torchtpu import point_to_point
+  return point_to_point.recv(output, ('channel', _channel_id(channel_id)),
+                             f'recv on channel {channel_id}')
+
+
+def _channel_id(channel_id):
+  if isinstance(channel_id, bool) or not isinstance(channel_id, int):
+    raise TypeError(f'channel_id must be an int, got {type(channel_id).__name__}')
+  return int(channel_id)
 
 
 def all_reduce_bucketized_gradients(gradients: List[torch.Tensor],

@@ -10,7 +10,8 @@ Each c10d collective on xla tensors records the matching xm collective into
 the lazy graph over the group's replica groups and returns a completed Work:
 as in PyTorch/XLA the data moves when the graph runs (the next sync), not
 when the Work is waited on. reduce, gather, send and recv sync the graph
-themselves (their ranks take different paths afterwards), and barrier syncs,
+themselves (their ranks take different paths afterwards; send and recv move
+their data through the group's store, torchtpu/point_to_point.py), and barrier syncs,
 waits for the device and meets every rank.
 
 Ranks are xla replica ordinals (xr.global_ordinal()), one rank per process:
@@ -284,23 +285,28 @@ class ProcessGroupXla(ProcessGroup):
         return _done()
 
     def send(self, tensors, dst_rank, tag=0):
+        """Buffered: each tensor's value goes to the group's store, for the
+        recv of dst_rank with the same tag (in order; torchtpu/point_to_point.py),
+        so dst_rank need not be issuing the matching recv at the same time
+        (PyTorch/XLA records a collective_permute that both ranks must join)."""
         logging.warning(_SEND_RECV_WARNING)
-        results = []
+        from torchtpu import point_to_point
+        key = ("dist", self.rank(), int(dst_rank), int(tag))
         for t in tensors:
-            results.append(xm.collective_permute(t, pairs=[[xr.global_ordinal(), dst_rank]]))
-            torch_xla.sync()
-        return _done(results)
+            point_to_point.send(t, key, f"send to rank {dst_rank} (tag {tag})",
+                                store=self.prefix_store)
+        return _done(list(tensors))
 
     def recv(self, out_tensors, src_rank, tag=0):
         logging.warning(_SEND_RECV_WARNING)
-        results = []
+        from torchtpu import point_to_point
+        key = ("dist", int(src_rank), self.rank(), int(tag))
         for out in out_tensors:
-            result = xm.collective_permute(out, pairs=[[src_rank, xr.global_ordinal()]])
-            torch_xla.sync()
+            result = point_to_point.recv(out, key, f"recv from rank {src_rank} (tag {tag})",
+                                         store=self.prefix_store)
             with torch.no_grad():
                 out.copy_(result)
-            results.append(result)
-        return _done(results)
+        return _done(list(out_tensors))
 
     def recv_anysource(self, *args):
         raise NotImplementedError("recv_anysource is not supported by the xla backend")
