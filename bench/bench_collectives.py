@@ -3,7 +3,8 @@
 Run: python -m torch.distributed.run --nproc_per_node=2 bench/bench_collectives.py
 (PYTHONPATH=python PJRT_DEVICE=CPU). Process 0 prints, per size, the median
 time of one xm.all_reduce (sum, float32) including its sync, and the
-algorithm bandwidth (bytes / time)."""
+algorithm bandwidth (bytes / time), under the cross-process transport
+TORCHTPU_PROCESS_TRANSPORT selects (c10d or python)."""
 import time
 
 import torch
@@ -15,6 +16,9 @@ import torch_xla.runtime as xr
 
 def main():
     d = torch_xla.device()
+    from torchtpu import process_transport
+    if xr.global_ordinal() == 0:
+        print(f"transport: {process_transport.kind()}", flush=True)
     for nbytes, reps in ((4, 200), (64 << 10, 100), (4 << 20, 20), (64 << 20, 5)):
         x = torch.ones(nbytes // 4, device=d)
         torch_xla.sync(wait=True)
