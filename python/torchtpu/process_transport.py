@@ -1,5 +1,19 @@
 """The cross-process transport of the collective layer: torch.distributed's
-Gloo, driven from Python on threads of its own (docs/collectives.md).
+Gloo (docs/collectives.md, "Several processes").
+
+Two implementations, chosen at start by TORCHTPU_PROCESS_TRANSPORT (c10d or
+python; unset: c10d when the optional extension torchtpu._c10d_transport is
+built, else python; c10d without the extension raises RuntimeError):
+
+- c10d: the extension (python/torchtpu/_c10d_transport.cpp) serves each
+  request on the leader's own thread, in C++, through c10d's Backend
+  interface; this module only opens each group's ProcessGroupGloo the
+  first time the extension asks (_DirectTransport.group) and words
+  failures (_failure_text, _mismatch_text), so both implementations fail
+  with the same messages.
+- python: the rest of this contract.
+
+kind() says which one runs ("c10d", "python"; None before start).
 
 Contract: start(index, count, local_devices) attaches the transport to the
 collective layer and starts a dispatcher thread. The device workers never
