@@ -29,4 +29,38 @@ ext = Extension(
     extra_link_args=["-pthread", "-lm"],
 )
 
-setup(ext_modules=[ext])
+
+
+def c10d_transport():
+    """The optional C++ extension torchtpu._c10d_transport: the
+    cross-process transport over the installed torch's c10d
+    (python/torchtpu/_c10d_transport.cpp), built against that torch's
+    headers and libraries (its C++ ABI), so it must be rebuilt with every
+    torch version. Without torch at build time, or if it fails to build,
+    the project still builds and the Python transport is used
+    (docs/collectives.md)."""
+    try:
+        import os
+
+        import torch
+        from torch.utils import cpp_extension
+    except Exception:
+        return []
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    abi = int(torch.compiled_with_cxx11_abi())
+    return [Extension(
+        "torchtpu._c10d_transport",
+        sources=["python/torchtpu/_c10d_transport.cpp"],
+        depends=["include/torchtpu/collective.h"],
+        include_dirs=["include"] + cpp_extension.include_paths(),
+        library_dirs=[lib],
+        libraries=["c10", "torch", "torch_cpu", "torch_python"],
+        language="c++",
+        extra_compile_args=["-std=c++20", "-O2", "-g0", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+                            "-fvisibility=hidden", "-Wno-unused-parameter"],
+        extra_link_args=[f"-Wl,-rpath,{lib}"],
+        optional=True,
+    )]
+
+
+setup(ext_modules=[ext] + c10d_transport())

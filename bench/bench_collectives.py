@@ -3,7 +3,9 @@
 Across processes: python -m torch.distributed.run --nproc_per_node=2
 bench/bench_collectives.py (PYTHONPATH=python PJRT_DEVICE=CPU). Process 0
 prints, per size, the median time of one xm.all_reduce (sum, float32)
-including its sync, and the algorithm bandwidth (bytes / time).
+including its sync, and the algorithm bandwidth (bytes / time), under the
+cross-process transport TORCHTPU_PROCESS_TRANSPORT selects (c10d or
+python).
 
 In one process: CPU_NUM_DEVICES=2 python bench/bench_collectives.py
 --in-process runs the same timing in the replicas of torch_xla.launch,
@@ -24,6 +26,9 @@ import torch_xla.runtime as xr
 
 def main():
     d = torch_xla.device()
+    from torchtpu import process_transport
+    if xr.global_ordinal() == 0:
+        print(f"transport: {process_transport.kind()}", flush=True)
     for nbytes, reps in ((4, 200), (64 << 10, 100), (4 << 20, 20), (64 << 20, 5)):
         x = torch.ones(nbytes // 4, device=d)
         torch_xla.sync(wait=True)

@@ -196,6 +196,16 @@ void tt_collective_transport_done(tt_collective_transport_request_t *rq, const c
  * collectives fail at once. */
 void tt_collective_transport_close(void);
 
+/* A transport the leader calls on its own thread instead of queueing (the
+ * optional c10d extension, python/torchtpu/_c10d_transport.cpp): serve
+ * runs rq to completion, bounded by TORCHTPU_COLLECTIVE_TIMEOUT_S, and
+ * returns NULL on success or a malloc'd message the leader's collective
+ * fails with (the engine frees it). Attaching one marks the transport
+ * attached; tt_collective_transport_close detaches it. Requests of
+ * different groups may be served concurrently (one leader thread each). */
+typedef char *(*tt_collective_transport_serve_fn)(tt_collective_transport_request_t *rq);
+void tt_collective_transport_attach_direct(tt_collective_transport_serve_fn serve);
+
 #ifdef __cplusplus
 }
 #endif

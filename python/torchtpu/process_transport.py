@@ -1,5 +1,19 @@
 """The cross-process transport of the collective layer: torch.distributed's
-Gloo, driven from Python on threads of its own (docs/collectives.md).
+Gloo (docs/collectives.md, "Several processes").
+
+Two implementations, chosen at start by TORCHTPU_PROCESS_TRANSPORT (c10d or
+python; unset: c10d when the optional extension torchtpu._c10d_transport is
+built, else python; c10d without the extension raises RuntimeError):
+
+- c10d: the extension (python/torchtpu/_c10d_transport.cpp) serves each
+  request on the leader's own thread, in C++, through c10d's Backend
+  interface; this module only opens each group's ProcessGroupGloo the
+  first time the extension asks (_DirectTransport.group) and words
+  failures (_failure_text, _mismatch_text), so both implementations fail
+  with the same messages.
+- python: the rest of this contract.
+
+kind() says which one runs ("c10d", "python"; None before start).
 
 Contract: start(index, count, local_devices) attaches the transport to the
 collective layer and starts a dispatcher thread. The device workers never
@@ -41,7 +55,9 @@ failure then aborts this process's collectives (C side)."""
 import atexit
 import ctypes
 import datetime
+import os
 import queue
+import struct
 import sys
 import threading
 import traceback
@@ -85,17 +101,25 @@ def _count_request(op):
         _requests[op] = _requests.get(op, 0) + 1
 
 
+def _merged(mine, index):
+    """mine plus the C++ transport's counters (counters()[index])."""
+    with _sent_lock:
+        out = dict(mine)
+    if isinstance(_state, _DirectTransport):
+        for op, n in _state.shim.counters()[index].items():
+            out[op] = out.get(op, 0) + n
+    return out
+
+
 def requests():
     """{op name: requests this process's transport served} (see the
     contract)."""
-    with _sent_lock:
-        return dict(_requests)
+    return _merged(_requests, 0)
 
 
 def bytes_sent():
     """{op name: payload bytes sent to other processes} (see the contract)."""
-    with _sent_lock:
-        return dict(_sent)
+    return _merged(_sent, 1)
 
 
 def _failed_key(process):
@@ -152,6 +176,71 @@ def _reduce_chunks(reduce, dtype, parts, out):
     out.copy_(acc.to(dtype))
 
 
+def _group_text(ids):
+    return "[" + ", ".join(map(str, ids)) + "]"
+
+
+def _failure_text(transport, ids, processes, desc, seq, text):
+    """The message of a failed Gloo call whose error reads text: the call,
+    the group, and what the store says of the peers."""
+    peers = []
+    for p in processes:
+        if p == transport.index:
+            continue
+        try:
+            key = _failed_key(p)
+            if transport.store.check([key]):
+                peers.append(f"process {p} failed: {transport.store.get(key).decode()}")
+        except Exception:
+            pass
+    lowered = text.lower()
+    if peers:
+        cause = "; ".join(peers)
+    elif "timeout" in lowered or "timed out" in lowered:
+        others = [p for p in processes if p != transport.index]
+        cause = (f"timed out after {transport.timeout_s:g} s "
+                 f"(TORCHTPU_COLLECTIVE_TIMEOUT_S) waiting for process(es) "
+                 f"{', '.join(map(str, others))}")
+    else:
+        cause = "a peer process is gone or unreachable"
+    return (f"{desc} #{seq} on group {_group_text(ids)} across processes "
+            f"{processes} failed: {cause} (gloo: {text})")
+
+
+def _mismatch_text(ids, h, first):
+    """The message of two leaders' headers (lists of int64: sig, sequence
+    number, device, process, description bytes) that differ: h's call but
+    first's call."""
+    n = _SIG_LEN + 3
+
+    def name(x):
+        raw = struct.pack(f"<{len(x) - n}q", *x[n:])
+        text = raw.rstrip(b"\0").decode(errors="replace")
+        return f"device {x[_SIG_LEN + 1]} (process {x[_SIG_LEN + 2]}) issued {text} #{x[_SIG_LEN]}"
+
+    extra = ""
+    if name(h).split(" issued ")[1] == name(first).split(" issued ")[1]:
+        extra = (f" (with {h[_SIG_LEN - 1]} and {first[_SIG_LEN - 1]} "
+                 f"group members in their processes, or a different layout or pairs)")
+    return (f"collective mismatch across processes on group {_group_text(ids)}: "
+            f"{name(h)} but {name(first)}{extra}")
+
+
+def _processes_of(ids, local_devices):
+    return sorted({i // local_devices for i in ids})
+
+
+def _open_group(transport, ids, rank, count):
+    """A new ProcessGroupGloo of the processes of group ids (this process
+    at rank, of count), over its own connection to the job's store, with
+    TORCHTPU_COLLECTIVE_TIMEOUT_S as Gloo's timeout."""
+    import torch.distributed as dist
+    key = ",".join(map(str, ids))
+    store = dist.PrefixStore(f"torchtpu/group/{zlib.crc32(key.encode()):x}/{len(key)}",
+                             processes.store_connection(transport.timeout))
+    return dist.ProcessGroupGloo(store, rank, count, transport.timeout)
+
+
 class _Channel:
     """One group's Gloo process group and the thread running its requests."""
 
@@ -159,7 +248,7 @@ class _Channel:
         self.transport = transport
         self.ids = ids
         L = transport.local_devices
-        self.processes = sorted({i // L for i in ids})
+        self.processes = _processes_of(ids, L)
         self.rank = self.processes.index(transport.index)
         self.seq = 0
         self.pg = None
@@ -170,13 +259,8 @@ class _Channel:
         self.thread.start()
 
     def _connect(self):
-        import torch.distributed as dist
         if self.pg is None:
-            key = ",".join(map(str, self.ids))
-            store = dist.PrefixStore(f"torchtpu/group/{zlib.crc32(key.encode()):x}/{len(key)}",
-                                     processes.store_connection(self.transport.timeout))
-            self.pg = dist.ProcessGroupGloo(store, self.rank, len(self.processes),
-                                            self.transport.timeout)
+            self.pg = _open_group(self.transport, self.ids, self.rank, len(self.processes))
         return self.pg
 
     def _run(self):
@@ -201,38 +285,9 @@ class _Channel:
                 traceback.print_exc()
             _C.collective_transport_done(handle, error)
 
-    def _call(self, desc, seq):
-        return f"{desc} #{seq}"
-
-    def _group_text(self):
-        return "[" + ", ".join(map(str, self.ids)) + "]"
-
     def _failure(self, desc, seq, exc):
-        """The message of a failed Gloo call: the call, the group, and
-        what the store says of the peers."""
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        peers = []
-        for p in self.processes:
-            if p == self.transport.index:
-                continue
-            try:
-                key = _failed_key(p)
-                if self.transport.store.check([key]):
-                    peers.append(f"process {p} failed: {self.transport.store.get(key).decode()}")
-            except Exception:
-                pass
-        lowered = text.lower()
-        if peers:
-            cause = "; ".join(peers)
-        elif "timeout" in lowered or "timed out" in lowered:
-            others = [p for p in self.processes if p != self.transport.index]
-            cause = (f"timed out after {self.transport.timeout_s:g} s "
-                     f"(TORCHTPU_COLLECTIVE_TIMEOUT_S) waiting for process(es) "
-                     f"{', '.join(map(str, others))}")
-        else:
-            cause = "a peer process is gone or unreachable"
-        return (f"{self._call(desc, seq)} on group {self._group_text()} across processes "
-                f"{self.processes} failed: {cause} (gloo: {text})")
+        return _failure_text(self.transport, self.ids, self.processes, desc, seq, text)
 
     def _serve(self, rq):
         import torch.distributed as dist
@@ -253,23 +308,11 @@ class _Channel:
             pg.allgather([headers], [header]).wait()
         except Exception as e:
             return self._failure(desc, seq, e)
-        n = _SIG_LEN + 3
-        first = headers[0]
+        first = headers[0].tolist()
         for h in headers[1:]:
-            if torch.equal(h[:_SIG_LEN + 1], first[:_SIG_LEN + 1]):
-                continue
-
-            def name(x):
-                text = bytes(x[n:].numpy().tobytes()).rstrip(b"\0").decode(errors="replace")
-                return (f"device {int(x[_SIG_LEN + 1])} (process {int(x[_SIG_LEN + 2])}) "
-                        f"issued {text} #{int(x[_SIG_LEN])}")
-
-            extra = ""
-            if name(h).split(" issued ")[1] == name(first).split(" issued ")[1]:
-                extra = (f" (with {int(h[_SIG_LEN - 1])} and {int(first[_SIG_LEN - 1])} "
-                         f"group members in their processes, or a different layout or pairs)")
-            return (f"collective mismatch across processes on group {self._group_text()}: "
-                    f"{name(h)} but {name(first)}{extra}")
+            h = h.tolist()
+            if h[:_SIG_LEN + 1] != first[:_SIG_LEN + 1]:
+                return _mismatch_text(self.ids, h, first)
         # 2. The data.
         _count_request(_OP_NAMES[op])
         dtype = _DTYPES[dtype_code]
@@ -401,6 +444,96 @@ class _Transport:
             channel.queue.put(rq)
 
 
+class _DirectTransport:
+    """The C++ transport (torchtpu._c10d_transport, see its contract): the
+    leaders call it on their own threads; this object only opens the Gloo
+    groups it asks for and words its failures."""
+
+    def __init__(self, shim, index, count, local_devices):
+        self.shim = shim
+        self.index = index
+        self.count = count
+        self.local_devices = local_devices
+        self.timeout_s = processes.timeout_s()
+        self.timeout = datetime.timedelta(seconds=self.timeout_s)
+        self.store = None
+        self.startup_error = None
+        self.groups = {}  # ids -> [lock, (pg, rank, processes) once open]
+        self.groups_lock = threading.Lock()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._open, name="torchtpu-transport",
+                                       daemon=True)
+
+    def _open(self):
+        try:
+            self.store = processes.store(self.timeout)
+        except Exception as e:
+            self.startup_error = f"{type(e).__name__}: {e}"
+        self.ready.set()
+        if self.store is not None:
+            # The group of every replica, connected now: a peer that dies
+            # before the first collective then breaks a live connection.
+            self.group(tuple(range(self.count * self.local_devices)))
+
+    def group(self, ids):
+        """(ProcessGroupGloo, rank, processes) of group ids, opened once;
+        the error's text if it cannot be opened (the shim calls it, under
+        the GIL, the first time a leader uses the group)."""
+        self.ready.wait()
+        if self.store is None:
+            return f"the transport could not start: {self.startup_error}"
+        ids = tuple(ids)
+        with self.groups_lock:
+            entry = self.groups.setdefault(ids, [threading.Lock(), None])
+        with entry[0]:
+            if entry[1] is None:
+                procs = _processes_of(ids, self.local_devices)
+                rank = procs.index(self.index)
+                try:
+                    entry[1] = (_open_group(self, ids, rank, len(procs)), rank, procs)
+                except Exception as e:
+                    return str(e).strip() or type(e).__name__
+        return entry[1]
+
+    def failure(self, ids, desc, seq, text):
+        if self.store is None:
+            return f"{desc} across processes: the transport could not start: {self.startup_error}"
+        text = text.strip().splitlines()[0] if text.strip() else "error"
+        return _failure_text(self, ids, _processes_of(ids, self.local_devices), desc, max(seq, 0),
+                             text)
+
+    def attach(self):
+        from torchtpu import _C
+        serve = self.shim.install(self.group, self.failure, _mismatch_text, float(self.timeout_s))
+        _C.collective_transport_attach_direct(serve)
+        self.thread.start()
+
+
+def _shim():
+    """torchtpu._c10d_transport when TORCHTPU_PROCESS_TRANSPORT selects it
+    (c10d, or unset and the extension is built), else None (python)."""
+    choice = os.environ.get("TORCHTPU_PROCESS_TRANSPORT", "").strip().lower()
+    if choice not in ("", "c10d", "python"):
+        raise ValueError(f"TORCHTPU_PROCESS_TRANSPORT must be c10d or python, got {choice!r}")
+    if choice == "python":
+        return None
+    try:
+        from torchtpu import _c10d_transport
+    except ImportError as e:
+        if choice == "c10d":
+            raise RuntimeError("TORCHTPU_PROCESS_TRANSPORT=c10d, but the extension "
+                               f"torchtpu._c10d_transport is not available: {e}") from e
+        return None
+    return _c10d_transport
+
+
+def kind():
+    """The running transport: "c10d", "python", or None before start."""
+    if _state is None:
+        return None
+    return "c10d" if isinstance(_state, _DirectTransport) else "python"
+
+
 def _publish_failure(exc_type, exc, tb):
     """Writes this process's uncaught exception to the job's store, so the
     peers' failing collectives can name it."""
@@ -418,8 +551,11 @@ def start(index, count, local_devices):
     from torchtpu import _C
     if _state is not None:
         return
-    _state = _Transport(index, count, local_devices)
-    _C.collective_transport_attach()
+    shim = _shim()
+    if shim is not None:
+        _state = _DirectTransport(shim, index, count, local_devices)
+    else:
+        _state = _Transport(index, count, local_devices)
     previous = sys.excepthook
 
     def hook(exc_type, exc, tb):
@@ -428,7 +564,11 @@ def start(index, count, local_devices):
 
     sys.excepthook = hook
     atexit.register(_finish_connect)
-    _state.thread.start()
+    if shim is not None:
+        _state.attach()
+    else:
+        _C.collective_transport_attach()
+        _state.thread.start()
 
 
 # How long a process that exits leaves its eager connect to finish.
@@ -443,7 +583,13 @@ def _finish_connect():
     The peers exit or connect too, so the wait is short; it is bounded for
     a peer that is already gone."""
     state = _state
-    if state is None or not state.ready.wait(_EXIT_CONNECT_WAIT_S):
+    if state is None:
+        return
+    if isinstance(state, _DirectTransport):  # its opening thread ends after the connect
+        if state.thread.is_alive():
+            state.thread.join(min(_EXIT_CONNECT_WAIT_S, state.timeout_s))
+        return
+    if not state.ready.wait(_EXIT_CONNECT_WAIT_S):
         return
     world = state.channels.get(tuple(range(state.count * state.local_devices)))
     if world is not None:  # the one group connected eagerly (_dispatch)

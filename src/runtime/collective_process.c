@@ -61,6 +61,15 @@ static pthread_mutex_t tt_xp_lock_ = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t tt_xp_cond_ = PTHREAD_COND_INITIALIZER;
 static tt_collective_transport_request_t *tt_xp_head_ = NULL, *tt_xp_tail_ = NULL;
 static int tt_xp_attached_ = 0, tt_xp_closed_ = 0;
+static tt_collective_transport_serve_fn tt_xp_direct_ = NULL;
+
+void tt_collective_transport_attach_direct(tt_collective_transport_serve_fn serve) {
+  pthread_mutex_lock(&tt_xp_lock_);
+  tt_xp_direct_ = serve;
+  tt_xp_attached_ = serve != NULL;
+  tt_xp_closed_ = 0;
+  pthread_mutex_unlock(&tt_xp_lock_);
+}
 
 void tt_collective_transport_attach(void) {
   pthread_mutex_lock(&tt_xp_lock_);
@@ -96,6 +105,7 @@ void tt_collective_transport_close(void) {
   pthread_mutex_lock(&tt_xp_lock_);
   tt_xp_closed_ = 1;
   tt_xp_attached_ = 0;
+  tt_xp_direct_ = NULL;
   /* Requests nobody will take fail now. */
   for (tt_collective_transport_request_t *rq = tt_xp_head_; rq; rq = rq->next) {
     rq->error = strdup("the cross-process transport was closed");
@@ -120,12 +130,19 @@ static tt_status_t tt_xp_submit(tt_collective_transport_request_t *rq) {
   rq->next = NULL;
   rq->done = 0;
   rq->error = NULL;
-  if (tt_xp_tail_) tt_xp_tail_->next = rq;
-  else tt_xp_head_ = rq;
-  tt_xp_tail_ = rq;
-  pthread_cond_broadcast(&tt_xp_cond_);
-  while (!rq->done) pthread_cond_wait(&tt_xp_cond_, &tt_xp_lock_);
-  pthread_mutex_unlock(&tt_xp_lock_);
+  tt_collective_transport_serve_fn direct = tt_xp_direct_;
+  if (direct) { /* served on this thread: no queue, no hand-off */
+    pthread_mutex_unlock(&tt_xp_lock_);
+    rq->error = direct(rq);
+    rq->done = 1;
+  } else {
+    if (tt_xp_tail_) tt_xp_tail_->next = rq;
+    else tt_xp_head_ = rq;
+    tt_xp_tail_ = rq;
+    pthread_cond_broadcast(&tt_xp_cond_);
+    while (!rq->done) pthread_cond_wait(&tt_xp_cond_, &tt_xp_lock_);
+    pthread_mutex_unlock(&tt_xp_lock_);
+  }
   if (!rq->error) return NULL;
   tt_status_t st = tt_status_make(TT_INTERNAL, "%s", rq->error);
   /* The local members waiting for this leader fail with the reason. */

@@ -51,6 +51,16 @@ static PyObject *py_collective_transport_attach(PyObject *m, PyObject *a) {
   Py_RETURN_NONE;
 }
 
+/* attach_direct(address): address of a tt_collective_transport_serve_fn
+ * (the c10d extension's), which the leaders then call on their own threads. */
+static PyObject *py_collective_transport_attach_direct(PyObject *m, PyObject *args) {
+  (void)m;
+  unsigned long long address;
+  if (!PyArg_ParseTuple(args, "K", &address)) return NULL;
+  tt_collective_transport_attach_direct((tt_collective_transport_serve_fn)(uintptr_t)address);
+  Py_RETURN_NONE;
+}
+
 static PyObject *py_collective_transport_close(PyObject *m, PyObject *a) {
   (void)m;
   (void)a;
@@ -111,6 +121,8 @@ PyMethodDef tt_py_methods_collective[] = {
      "collective_set_process_layout(index, count, local_devices): this process's place"},
     {"collective_transport_attach", py_collective_transport_attach, METH_NOARGS,
      "collective_transport_attach(): a transport thread takes cross-process requests"},
+    {"collective_transport_attach_direct", py_collective_transport_attach_direct, METH_VARARGS,
+     "collective_transport_attach_direct(address): leaders call this serve function directly"},
     {"collective_transport_close", py_collective_transport_close, METH_NOARGS,
      "collective_transport_close(): wake the transport thread with None"},
     {"collective_transport_next", py_collective_transport_next, METH_NOARGS,
