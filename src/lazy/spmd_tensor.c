@@ -6,6 +6,7 @@
 
 #include "lazy/lazy_internal.h"
 #include "lazy/spmd_internal.h"
+#include "torchtpu/collective.h"
 #include "torchtpu/metrics.h"
 
 static int tt_spmd_on_; /* engine lock */
@@ -25,6 +26,19 @@ int tt_lazy_spmd_partitioning(void) {
 
 int tt_spmd_on_locked(void) { return tt_spmd_on_; }
 
+int32_t tt_spmd_device_base(void) {
+  return tt_collective_process_count() > 1 ? tt_collective_device_base() : 0;
+}
+
+int32_t tt_spmd_global_devices(void) {
+  return tt_collective_process_count() * tt_runtime_device_count();
+}
+
+int tt_spmd_is_local(int32_t p) {
+  int32_t d = p - tt_spmd_device_base();
+  return d >= 0 && d < tt_runtime_device_count();
+}
+
 int tt_spmd_is_tiled(const tt_sharding_t *s, int32_t rank) {
   if (!s || s->kind != TT_SHARDING_TILED) return 0;
   int64_t tiles = 1;
@@ -43,7 +57,7 @@ tt_status_t tt_spmd_shard_storage_locked(tt_tensor_t *t) {
   if (!tt_spmd_on_ || t->node || t->deleted || !t->buffer || t->shards ||
       !tt_spmd_is_tiled(s, t->shape.rank) || tt_shape_numel(&t->shape) == 0)
     return NULL;
-  if (s->num_devices > 27 || s->num_devices > tt_runtime_device_count()) return NULL;
+  if (s->num_devices > 27 || s->num_devices > tt_spmd_global_devices()) return NULL;
   tt_shard_set_t *set = NULL;
   TT_RETURN_IF_ERROR(tt_spmd_slice_locked(t->buffer, &t->shape, t->dtype, s, &set));
   tt_buffer_release(t->buffer);
@@ -82,9 +96,15 @@ tt_status_t tt_tensor_storage_layout(tt_tensor_t *t, tt_sharding_t **out_layout)
 tt_status_t tt_tensor_shard_to_host(tt_tensor_t *t, int32_t p, void *host, size_t nbytes) {
   pthread_mutex_lock(&tt_lazy_lock);
   tt_buffer_t *b = NULL;
-  if (!t->node && t->shards && p >= 0 && p < t->shards->num) b = t->shards->buffers[p];
+  int held = !t->node && t->shards && p >= 0 && p < t->shards->num;
+  if (held) b = t->shards->buffers[p];
   if (b) tt_buffer_retain(b);
   pthread_mutex_unlock(&tt_lazy_lock);
+  if (held && !b)
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "tensor %lld: shard %d is held by another process (global device %d); "
+                          "this process holds the shards of its own devices", (long long)t->id,
+                          (int)p, (int)p);
   if (!b)
     return tt_status_make(TT_INVALID_ARGUMENT,
                           "tensor %lld holds no shard %d (it is not held as shards)",
