@@ -76,6 +76,9 @@ def train(mesh, specs, data_spec):
     out = {"losses": losses}
     if "0.weight" in specs:
         out["fc1_held"], out["fc1_missing"] = held_shards(model[0].weight)
+        shards = xs.wrap_as_sharded_tensor(model[0].weight).local_shards
+        out["fc1_local_shards"] = [[s.shard_device, s.indices[0].start, s.data.tolist()]
+                                   for s in shards]
     out["weights"] = {n: p.cpu().tolist() for n, p in model.named_parameters()}
     return out
 

@@ -100,6 +100,12 @@ def test_two_processes_one_mesh_train(tmp_path):
         missing = got["megatron"]["fc1_missing"]
         assert [p for p, _ in missing] == [2 * (1 - rank), 2 * (1 - rank) + 1]
         assert "is held by another process" in missing[0][1]
+        # XLAShardedTensor.local_shards: this process's devices' shards.
+        local = got["megatron"]["fc1_local_shards"]
+        assert [(d, start) for d, start, _ in local] == \
+            [(f"CPU:{2 * rank}", 0), (f"CPU:{2 * rank + 1}", 8)]
+        for _, start, v in local:
+            np.testing.assert_allclose(v, w1[start:start + 8], rtol=1e-5, atol=1e-6)
 
 
 def test_mesh_smaller_than_job_refused(tmp_path):
