@@ -105,6 +105,13 @@ def main():
     mt = xs.Mesh(np.arange(n), (2, n // 2), ("data", "model"))
     result["megatron"] = train(mt, {"0.weight": ("model", None), "0.bias": ("model",),
                                     "2.weight": (None, "model")}, ("data", None))
+    # Uneven shards: 10 x 3 on the (2, 2) mesh, 5 x 2 tiles (the last
+    # column tile 1 wide, padded).
+    x = torch.arange(30.0).reshape(10, 3).to(torch_xla.device())
+    xs.mark_sharding(x, mt, ("data", "model"))
+    y = x * 2 + 1
+    torch_xla.sync()
+    result["uneven"] = [y.cpu().tolist(), y.sum(0).cpu().tolist()]
     result["partitioned"] = met.counter_value("SpmdPartitionedExecution") or 0
     result["fallback"] = met.counter_value("SpmdPartitionFallback") or 0
     with open(os.path.join(os.environ["G31_OUT"], f"{rank}.json"), "w") as f:

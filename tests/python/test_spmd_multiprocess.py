@@ -87,6 +87,9 @@ def test_two_processes_one_mesh_train(tmp_path):
             for name, w in want_weights.items():
                 np.testing.assert_allclose(got[run]["weights"][name], w, rtol=1e-5, atol=1e-6,
                                            err_msg=f"{run} {name}")
+        x = np.arange(30.0).reshape(10, 3) * 2 + 1
+        np.testing.assert_allclose(got["uneven"][0], x)
+        np.testing.assert_allclose(got["uneven"][1], x.sum(0))
         # Every graph ran partitioned: 3 steps + the weight reads, per run.
         assert got["partitioned"] >= 6 and got["fallback"] == 0, got
         # fc1.weight (16 x 8) over 'model' of the (2, 2) mesh: rows 0:8 on
