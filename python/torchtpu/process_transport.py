@@ -38,6 +38,7 @@ error naming the call, the group and what is known of the peers: a peer
 process that died with an exception published it in the job's store first
 (an exception hook installed by start), so its message is quoted. The
 failure then aborts this process's collectives (C side)."""
+import atexit
 import ctypes
 import datetime
 import queue
@@ -424,6 +425,25 @@ def start(index, count, local_devices):
 
     sys.excepthook = hook
     _state.thread.start()
+    atexit.register(_stop_channels)
+
+
+def _stop_channels(budget_s=2.0):
+    """At exit, before the interpreter finalizes: lets each channel thread
+    finish its request and end. A daemon thread still inside a Gloo call
+    when the interpreter finalizes is ended by pthread_exit in C++ frames,
+    which aborts the process ("terminate called without an active
+    exception"). Bounded: a channel stuck on a peer is left."""
+    import time
+    state = _state
+    if state is None:
+        return
+    channels = list(state.channels.values())
+    for channel in channels:
+        channel.queue.put(None)
+    end = time.monotonic() + budget_s
+    for channel in channels:
+        channel.thread.join(max(0.0, end - time.monotonic()))
 
 
 def publish_failure(exc):

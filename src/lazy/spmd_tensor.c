@@ -58,6 +58,12 @@ tt_status_t tt_spmd_shard_storage_locked(tt_tensor_t *t) {
       !tt_spmd_is_tiled(s, t->shape.rank) || tt_shape_numel(&t->shape) == 0)
     return NULL;
   if (s->num_devices > 27 || s->num_devices > tt_spmd_global_devices()) return NULL;
+  /* Several processes: a mesh over part of the job is refused by the cut
+   * (spmd_cut.c); until then the value stays whole (this process might
+   * hold none of its shards). */
+  if (tt_spmd_global_devices() > tt_runtime_device_count() &&
+      s->num_devices != tt_spmd_global_devices())
+    return NULL;
   tt_shard_set_t *set = NULL;
   TT_RETURN_IF_ERROR(tt_spmd_slice_locked(t->buffer, &t->shape, t->dtype, s, &set));
   tt_buffer_release(t->buffer);

@@ -112,6 +112,19 @@ def main():
     y = x * 2 + 1
     torch_xla.sync()
     result["uneven"] = [y.cpu().tolist(), y.sum(0).cpu().tolist()]
+    # Layout changes of a value whose tiles are spread over the processes:
+    # ('data', 'model') -> cleared -> ('model', None), then cleared again.
+    x0 = torch.arange(48.0).reshape(8, 6)
+    x = x0.to(torch_xla.device())
+    xs.mark_sharding(x, mt, ("data", "model"))
+    torch_xla.sync()
+    xs.clear_sharding(x)
+    xs.mark_sharding(x, mt, ("model", None))
+    y = x * 3
+    torch_xla.sync()
+    result["relaid"] = [y.cpu().tolist(), _C.tensor_storage_layout(bridge.handle_of(x))]
+    xs.clear_sharding(x)
+    result["cleared"] = x.cpu().tolist()
     result["partitioned"] = met.counter_value("SpmdPartitionedExecution") or 0
     result["fallback"] = met.counter_value("SpmdPartitionFallback") or 0
     with open(os.path.join(os.environ["G31_OUT"], f"{rank}.json"), "w") as f:

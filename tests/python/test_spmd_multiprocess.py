@@ -90,6 +90,11 @@ def test_two_processes_one_mesh_train(tmp_path):
         x = np.arange(30.0).reshape(10, 3) * 2 + 1
         np.testing.assert_allclose(got["uneven"][0], x)
         np.testing.assert_allclose(got["uneven"][1], x.sum(0))
+        x0 = np.arange(48.0).reshape(8, 6)
+        np.testing.assert_allclose(got["relaid"][0], x0 * 3)
+        # held in the new layout: rows over 'model' (devices 0, 2 | 1, 3)
+        assert got["relaid"][1] == ["tiled", [2, 1, 2], [0, 2, 1, 3], True, 4], got["relaid"][1]
+        np.testing.assert_allclose(got["cleared"], x0)
         # Every graph ran partitioned: 3 steps + the weight reads, per run.
         assert got["partitioned"] >= 6 and got["fallback"] == 0, got
         # fc1.weight (16 x 8) over 'model' of the (2, 2) mesh: rows 0:8 on
@@ -118,3 +123,4 @@ def test_mesh_smaller_than_job_refused(tmp_path):
     assert res.returncode != 0
     assert "SPMD over several processes: a mesh of 2 devices, but the job has 4" in res.stderr, \
         res.stderr[-4000:]
+    assert "SIGSEGV" not in res.stderr and "SIGABRT" not in res.stderr, res.stderr[-4000:]
