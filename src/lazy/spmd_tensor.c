@@ -123,11 +123,12 @@ tt_status_t tt_tensor_shard_to_host(tt_tensor_t *t, int32_t p, void *host, size_
 tt_status_t tt_tensor_load_shards(tt_tensor_t *t, const tt_sharding_t *layout,
                                   const void *const *hosts, size_t shard_bytes) {
   TT_RETURN_IF_ERROR(tt_sharding_validate(layout, &t->shape));
-  if (!tt_spmd_is_tiled(layout, t->shape.rank) ||
-      layout->num_devices > tt_runtime_device_count())
+  int32_t gd = tt_spmd_global_devices(), base = tt_spmd_device_base();
+  if (!tt_spmd_is_tiled(layout, t->shape.rank) || layout->num_devices > gd ||
+      (gd > tt_runtime_device_count() && layout->num_devices != gd))
     return tt_status_make(TT_INVALID_ARGUMENT,
-                          "load shards: a tiled layout over at most %d devices is needed",
-                          (int)tt_runtime_device_count());
+                          "load shards: a tiled layout over %s %d devices is needed",
+                          gd > tt_runtime_device_count() ? "all" : "at most", (int)gd);
   size_t want = tt_spmd_shard_bytes(layout, &t->shape, t->dtype);
   if (shard_bytes != want)
     return tt_status_make(TT_INVALID_ARGUMENT, "load shards: %zu bytes per shard, the layout's "
@@ -135,7 +136,8 @@ tt_status_t tt_tensor_load_shards(tt_tensor_t *t, const tt_sharding_t *layout,
   tt_shard_set_t *set = tt_shard_set_new(layout);
   if (!set) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (shards)");
   for (int32_t p = 0; p < set->num; ++p) {
-    tt_status_t st = tt_buffer_from_host(p, hosts[p], shard_bytes, &set->buffers[p]);
+    if (!tt_spmd_is_local(p)) continue; /* another process loads it */
+    tt_status_t st = tt_buffer_from_host(p - base, hosts[p], shard_bytes, &set->buffers[p]);
     if (st) {
       tt_shard_set_release(set);
       return st;

@@ -125,6 +125,12 @@ def main():
     result["relaid"] = [y.cpu().tolist(), _C.tensor_storage_layout(bridge.handle_of(x))]
     xs.clear_sharding(x)
     result["cleared"] = x.cpu().tolist()
+    # load_local_shards_: each process writes its own devices' shards.
+    z = torch.arange(8.0).reshape(4, 2).to(torch_xla.device())
+    st = xs.mark_sharding(z, dp, ("data", None))
+    st.load_local_shards_([xs.XLAShard(s.data * 10, s.indices, s.shard_device, s.replica_id)
+                           for s in st.local_shards])
+    result["loaded"] = z.cpu().tolist()
     result["partitioned"] = met.counter_value("SpmdPartitionedExecution") or 0
     result["fallback"] = met.counter_value("SpmdPartitionFallback") or 0
     with open(os.path.join(os.environ["G31_OUT"], f"{rank}.json"), "w") as f:

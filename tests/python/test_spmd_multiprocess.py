@@ -95,6 +95,7 @@ def test_two_processes_one_mesh_train(tmp_path):
         # held in the new layout: rows over 'model' (devices 0, 2 | 1, 3)
         assert got["relaid"][1] == ["tiled", [2, 1, 2], [0, 2, 1, 3], True, 4], got["relaid"][1]
         np.testing.assert_allclose(got["cleared"], x0)
+        np.testing.assert_allclose(got["loaded"], np.arange(8.0).reshape(4, 2) * 10)
         # Every graph ran partitioned: 3 steps + the weight reads, per run.
         assert got["partitioned"] >= 6 and got["fallback"] == 0, got
         # fc1.weight (16 x 8) over 'model' of the (2, 2) mesh: rows 0:8 on

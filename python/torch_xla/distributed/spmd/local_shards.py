@@ -169,7 +169,12 @@ def load_held(t, spec, pieces):
                                f"shard shape {full}")
         data.append(p.detach().to(storage).contiguous())
     nbytes = data[0].numel() * data[0].element_size()
-    _C.tensor_load_shards(h, spec, [d.data_ptr() for d in data], nbytes)
+    # pieces are local_devices(spec)'s (every device's in one process);
+    # another process loads the others (0: none here).
+    ptrs = [0] * num_devices(spec)
+    for d, piece in zip(local_devices(spec), data):
+        ptrs[d] = piece.data_ptr()
+    _C.tensor_load_shards(h, spec, ptrs, nbytes)
     with torch.no_grad():
         t.copy_(fresh)
     return True
