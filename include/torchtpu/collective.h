@@ -125,6 +125,8 @@ void tt_collective_set_process_layout(int32_t process_index, int32_t process_cou
                                       int32_t local_devices);
 /* The global id of this process's local device 0 (process_index * L). */
 int32_t tt_collective_device_base(void);
+/* The job's process count (1 outside a multi-process launch). */
+int32_t tt_collective_process_count(void);
 
 /* The cross-process transport is driven by a transport thread outside the
  * engine (the Python front end's Gloo transport): a leader queues a

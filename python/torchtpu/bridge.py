@@ -281,6 +281,9 @@ def download(handle):
     """Runs what handle needs and returns its value as a CPU tensor."""
     if on_download is not None:
         on_download(handle)
+    # Shards of other processes' devices come over their all-gather.
+    from torchtpu import spmd_read
+    handle = spmd_read.gathered(handle)
     out = torch.empty(handle.shape, dtype=TT_STORAGE_TORCH[handle.dtype])
     _C.to_host(handle, out.data_ptr(), out.numel() * out.element_size())
     _C.metric_add("OutboundData", 1, float(out.numel() * out.element_size()))

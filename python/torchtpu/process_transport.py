@@ -594,6 +594,22 @@ def _finish_connect():
     world = state.channels.get(tuple(range(state.count * state.local_devices)))
     if world is not None:  # the one group connected eagerly (_dispatch)
         world.connect_done.wait(min(_EXIT_CONNECT_WAIT_S, state.timeout_s))
+    _stop_channels(state)
+
+
+def _stop_channels(state, budget_s=2.0):
+    """Python transport, at exit, before the interpreter finalizes: lets
+    each channel thread finish its request and end. A daemon thread still
+    inside a Gloo call when the interpreter finalizes is ended by
+    pthread_exit in C++ frames, which aborts the process as above.
+    Bounded: a channel stuck on a peer is left."""
+    import time
+    channels = list(state.channels.values())
+    for channel in channels:
+        channel.queue.put(None)
+    end = time.monotonic() + budget_s
+    for channel in channels:
+        channel.thread.join(max(0.0, end - time.monotonic()))
 
 
 def publish_failure(exc):

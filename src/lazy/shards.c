@@ -92,8 +92,30 @@ tt_status_t tt_shard_set_to_host(tt_shard_set_t *s, const tt_shape_t *shape, tt_
   if (nbytes != (size_t)tt_shape_numel(shape) * es)
     return tt_status_make(TT_INVALID_ARGUMENT, "copy to host: %zu bytes asked, tensor has %zu",
                           nbytes, (size_t)tt_shape_numel(shape) * es);
+  /* Which tiles this process holds (another process's shards are NULL;
+   * a replica of a tile may still be here). */
+  int64_t ntiles = 1;
+  for (int32_t d = 0; d < shape->rank && d < s->layout->num_tile_dims; ++d)
+    ntiles *= s->layout->tile_dims[d];
+  unsigned char held[64] = {0};
+  for (int32_t p = 0; p < s->num && ntiles <= 64; ++p) {
+    int64_t off[TT_MAX_RANK], valid[TT_MAX_RANK], t = 0;
+    tt_shape_t ss;
+    if (!s->buffers[p]) continue;
+    TT_RETURN_IF_ERROR(tt_partition_tile(s->layout, shape, p, off, valid, &ss));
+    for (int32_t d = 0; d < shape->rank; ++d)
+      t = t * s->layout->tile_dims[d] + (ss.dims[d] ? off[d] / ss.dims[d] : 0);
+    if (t >= 0 && t < ntiles) held[t] = 1;
+  }
+  for (int64_t t = 0; t < ntiles; ++t)
+    if (ntiles > 64 || !held[t])
+      return tt_status_make(TT_UNIMPLEMENTED,
+                            "reading a value sharded over several processes: tile %lld is held "
+                            "by another process; every process must read it together (.cpu() "
+                            "does), or read this process's shards (local_shards)", (long long)t);
   for (int32_t p = 0; p < s->num; ++p) {
     tt_buffer_t *b = s->buffers[p];
+    if (!b) continue;
     TT_RETURN_IF_ERROR(tt_buffer_wait(b));
     /* A partially replicated tile is copied once per holder: the same
      * bytes. */

@@ -72,6 +72,7 @@ static tt_status_t tt_spmd_partition_(tt_graph_t *g, tt_spmd_entry_t *e) {
   tt_optimize_options_from_env(&opts);
   tt_status_t st = NULL;
   for (int32_t p = 0; p < e->n && !st; ++p) {
+    if (!tt_spmd_is_local(p)) continue; /* another process runs it */
     tt_partition_t *part = NULL;
     st = tt_partition_program(g, &mesh, p, placeholder, &part);
     tt_graph_t *opt = NULL;
@@ -209,7 +210,7 @@ tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t 
                                int32_t device, int step, int *handled) {
   *handled = 0;
   /* One device: nothing to partition onto (and nothing to build twice). */
-  if (!tt_spmd_on_locked() || device != 0 || tt_runtime_device_count() < 2) return NULL;
+  if (!tt_spmd_on_locked() || device != 0 || tt_spmd_global_devices() < 2) return NULL;
   tt_graph_t *g = NULL;
   tt_node_t **inputs = NULL;
   TT_RETURN_IF_ERROR(tt_graph_build(roots, nr, &g, &inputs));
@@ -218,7 +219,25 @@ tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t 
   int32_t n = nodes ? tt_spmd_count_(g, nodes) : 0;
   if (n == 0) goto done; /* nothing sharded: the ordinary cut */
   tt_spmd_entry_t *e = NULL;
-  if (n >= 2 && n <= 27 && n <= tt_runtime_device_count()) e = tt_spmd_entry_(g, nodes, n);
+  int32_t gd = tt_spmd_global_devices(), base = tt_spmd_device_base();
+  if (gd > tt_runtime_device_count() && n != gd) {
+    /* Several processes: every process runs its own partitions, so the
+     * mesh must hold each of them. */
+    st = tt_status_make(TT_INVALID_ARGUMENT,
+                        "SPMD over several processes: a mesh of %d devices, but the job has %d "
+                        "(every process's devices); make the Mesh over all "
+                        "xr.global_runtime_device_count() devices", (int)n, (int)gd);
+    goto done;
+  }
+  if (n >= 2 && n <= 27 && n <= gd) e = tt_spmd_entry_(g, nodes, n);
+  if ((!e || !e->n) && gd > tt_runtime_device_count()) {
+    /* Running it whole would need the other processes' shards. */
+    st = tt_status_make(TT_UNIMPLEMENTED,
+                        "SPMD over several processes: the partitioner refused this graph (a "
+                        "collective, a manual region or a mix of meshes) and it cannot run "
+                        "whole on one process");
+    goto done;
+  }
   if (!e || !e->n) {
     tt_counter_add("SpmdPartitionFallback", 1);
     goto done;
@@ -255,6 +274,7 @@ tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t 
       set = made[k];
     }
     for (int32_t p = 0; p < n && !st; ++p) {
+      if (!tt_spmd_is_local(p)) continue;
       tt_input_value_t *v = &vals[(size_t)p * (size_t)ni + (size_t)k];
       v->scalar_f = in->scalar_f;
       v->scalar_i = in->scalar_i;
@@ -265,23 +285,25 @@ tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t 
   }
   /* Outputs: each program's buffers, of its output shapes. */
   for (int32_t p = 0; p < n && !st; ++p) {
+    if (!tt_spmd_is_local(p)) continue;
     const tt_graph_t *pg = tt_executable_graph(e->exes[p]);
     for (int32_t r = 0; r < nr && !st; ++r) {
       const tt_instr_t *oi = &pg->instrs[pg->output_instr[r]];
       size_t bytes = (size_t)tt_shape_numel(&oi->shape) * tt_dtype_size(oi->dtype);
-      outs[p * nr + r] = tt_buffer_create_pending(p, bytes);
+      outs[p * nr + r] = tt_buffer_create_pending(p - base, bytes);
       if (!outs[p * nr + r]) st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (buffer)");
     }
   }
-  /* All n programs, in partition order. */
+  /* All n programs (this process's), in partition order. */
   for (int32_t p = 0; p < n && !st; ++p) {
+    if (!tt_spmd_is_local(p)) continue;
     const tt_graph_t *pg = tt_executable_graph(e->exes[p]);
     for (int32_t j = 0; j < pg->num_inputs; ++j) pv[j] = (tt_input_value_t){0};
     for (int32_t k = 0; k < ni; ++k) {
       int32_t j = e->input_pos[p * ni + k];
       if (j >= 0 && j < pg->num_inputs) pv[j] = vals[(size_t)p * (size_t)ni + (size_t)k];
     }
-    st = tt_executable_enqueue(e->exes[p], p, pv, pg->num_inputs, &outs[p * nr], nr);
+    st = tt_executable_enqueue(e->exes[p], p - base, pv, pg->num_inputs, &outs[p * nr], nr);
   }
   if (st) goto out;
   /* Donors as an unpartitioned cut counts them; user-marked donors held
@@ -302,14 +324,14 @@ tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t 
         st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (shards)");
         break;
       }
-      for (int32_t p = 0; p < n; ++p) {
+      for (int32_t p = 0; p < n; ++p) { /* NULL: another process's */
         set->buffers[p] = outs[p * nr + r];
         outs[p * nr + r] = NULL;
       }
       t->shards = set;
     } else {
-      t->buffer = outs[r]; /* partition 0's */
-      outs[r] = NULL;
+      t->buffer = outs[base * nr + r]; /* this process's first partition's */
+      outs[base * nr + r] = NULL;
     }
     tt_node_release(t->data_node);
     t->data_node = NULL;

@@ -27,6 +27,18 @@ size_t tt_spmd_shard_bytes(const tt_sharding_t *layout, const tt_shape_t *shape,
 tt_status_t tt_spmd_tile_copy(const tt_sharding_t *layout, const tt_shape_t *shape, int32_t p,
                               size_t es, void *global, void *shard, int to_global);
 
+/* Several processes (docs/spmd.md "Several processes"): a mesh holds the
+ * job's global device ids; partition p runs on global device p, i.e. on
+ * local device p - tt_spmd_device_base() of the process holding it. A
+ * shard set has a buffer for every partition of this process and NULL for
+ * the others'. With one process the base is 0 and every partition is
+ * local. */
+int32_t tt_spmd_device_base(void);
+/* Every process's devices together (the largest mesh). */
+int32_t tt_spmd_global_devices(void);
+/* Whether partition p runs in this process. */
+int tt_spmd_is_local(int32_t p);
+
 /* Whether partitioned execution is on (engine lock held). */
 int tt_spmd_on_locked(void);
 

@@ -126,14 +126,17 @@ tt_status_t tt_spmd_slice_locked(tt_buffer_t *full, const tt_shape_t *shape, tt_
   tt_shard_set_t *s = tt_shard_set_new(layout);
   if (!s) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (shards)");
   tt_status_t st = NULL;
+  int32_t base = tt_spmd_device_base();
   for (int32_t p = 0; p < s->num && !st; ++p) {
+    if (!tt_spmd_is_local(p)) continue; /* another process's shard */
     int64_t off[TT_MAX_RANK], valid[TT_MAX_RANK];
     tt_shape_t ss;
     st = tt_partition_tile(layout, shape, p, off, valid, &ss);
     if (st) break;
     for (int32_t d = 0; d < shape->rank; ++d)
       if (off[d] > shape->dims[d]) off[d] = shape->dims[d];
-    s->buffers[p] = tt_buffer_create_pending(p, (size_t)tt_shape_numel(&ss) * tt_dtype_size(dtype));
+    s->buffers[p] =
+        tt_buffer_create_pending(p - base, (size_t)tt_shape_numel(&ss) * tt_dtype_size(dtype));
     tt_node_t *x = tt_node_create_param(full, dtype, shape, 0), *y = NULL;
     if (!s->buffers[p] || !x) {
       tt_node_release(x);
@@ -141,7 +144,7 @@ tt_status_t tt_spmd_slice_locked(tt_buffer_t *full, const tt_shape_t *shape, tt_
       break;
     }
     st = tt_move_window_(x, off, ss.dims, &y);
-    if (!st) st = tt_move_run_(y, &x, &full, 1, p, s->buffers[p]);
+    if (!st) st = tt_move_run_(y, &x, &full, 1, p - base, s->buffers[p]);
     tt_node_release(y);
     tt_node_release(x);
   }
@@ -214,6 +217,7 @@ tt_status_t tt_spmd_assemble_locked(tt_shard_set_t *s, const tt_shape_t *shape,
       t = t * grid[d] + (chunk ? off[d] / chunk : 0);
     }
     if (tiles[t]) continue; /* a replica of a tile already taken */
+    if (!s->buffers[p]) continue; /* another process's (a replica may be here) */
     params[np] = tt_node_create_param(s->buffers[p], dtype, &ss, 0);
     bufs[np] = s->buffers[p];
     if (!params[np]) {
@@ -224,7 +228,11 @@ tt_status_t tt_spmd_assemble_locked(tt_shard_set_t *s, const tt_shape_t *shape,
     ++np;
   }
   for (int64_t t = 0; t < ntiles && !st; ++t)
-    if (!tiles[t]) st = tt_status_make(TT_INTERNAL, "assembling shards: tile %lld unheld", (long long)t);
+    if (!tiles[t])
+      st = tt_status_make(TT_UNIMPLEMENTED,
+                          "assembling shards: tile %lld is held only by other processes (a "
+                          "layout change of a value sharded over several processes)",
+                          (long long)t);
   tt_node_t *root = NULL;
   if (!st) st = tt_move_grid_(tiles, grid, rank, 0, 0, &root);
   tt_buffer_t *b = NULL;

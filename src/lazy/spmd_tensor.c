@@ -6,6 +6,7 @@
 
 #include "lazy/lazy_internal.h"
 #include "lazy/spmd_internal.h"
+#include "torchtpu/collective.h"
 #include "torchtpu/metrics.h"
 
 static int tt_spmd_on_; /* engine lock */
@@ -25,6 +26,19 @@ int tt_lazy_spmd_partitioning(void) {
 
 int tt_spmd_on_locked(void) { return tt_spmd_on_; }
 
+int32_t tt_spmd_device_base(void) {
+  return tt_collective_process_count() > 1 ? tt_collective_device_base() : 0;
+}
+
+int32_t tt_spmd_global_devices(void) {
+  return tt_collective_process_count() * tt_runtime_device_count();
+}
+
+int tt_spmd_is_local(int32_t p) {
+  int32_t d = p - tt_spmd_device_base();
+  return d >= 0 && d < tt_runtime_device_count();
+}
+
 int tt_spmd_is_tiled(const tt_sharding_t *s, int32_t rank) {
   if (!s || s->kind != TT_SHARDING_TILED) return 0;
   int64_t tiles = 1;
@@ -43,7 +57,13 @@ tt_status_t tt_spmd_shard_storage_locked(tt_tensor_t *t) {
   if (!tt_spmd_on_ || t->node || t->deleted || !t->buffer || t->shards ||
       !tt_spmd_is_tiled(s, t->shape.rank) || tt_shape_numel(&t->shape) == 0)
     return NULL;
-  if (s->num_devices > 27 || s->num_devices > tt_runtime_device_count()) return NULL;
+  if (s->num_devices > 27 || s->num_devices > tt_spmd_global_devices()) return NULL;
+  /* Several processes: a mesh over part of the job is refused by the cut
+   * (spmd_cut.c); until then the value stays whole (this process might
+   * hold none of its shards). */
+  if (tt_spmd_global_devices() > tt_runtime_device_count() &&
+      s->num_devices != tt_spmd_global_devices())
+    return NULL;
   tt_shard_set_t *set = NULL;
   TT_RETURN_IF_ERROR(tt_spmd_slice_locked(t->buffer, &t->shape, t->dtype, s, &set));
   tt_buffer_release(t->buffer);
@@ -98,9 +118,15 @@ tt_status_t tt_tensor_result_layout(tt_tensor_t *t, tt_sharding_t **out_layout) 
 tt_status_t tt_tensor_shard_to_host(tt_tensor_t *t, int32_t p, void *host, size_t nbytes) {
   pthread_mutex_lock(&tt_lazy_lock);
   tt_buffer_t *b = NULL;
-  if (!t->node && t->shards && p >= 0 && p < t->shards->num) b = t->shards->buffers[p];
+  int held = !t->node && t->shards && p >= 0 && p < t->shards->num;
+  if (held) b = t->shards->buffers[p];
   if (b) tt_buffer_retain(b);
   pthread_mutex_unlock(&tt_lazy_lock);
+  if (held && !b)
+    return tt_status_make(TT_INVALID_ARGUMENT,
+                          "tensor %lld: shard %d is held by another process (global device %d); "
+                          "this process holds the shards of its own devices", (long long)t->id,
+                          (int)p, (int)p);
   if (!b)
     return tt_status_make(TT_INVALID_ARGUMENT,
                           "tensor %lld holds no shard %d (it is not held as shards)",
@@ -113,11 +139,12 @@ tt_status_t tt_tensor_shard_to_host(tt_tensor_t *t, int32_t p, void *host, size_
 tt_status_t tt_tensor_load_shards(tt_tensor_t *t, const tt_sharding_t *layout,
                                   const void *const *hosts, size_t shard_bytes) {
   TT_RETURN_IF_ERROR(tt_sharding_validate(layout, &t->shape));
-  if (!tt_spmd_is_tiled(layout, t->shape.rank) ||
-      layout->num_devices > tt_runtime_device_count())
+  int32_t gd = tt_spmd_global_devices(), base = tt_spmd_device_base();
+  if (!tt_spmd_is_tiled(layout, t->shape.rank) || layout->num_devices > gd ||
+      (gd > tt_runtime_device_count() && layout->num_devices != gd))
     return tt_status_make(TT_INVALID_ARGUMENT,
-                          "load shards: a tiled layout over at most %d devices is needed",
-                          (int)tt_runtime_device_count());
+                          "load shards: a tiled layout over %s %d devices is needed",
+                          gd > tt_runtime_device_count() ? "all" : "at most", (int)gd);
   size_t want = tt_spmd_shard_bytes(layout, &t->shape, t->dtype);
   if (shard_bytes != want)
     return tt_status_make(TT_INVALID_ARGUMENT, "load shards: %zu bytes per shard, the layout's "
@@ -125,7 +152,8 @@ tt_status_t tt_tensor_load_shards(tt_tensor_t *t, const tt_sharding_t *layout,
   tt_shard_set_t *set = tt_shard_set_new(layout);
   if (!set) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (shards)");
   for (int32_t p = 0; p < set->num; ++p) {
-    tt_status_t st = tt_buffer_from_host(p, hosts[p], shard_bytes, &set->buffers[p]);
+    if (!tt_spmd_is_local(p)) continue; /* another process loads it */
+    tt_status_t st = tt_buffer_from_host(p - base, hosts[p], shard_bytes, &set->buffers[p]);
     if (st) {
       tt_shard_set_release(set);
       return st;

@@ -89,7 +89,9 @@ tt_node_t *tt_tensor_use_node(tt_tensor_t *t) {
      * annotation is the tensor's, as for one buffer (the storage layout is
      * not part of the graph's key: a partitioned cut gives each program
      * its input in the layout the program reads, spmd_cut.c). */
-    t->data_node = tt_node_create_param(t->shards->buffers[0], t->dtype, &t->shape, t->device);
+    tt_buffer_t *any = NULL; /* another process's shards are NULL (spmd_internal.h) */
+    for (int32_t p = 0; p < t->shards->num && !any; ++p) any = t->shards->buffers[p];
+    t->data_node = tt_node_create_param(any, t->dtype, &t->shape, t->device);
     if (t->data_node) {
       tt_buffer_release(t->data_node->buffer);
       t->data_node->buffer = NULL;
@@ -97,6 +99,11 @@ tt_node_t *tt_tensor_use_node(tt_tensor_t *t) {
       t->data_node->shards = t->shards;
       t->data_node->tensor_id = t->id;
       if (t->sharding) t->data_node->sharding = tt_sharding_copy(t->sharding);
+      /* Several processes: the shards cannot be moved to another layout
+       * outside a partitioned program, so an unannotated value reads as
+       * annotated with the layout it is held in. */
+      else if (tt_spmd_global_devices() > tt_runtime_device_count())
+        t->data_node->sharding = tt_sharding_copy(t->shards->layout);
     }
   } else if (!t->data_node) {
     t->data_node = tt_node_create_param(t->buffer, t->dtype, &t->shape, t->device);

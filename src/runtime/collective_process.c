@@ -43,6 +43,10 @@ int32_t tt_collective_device_base(void) {
          __atomic_load_n(&tt_xp_local_, __ATOMIC_ACQUIRE);
 }
 
+int32_t tt_collective_process_count(void) {
+  return __atomic_load_n(&tt_xp_count_, __ATOMIC_ACQUIRE);
+}
+
 static int32_t tt_xp_process_of(int64_t id) {
   return (int32_t)(id / __atomic_load_n(&tt_xp_local_, __ATOMIC_ACQUIRE));
 }

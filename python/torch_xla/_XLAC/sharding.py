@@ -134,6 +134,11 @@ def _load_local_shards(tensor, shards, devices):
                            f"{names}")
     order = {d: i for i, d in enumerate(names)}
     pieces = [s for _, s in sorted(zip(devices, shards), key=lambda p: order[p[0]])]
+    if len(names) < local_shards.num_devices(spec):
+        # Several processes: this one's devices only; the engine loads them.
+        if not local_shards.load_held(tensor, spec, pieces):
+            raise RuntimeError("Loading local shards over several processes needs SPMD mode")
+        return
     value = local_shards.assemble(pieces, spec, tuple(tensor.shape), tensor.dtype)
     if local_shards.load_held(tensor, spec, pieces):  # each device gets its shard
         return

@@ -24,7 +24,7 @@ import weakref
 
 import torch
 
-from torchtpu import _C, bridge
+from torchtpu import _C, bridge, spmd_read
 
 from torch_xla.distributed.spmd.mesh import ShardingType, spec_tuple
 from torch_xla.distributed.spmd.xla_sharded_tensor import XLAShardedTensor
@@ -101,6 +101,7 @@ def set_spec(t, spec, what, check_existing):
         # PyTorch/XLA counts annotations of device data here: its virtual
         # device keeps such data on the host until it is sharded.
         _C.counter_add("VirtualDeviceUsage")
+    h = spmd_read.relaid(t, h, spec)  # shards spread over processes move first
     _C.sharding_set(h, spec)
     _remember(t, spec)
 
@@ -146,7 +147,8 @@ def clear_sharding(t):
     """Removes t's sharding annotation. Returns the (unwrapped) tensor."""
     g = unwrap(t)
     check_xla(g, "clear_sharding")
-    _C.sharding_set(bridge.handle_of(g), None)
+    h = spmd_read.relaid(g, bridge.handle_of(g), None)  # shards spread over processes
+    _C.sharding_set(h, None)
     _remember(g, None)
     return g
 

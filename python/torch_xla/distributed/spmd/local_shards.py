@@ -15,7 +15,14 @@ indices.
   replica_id: 0 for tiled, the index in the replication group for partial
   replication, the device ordinal for replicated.
 - shards_of(t, spec) -> [padded CPU tensor] in device order: the held
-  shards when t is held in spec's layout, else shards(t's value, spec).
+  shards when t is held in spec's layout, else shards(t's value, spec);
+  only the devices of local_devices(spec).
+- local_devices(spec) -> the annotation's devices this process drives:
+  all of them, except in SPMD mode under torchrun with several processes,
+  where it holds only its own devices' shards (global ids device_base ..
+  device_base + L - 1; docs/spmd.md "Several processes"), as PyTorch/XLA's
+  local shards are the addressable devices'. device_names(spec) names
+  those devices (global ids).
 - assemble(shards, spec, shape) -> the global value from padded shards
   (refusing a wrong count or shard shape with RuntimeError, as
   PyTorch/XLA's shard loading does).
@@ -93,10 +100,19 @@ def assemble(pieces, spec, shape, dtype):
     return out
 
 
+def local_devices(spec):
+    from torchtpu import _C, processes
+    n = num_devices(spec)
+    if not processes.launched() or not _C.spmd_partitioning():
+        return list(range(n))
+    base = processes.device_base()
+    return [d for d in range(n) if base <= d < base + processes.local_devices()]
+
+
 def device_names(spec):
-    """The runtime device names of the annotation's devices ('CPU:0', ...)."""
+    """The runtime device names of the annotation's local devices ('CPU:0', ...)."""
     from torchtpu import config
-    return [f"{config.device_type()}:{d}" for d in range(num_devices(spec))]
+    return [f"{config.device_type()}:{d}" for d in local_devices(spec)]
 
 
 
@@ -118,7 +134,7 @@ def held(t, spec):
         return None
     full = shard_shape(spec, tuple(t.shape))
     out = []
-    for p in range(num_devices(spec)):
+    for p in local_devices(spec):
         piece = torch.empty(full, dtype=bridge.TT_STORAGE_TORCH[h.dtype])
         _C.tensor_shard_to_host(h, p, piece.data_ptr(), piece.numel() * piece.element_size())
         out.append(piece if piece.dtype is t.dtype else piece.to(t.dtype))
@@ -127,7 +143,10 @@ def held(t, spec):
 
 def shards_of(t, spec):
     got = held(t, spec)
-    return got if got is not None else shards(t.detach().cpu(), spec)
+    if got is not None:
+        return got
+    every = shards(t.detach().cpu(), spec)
+    return [every[d] for d in local_devices(spec)]
 
 
 def load_held(t, spec, pieces):
@@ -150,7 +169,12 @@ def load_held(t, spec, pieces):
                                f"shard shape {full}")
         data.append(p.detach().to(storage).contiguous())
     nbytes = data[0].numel() * data[0].element_size()
-    _C.tensor_load_shards(h, spec, [d.data_ptr() for d in data], nbytes)
+    # pieces are local_devices(spec)'s (every device's in one process);
+    # another process loads the others (0: none here).
+    ptrs = [0] * num_devices(spec)
+    for d, piece in zip(local_devices(spec), data):
+        ptrs[d] = piece.data_ptr()
+    _C.tensor_load_shards(h, spec, ptrs, nbytes)
     with torch.no_grad():
         t.copy_(fresh)
     return True

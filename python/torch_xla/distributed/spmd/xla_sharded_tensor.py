@@ -106,9 +106,10 @@ class XLAShardedTensor(DTensor):
         from torch_xla.distributed.spmd import local_shards
         spec = self._annotation()
         names = local_shards.device_names(spec)
+        everywhere = local_shards.layout(spec, tuple(self.global_tensor.shape))
+        here = [everywhere[d] for d in local_shards.local_devices(spec)]
         return [XLAShard(data, idx, dev, rep) for data, (rep, idx), dev in zip(
-            local_shards.shards_of(self.global_tensor, spec),
-            local_shards.layout(spec, tuple(self.global_tensor.shape)), names)]
+            local_shards.shards_of(self.global_tensor, spec), here, names)]
 
     def load_local_shards_(self, shards: List[XLAShard]):
         from torch_xla._XLAC.sharding import _load_local_shards

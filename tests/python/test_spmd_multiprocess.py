@@ -1,0 +1,127 @@
+"""SPMD over several processes (docs/spmd.md "Several processes"): torchrun
+starts 2 processes x 2 CPU devices (spmd_multiprocess_worker.py) that
+form one mesh of the 4 global device ids and train a small MLP
+data-parallel and Megatron-style; their losses and final weights must
+equal the same training on the CPU in this process. Each job is bounded
+by a subprocess timeout, and no process of it may be left afterwards."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+WORKER = os.path.join(HERE, "spmd_multiprocess_worker.py")
+sys.path.insert(0, HERE)
+import spmd_multiprocess_worker as worker  # noqa: E402  (the model and data only)
+
+
+def _port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _job_processes(tag):
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if tag.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def _torchrun(out, mode="train", timeout=150):
+    inherited = {k: v for k, v in os.environ.items()
+                 if not k.startswith(("PJRT_", "XLA_", "TORCHTPU_", "TORCHELASTIC_"))
+                 and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                               "MASTER_ADDR", "MASTER_PORT", "CPU_NUM_DEVICES")}
+    env = dict(inherited, PYTHONPATH=os.path.join(ROOT, "python"), PJRT_DEVICE="CPU",
+               CPU_NUM_DEVICES="2", WORKER_MODE=mode, G31_OUT=str(out),
+               TORCHTPU_COLLECTIVE_TIMEOUT_S="30")
+    tag = f"job-{uuid.uuid4().hex}"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+           f"--master_port={_port()}", WORKER, tag]
+    try:
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    finally:
+        time.sleep(0.5)  # let the kernel reap what torchrun stopped
+        assert _job_processes(tag) == [], "processes left behind"
+    return res
+
+
+def _cpu_training(specs):
+    """(losses, final weights) of the worker's training on the CPU."""
+    model = worker.make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for x, y in worker.batches():
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {n: p.detach().numpy() for n, p in model.named_parameters()}
+
+
+def test_two_processes_one_mesh_train(tmp_path):
+    res = _torchrun(tmp_path)
+    assert res.returncode == 0, res.stderr[-4000:]
+    want_losses, want_weights = _cpu_training(None)
+    for rank in (0, 1):
+        got = json.load(open(os.path.join(tmp_path, f"{rank}.json")))
+        assert (got["global"], got["addressable"], got["process_count"]) == (4, 2, 2)
+        for run in ("dp", "megatron"):
+            np.testing.assert_allclose(got[run]["losses"], want_losses, rtol=1e-5, err_msg=run)
+            for name, w in want_weights.items():
+                np.testing.assert_allclose(got[run]["weights"][name], w, rtol=1e-5, atol=1e-6,
+                                           err_msg=f"{run} {name}")
+        x = np.arange(30.0).reshape(10, 3) * 2 + 1
+        np.testing.assert_allclose(got["uneven"][0], x)
+        np.testing.assert_allclose(got["uneven"][1], x.sum(0))
+        x0 = np.arange(48.0).reshape(8, 6)
+        np.testing.assert_allclose(got["relaid"][0], x0 * 3)
+        # held in the new layout: rows over 'model' (devices 0, 2 | 1, 3)
+        assert got["relaid"][1] == ["tiled", [2, 1, 2], [0, 2, 1, 3], True, 4], got["relaid"][1]
+        np.testing.assert_allclose(got["cleared"], x0)
+        np.testing.assert_allclose(got["loaded"], np.arange(8.0).reshape(4, 2) * 10)
+        # Every graph ran partitioned: 3 steps + the weight reads, per run.
+        assert got["partitioned"] >= 6 and got["fallback"] == 0, got
+        # fc1.weight (16 x 8) over 'model' of the (2, 2) mesh: rows 0:8 on
+        # devices 0 and 2, rows 8:16 on 1 and 3; this process holds the
+        # shards of its own devices and no other.
+        held = {int(p): np.array(v) for p, v in got["megatron"]["fc1_held"].items()}
+        assert sorted(held) == [2 * rank, 2 * rank + 1]
+        w1 = want_weights["0.weight"]
+        for p, v in held.items():
+            np.testing.assert_allclose(v, w1[8 * (p % 2):8 * (p % 2) + 8], rtol=1e-5, atol=1e-6)
+        missing = got["megatron"]["fc1_missing"]
+        assert [p for p, _ in missing] == [2 * (1 - rank), 2 * (1 - rank) + 1]
+        assert "is held by another process" in missing[0][1]
+        # XLAShardedTensor.local_shards: this process's devices' shards.
+        local = got["megatron"]["fc1_local_shards"]
+        assert [(d, start) for d, start, _ in local] == \
+            [(f"CPU:{2 * rank}", 0), (f"CPU:{2 * rank + 1}", 8)]
+        for _, start, v in local:
+            np.testing.assert_allclose(v, w1[start:start + 8], rtol=1e-5, atol=1e-6)
+
+
+def test_mesh_smaller_than_job_refused(tmp_path):
+    """A mesh over 2 of the job's 4 devices cannot run: every process runs
+    its own devices' partitions. The error names what to do."""
+    res = _torchrun(tmp_path, mode="small_mesh", timeout=90)
+    assert res.returncode != 0
+    assert "SPMD over several processes: a mesh of 2 devices, but the job has 4" in res.stderr, \
+        res.stderr[-4000:]
+    assert "SIGSEGV" not in res.stderr and "SIGABRT" not in res.stderr, res.stderr[-4000:]
