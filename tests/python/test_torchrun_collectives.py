@@ -4,6 +4,7 @@ these tests compare it with numpy. Each torchrun run is bounded by a
 subprocess timeout."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -139,13 +140,19 @@ def test_two_nodes(tmp_path):
     agents = [subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={k}",
          "--nproc_per_node=1", "--master_addr=127.0.0.1", f"--master_port={port}", WORKER],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in (0, 1)]
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True) for k in (0, 1)]
     try:
-        outs = [a.communicate(timeout=90) for a in agents]
-    finally:
-        for a in agents:
+        # Two agents must meet in torchrun's rendezvous first: generous on a
+        # loaded machine (about 5 s when idle).
+        outs = [a.communicate(timeout=240) for a in agents]
+    except subprocess.TimeoutExpired:
+        for a in agents:  # each agent and its worker
             if a.poll() is None:
-                a.kill()
+                os.killpg(a.pid, signal.SIGKILL)
+        outs = [a.communicate() for a in agents]
+        pytest.fail("two-node job did not finish in 240 s:\n" + "\n".join(
+            o[0][-1500:] + o[1][-2500:] for o in outs))
     assert [a.returncode for a in agents] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
     _check(tmp_path, 2, 2, hosts=2)
     _check_traffic(tmp_path, 2, 2)
