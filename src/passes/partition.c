@@ -15,7 +15,10 @@
  *    masked with the reduction's identity (lookups instead take only the
  *    indices in their rows), each device reduces its shard and one
  *    reduce_scatter (where R wants the result tiled over the devices that
- *    hold the pieces) or all_reduce combines them.
+ *    hold the pieces) or all_reduce combines them. A dot whose operands'
+ *    contracted tiling conflicts with the result tiles (the partial path
+ *    would first drop result tiles) takes whichever of the partial and
+ *    mapped paths moves fewer bytes (docs/spmd.md "Cost rule").
  *  - conv2d over a tiled spatial dim: halo rows from the neighbouring
  *    tiles (partition_conv.c), then a local conv.
  *  - rng: each partition draws its own tile at its global offsets.
@@ -448,6 +451,23 @@ static tt_node_t *tt_part_combine(tt_part_op_t *o, tt_node_t *y, int64_t op,
   return tt_part_all_reduce(p, y, op, pl->ids, tk);
 }
 
+/* Bytes of a whole value of this shape and dtype. */
+static int64_t tt_part_value_bytes(const tt_shape_t *shape, tt_dtype_t dtype) {
+  return tt_shape_numel(shape) * (int64_t)tt_dtype_size(dtype);
+}
+
+/* The bytes resharding o's operands to layouts want[k] moves, counted
+ * simply: an operand whose layout changes moves its whole value once. */
+static int64_t tt_part_moved_bytes(const tt_part_op_t *o, tt_sharding_t *const *want) {
+  int64_t bytes = 0;
+  for (int32_t k = 0; k < o->nops; ++k) {
+    int32_t x = o->in->operands[k];
+    if (!tt_sharding_equal(o->vals[x].layout, want[k]))
+      bytes += tt_part_value_bytes(&o->p->g->instrs[x].shape, o->p->g->instrs[x].dtype);
+  }
+  return bytes;
+}
+
 /* The partial path; 0 (nothing made) when it does not apply. When the
  * reduced dims cannot stay tiled beside L0 (R wants the result tiled over
  * the devices that hold the pieces: sequence parallelism, sharded
@@ -465,6 +485,14 @@ static int tt_part_try_partial(tt_part_op_t *o, tt_part_val_t *out) {
   int32_t yr = in->shape.rank;
   tt_part_plan_t pl;
   int ok = tt_part_plan(o, &pl);
+  /* What the plain path (operands resharded to o->a, no combine) moves,
+   * for the cost rule below; only needed when L0 must drop dims. */
+  int64_t plain_bytes = ok ? 0 : tt_part_moved_bytes(o, o->a);
+  if (!ok && !tt_sharding_equal(o->l0, o->r))
+    plain_bytes += tt_part_value_bytes(&in->shape, in->dtype);
+  int dropped = 0;
+  tt_sharding_t *first_l0 = ok ? NULL : tt_part_copy(p, o->l0);
+  if (!ok && !first_l0) return 0;
   for (int32_t d = 0; d < yr && !ok && !p->error; ++d) {
     if (o->l0->tile_dims[d] == 1) continue;
     int32_t to[TT_MAX_RANK];
@@ -476,13 +504,36 @@ static int tt_part_try_partial(tt_part_op_t *o, tt_part_val_t *out) {
     ok = !p->error && tt_part_plan(o, &pl);
     if (ok) {
       free(old);
+      dropped = 1;
     } else {
       o->l0 = old;
       free(l0);
       tt_part_operand_layouts(o);
     }
   }
-  if (!ok) return 0;
+  if (!ok) {
+    free(first_l0);
+    return 0;
+  }
+  /* Cost rule (docs/spmd.md "Partitioner"): when the operands' reduced
+   * dims and L0 tile over the same devices in conflicting ways (FSDP's
+   * weight sharded on its input dim beside a batch-sharded activation),
+   * keeping the reduced tiling moves the other operands and combines the
+   * whole result, while the plain path gathers the conflicting operand.
+   * The one that moves fewer bytes wins; a tie keeps the partial path. */
+  if (dropped && in->op == TT_OP_DOT && !p->error) {
+    int64_t partial_bytes =
+        tt_part_moved_bytes(o, pl.m) + tt_part_value_bytes(&in->shape, in->dtype);
+    if (plain_bytes < partial_bytes) {
+      tt_part_plan_free(&pl);
+      /* Back to the first L0 and the operand layouts the plain path uses. */
+      free(o->l0);
+      o->l0 = first_l0;
+      tt_part_operand_layouts(o);
+      return 0;
+    }
+  }
+  free(first_l0);
   tt_node_t *xs[2];
   for (int32_t k = 0; k < o->nops; ++k) {
     const tt_part_val_t *v = &o->vals[in->operands[k]];
