@@ -610,6 +610,11 @@ def _stop_channels(state, budget_s=2.0):
     end = time.monotonic() + budget_s
     for channel in channels:
         channel.thread.join(max(0.0, end - time.monotonic()))
+    # Close the Gloo groups of the channels that ended while the interpreter
+    # is whole (as destroy_process_group would), not during finalization.
+    for channel in channels:
+        if not channel.thread.is_alive():
+            channel.pg = None
 
 
 def publish_failure(exc):
