@@ -7,11 +7,9 @@ tensors of the same shards (3/8 of the parameter bytes); nothing whole
 stays on device 0. Bytes are the engine's per device
 (torchtpu._C.memory_stats, what xm.get_memory_info reads), measured from
 before the model is placed. One fresh interpreter with 8 devices."""
-import json
 import os
-import subprocess
-import sys
-import textwrap
+
+from spmd_script import run_result_script  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -79,16 +77,7 @@ print("RESULT " + json.dumps(dict(
 
 
 def test_fsdp_v2_transformer_holds_an_eighth_per_device(tmp_path):
-    script = tmp_path / "fsdp_mem.py"
-    script.write_text(textwrap.dedent(SCRIPT))
-    env = dict(os.environ, PJRT_DEVICE="CPU", CPU_NUM_DEVICES="8",
-               PYTHONPATH=os.path.join(ROOT, "python"))
-    env.pop("XLA_USE_SPMD", None)
-    env.pop("TORCHTPU_SPMD_PARTITION", None)
-    p = subprocess.run([sys.executable, str(script)], env=env, cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    r = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")][-1][7:])
+    r = run_result_script(tmp_path, "fsdp_mem", SCRIPT)
     total = r["total"]
     assert total == 271936  # 2 encoder layers (d 64, ffn 128) + a 64 -> 16 head, float32
     # Every parameter is held as shards; each device holds exactly its

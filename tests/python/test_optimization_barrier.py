@@ -5,18 +5,16 @@ gradient with XLA's permuted layout) and in the
 StableHLO (one stablehlo.optimization_barrier per call), gradients through
 apply_backward_optimization_barrier equal PyTorch's on the CPU, and a
 partitioned SPMD execution runs it on each device's shards."""
-import json
 import os
 import re
-import subprocess
-import sys
-import textwrap
 
 import torch
 
 import torch_xla
 import torch_xla.core.xla_model as xm
 from torch_xla.distributed.spmd import apply_backward_optimization_barrier
+
+from spmd_script import run_result_script  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -145,18 +143,7 @@ print("RESULT " + json.dumps(dict(
 
 
 def test_spmd_partitioned_execution_with_barrier(tmp_path):
-    script = tmp_path / "spmd_barrier.py"
-    script.write_text(textwrap.dedent(SPMD))
-    env = dict(os.environ, PJRT_DEVICE="CPU", CPU_NUM_DEVICES="4",
-               PYTHONPATH=os.path.join(ROOT, "python"))
-    env.pop("XLA_USE_SPMD", None)
-    env.pop("TORCHTPU_SPMD_PARTITION", None)
-    p = subprocess.run([sys.executable, str(script)], env=env, cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert line, p.stdout + p.stderr
-    r = json.loads(line[-1][len("RESULT "):])
+    r = run_result_script(tmp_path, "spmd_barrier", SPMD, devices=4)
     assert r["diff"] < 1e-4, r
     assert r["barrier"] == 1, r
     assert r["partitioned"] >= 1 and r["fallback"] == 0, r

@@ -8,13 +8,11 @@ One fresh interpreter with 8 devices (the device count is fixed at start)
 runs a data-parallel MLP training step, a Megatron MLP forward on a (2, 4)
 mesh and an FSDPv2 training step over an 8-device 'fsdp' mesh, each counted
 from cleared metrics, and prints one JSON line."""
-import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
+
+from spmd_script import run_result_script  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -90,18 +88,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def counted(tmp_path_factory):
-    script = tmp_path_factory.mktemp("spmd_cc") / "counts.py"
-    script.write_text(textwrap.dedent(SCRIPT))
-    env = dict(os.environ, PJRT_DEVICE="CPU", CPU_NUM_DEVICES="8",
-               PYTHONPATH=os.path.join(ROOT, "python"))
-    env.pop("XLA_USE_SPMD", None)
-    env.pop("TORCHTPU_SPMD_PARTITION", None)
-    p = subprocess.run([sys.executable, str(script)], env=env, cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert line, p.stdout + p.stderr
-    return json.loads(line[-1][len("RESULT "):])
+    return run_result_script(tmp_path_factory.mktemp("spmd_cc"), "counts", SCRIPT)
 
 
 def test_data_parallel_step_all_reduces_each_gradient(counted):

@@ -7,13 +7,11 @@ Each scenario runs in a fresh interpreter with 8 devices (the device count
 is fixed at start) and prints one JSON line; the tests check its numbers:
 values against PyTorch on the CPU, the engine's counters and metrics, the
 shard buffers and each device's bytes in use."""
-import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
+
+from spmd_script import run_result_script  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -229,18 +227,7 @@ print("RESULT " + json.dumps(out))
 
 
 def _run(tmp_path, name, code):
-    script = tmp_path / f"{name}.py"
-    script.write_text(textwrap.dedent(code))
-    env = dict(os.environ, PJRT_DEVICE="CPU", CPU_NUM_DEVICES="8",
-               PYTHONPATH=os.path.join(ROOT, "python"))
-    env.pop("XLA_USE_SPMD", None)
-    env.pop("TORCHTPU_SPMD_PARTITION", None)
-    p = subprocess.run([sys.executable, str(script)], env=env, cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert line, p.stdout + p.stderr
-    return json.loads(line[-1][len("RESULT "):])
+    return run_result_script(tmp_path, name, code)
 
 
 @pytest.fixture(scope="module")
