@@ -6,7 +6,6 @@ equal the same training on the CPU in this process. Each job is bounded
 by a subprocess timeout, and no process of it may be left afterwards."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,47 +16,24 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+from torchrun_jobs import free_port, job_env, job_processes  # noqa: E402
 WORKER = os.path.join(HERE, "spmd_multiprocess_worker.py")
 sys.path.insert(0, HERE)
 import spmd_multiprocess_worker as worker  # noqa: E402  (the model and data only)
 
 
-def _port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _job_processes(tag):
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if tag.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def _torchrun(out, mode="train", timeout=150):
-    inherited = {k: v for k, v in os.environ.items()
-                 if not k.startswith(("PJRT_", "XLA_", "TORCHTPU_", "TORCHELASTIC_"))
-                 and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                               "MASTER_ADDR", "MASTER_PORT", "CPU_NUM_DEVICES")}
-    env = dict(inherited, PYTHONPATH=os.path.join(ROOT, "python"), PJRT_DEVICE="CPU",
+    env = job_env(
                CPU_NUM_DEVICES="2", WORKER_MODE=mode, G31_OUT=str(out),
                TORCHTPU_COLLECTIVE_TIMEOUT_S="30")
     tag = f"job-{uuid.uuid4().hex}"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-           f"--master_port={_port()}", WORKER, tag]
+           f"--master_port={free_port()}", WORKER, tag]
     try:
         res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     finally:
         time.sleep(0.5)  # let the kernel reap what torchrun stopped
-        assert _job_processes(tag) == [], "processes left behind"
+        assert job_processes(tag) == [], "processes left behind"
     return res
 
 

@@ -5,7 +5,6 @@ subprocess timeout."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -14,28 +13,19 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+from torchrun_jobs import free_port, job_env, job_processes  # noqa: E402
 WORKER = os.path.join(HERE, "torchrun_collectives_worker.py")
-
-
-def _port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _torchrun(mode, out, devices=1, extra=(), timeout=90, env_extra=None, args=()):
     # The job's layout comes from torchrun alone: drop what this process (or
     # an in-process launch of an earlier test) set for its own layout.
-    inherited = {k: v for k, v in os.environ.items()
-                 if not k.startswith(("PJRT_", "XLA_", "TORCHTPU_", "TORCHELASTIC_"))
-                 and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                               "MASTER_ADDR", "MASTER_PORT", "CPU_NUM_DEVICES")}
-    env = dict(inherited, PYTHONPATH=os.path.join(ROOT, "python"), PJRT_DEVICE="CPU",
+    env = job_env(
                CPU_NUM_DEVICES=str(devices), WORKER_MODE=mode, G31_OUT=str(out),
                TORCHTPU_COLLECTIVE_TIMEOUT_S="20")
     env.update(env_extra or {})
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-           f"--master_port={_port()}", *extra, WORKER, *args]
+           f"--master_port={free_port()}", *extra, WORKER, *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -127,14 +117,10 @@ def test_mismatched_shape(tmp_path):
 
 def test_two_nodes(tmp_path):
     """Two torchrun agents (--nnodes=2) on this machine, one process each."""
-    port = _port()
+    port = free_port()
     # The job's layout comes from torchrun alone: drop what this process (or
     # an in-process launch of an earlier test) set for its own layout.
-    inherited = {k: v for k, v in os.environ.items()
-                 if not k.startswith(("PJRT_", "XLA_", "TORCHTPU_", "TORCHELASTIC_"))
-                 and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                               "MASTER_ADDR", "MASTER_PORT", "CPU_NUM_DEVICES")}
-    env = dict(inherited, PYTHONPATH=os.path.join(ROOT, "python"), PJRT_DEVICE="CPU",
+    env = job_env(
                CPU_NUM_DEVICES="1", WORKER_MODE="all", G31_OUT=str(tmp_path),
                TORCHTPU_COLLECTIVE_TIMEOUT_S="20")
     agents = [subprocess.Popen(
@@ -200,22 +186,6 @@ def _check_traffic(out, n, procs):
                 (name, r, wrote, want_bytes)
 
 
-def _job_processes(tag):
-    """Processes (pid list) whose command line holds tag: the job's agent
-    and workers (the tag is an argument of the worker script)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if tag.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def _failing_run(mode, tmp_path, timeout_s, **env):
     import time
     import uuid
@@ -225,7 +195,7 @@ def _failing_run(mode, tmp_path, timeout_s, **env):
                     env_extra=dict(TORCHTPU_COLLECTIVE_TIMEOUT_S=str(timeout_s), **env))
     elapsed = time.monotonic() - t0
     time.sleep(0.5)  # let the kernel reap what torchrun stopped
-    assert _job_processes(tag) == [], "processes left behind"
+    assert job_processes(tag) == [], "processes left behind"
     return res, elapsed
 
 

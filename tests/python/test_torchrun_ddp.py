@@ -6,7 +6,6 @@ this process (torchrun_ddp_models.py). One torchrun run, bounded by a
 subprocess timeout."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -15,14 +14,9 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+from torchrun_jobs import free_port, job_env  # noqa: E402
 sys.path.insert(0, HERE)
 import torchrun_ddp_models as models  # noqa: E402
-
-
-def _port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _reference(name):
@@ -40,14 +34,10 @@ def _reference(name):
 
 
 def test_ddp_and_optimizer_step_match_full_batch(tmp_path):
-    inherited = {k: v for k, v in os.environ.items()
-                 if not k.startswith(("PJRT_", "XLA_", "TORCHTPU_", "TORCHELASTIC_"))
-                 and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                               "MASTER_ADDR", "MASTER_PORT", "CPU_NUM_DEVICES")}
-    env = dict(inherited, PYTHONPATH=os.path.join(ROOT, "python"), PJRT_DEVICE="CPU",
+    env = job_env(
                CPU_NUM_DEVICES="1", DDP_OUT=str(tmp_path), TORCHTPU_COLLECTIVE_TIMEOUT_S="30")
     res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                          f"--master_port={_port()}", os.path.join(HERE, "torchrun_ddp_worker.py")],
+                          f"--master_port={free_port()}", os.path.join(HERE, "torchrun_ddp_worker.py")],
                          env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
     got = [json.load(open(os.path.join(tmp_path, f"{r}.json"))) for r in range(2)]
