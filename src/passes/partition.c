@@ -220,6 +220,32 @@ static tt_node_t *tt_part_run_local(tt_part_op_t *o, tt_node_t **xs, int64_t red
   return y;
 }
 
+/* Indices idx relative to this partition's tile of a value of shape full
+ * tiled by s along dim: *rel = idx - the tile's first row, *inr = whether
+ * rel falls in the tile's real rows; *chunk is the tile length. */
+static void tt_part_tile_rows(tt_part_t *p, const tt_sharding_t *s, const tt_shape_t *full,
+                              int32_t dim, tt_node_t *idx, tt_node_t **rel, tt_node_t **inr,
+                              int64_t *chunk) {
+  int64_t c[TT_MAX_RANK];
+  tt_part_coords(s, full->rank, p->me, c, NULL);
+  *chunk = tt_part_chunk(full->dims[dim], s->tile_dims[dim]);
+  int64_t off = c[dim] * *chunk, valid = full->dims[dim] - off;
+  valid = valid < 0 ? 0 : valid > *chunk ? *chunk : valid;
+  int32_t ir = idx->shape.rank;
+  tt_node_t *sub[2] = {idx, tt_part_constant(p, (double)off, idx->dtype, ir)};
+  int64_t code = TT_BIN_SUB;
+  *rel = tt_part_make(p, TT_OP_BINARY, sub, 2, &code, 1, NULL);
+  tt_node_t *ge[2] = {*rel, tt_part_constant(p, 0.0, idx->dtype, ir)};
+  code = TT_BIN_GE;
+  tt_node_t *lo = tt_part_make(p, TT_OP_BINARY, ge, 2, &code, 1, NULL);
+  tt_node_t *lt[2] = {*rel, tt_part_constant(p, (double)valid, idx->dtype, ir)};
+  code = TT_BIN_LT;
+  tt_node_t *hi = tt_part_make(p, TT_OP_BINARY, lt, 2, &code, 1, NULL);
+  tt_node_t *both[2] = {lo, hi};
+  code = TT_BIN_LOGICAL_AND;
+  *inr = tt_part_make(p, TT_OP_BINARY, both, 2, &code, 1, NULL);
+}
+
 static int tt_part_is_lookup(const tt_instr_t *in) {
   return in->op == TT_OP_INDEX_SELECT || in->op == TT_OP_GATHER;
 }
@@ -234,25 +260,10 @@ static tt_node_t *tt_part_lookup(tt_part_op_t *o, tt_node_t **xs, const tt_shard
   tt_node_t *idx = xs[1];
   if (!xs[0] || !idx) return NULL;
   int64_t dim = in->iattrs[0];
-  const tt_shape_t *table = tt_part_xshape(o, 0);
-  int64_t c[TT_MAX_RANK];
-  tt_part_coords(m, table->rank, p->me, c, NULL);
-  int64_t chunk = tt_part_chunk(table->dims[dim], m->tile_dims[dim]);
-  int64_t off = c[dim] * chunk, valid = table->dims[dim] - off;
-  valid = valid < 0 ? 0 : valid > chunk ? chunk : valid;
+  tt_node_t *rel, *inr;
+  int64_t chunk;
+  tt_part_tile_rows(p, m, tt_part_xshape(o, 0), (int32_t)dim, idx, &rel, &inr, &chunk);
   int32_t ir = idx->shape.rank;
-  tt_node_t *sub[2] = {idx, tt_part_constant(p, (double)off, idx->dtype, ir)};
-  int64_t code = TT_BIN_SUB;
-  tt_node_t *rel = tt_part_make(p, TT_OP_BINARY, sub, 2, &code, 1, NULL);
-  tt_node_t *ge[2] = {rel, tt_part_constant(p, 0.0, idx->dtype, ir)};
-  code = TT_BIN_GE;
-  tt_node_t *lo = tt_part_make(p, TT_OP_BINARY, ge, 2, &code, 1, NULL);
-  tt_node_t *lt[2] = {rel, tt_part_constant(p, (double)valid, idx->dtype, ir)};
-  code = TT_BIN_LT;
-  tt_node_t *hi = tt_part_make(p, TT_OP_BINARY, lt, 2, &code, 1, NULL);
-  tt_node_t *both[2] = {lo, hi};
-  code = TT_BIN_LOGICAL_AND;
-  tt_node_t *inr = tt_part_make(p, TT_OP_BINARY, both, 2, &code, 1, NULL);
   tt_node_t *w[3] = {inr, rel, tt_part_constant(p, 0.0, idx->dtype, ir)};
   tt_node_t *safe = tt_part_make(p, TT_OP_WHERE, w, 3, NULL, 0, NULL);
   tt_node_t *ls[2] = {xs[0], safe};
@@ -287,25 +298,10 @@ static tt_node_t *tt_part_scatter_local(tt_part_op_t *o, tt_node_t **xs) {
   if (s->tile_dims[dim] == 1) return tt_part_run_local(o, xs, 0);
   if (!xs[0] || !xs[1] || !xs[2]) return NULL;
   const tt_shape_t *base = tt_part_xshape(o, 0);
-  int64_t c[TT_MAX_RANK];
-  tt_part_coords(s, base->rank, p->me, c, NULL);
-  int64_t chunk = tt_part_chunk(base->dims[dim], s->tile_dims[dim]);
-  int64_t off = c[dim] * chunk, valid = base->dims[dim] - off;
-  valid = valid < 0 ? 0 : valid > chunk ? chunk : valid;
-  tt_node_t *idx = xs[1];
+  tt_node_t *idx = xs[1], *rel, *inr;
+  int64_t chunk;
+  tt_part_tile_rows(p, s, base, dim, idx, &rel, &inr, &chunk);
   int32_t ir = idx->shape.rank;
-  tt_node_t *sub[2] = {idx, tt_part_constant(p, (double)off, idx->dtype, ir)};
-  int64_t code = TT_BIN_SUB;
-  tt_node_t *rel = tt_part_make(p, TT_OP_BINARY, sub, 2, &code, 1, NULL);
-  tt_node_t *ge[2] = {rel, tt_part_constant(p, 0.0, idx->dtype, ir)};
-  code = TT_BIN_GE;
-  tt_node_t *lo = tt_part_make(p, TT_OP_BINARY, ge, 2, &code, 1, NULL);
-  tt_node_t *lt[2] = {rel, tt_part_constant(p, (double)valid, idx->dtype, ir)};
-  code = TT_BIN_LT;
-  tt_node_t *hi = tt_part_make(p, TT_OP_BINARY, lt, 2, &code, 1, NULL);
-  tt_node_t *both[2] = {lo, hi};
-  code = TT_BIN_LOGICAL_AND;
-  tt_node_t *inr = tt_part_make(p, TT_OP_BINARY, both, 2, &code, 1, NULL);
   tt_node_t *w[3] = {inr, rel, tt_part_constant(p, (double)chunk, idx->dtype, ir)};
   tt_node_t *ops[3] = {tt_part_pad_dim(p, xs[0], dim, 1),
                        tt_part_make(p, TT_OP_WHERE, w, 3, NULL, 0, NULL), xs[2]};
