@@ -16,6 +16,8 @@
 #
 # Environment: PYTHON (default: the project's .venv/bin/python),
 # UPSTREAM_TEST_TIMEOUT seconds per file (default 900),
+# UPSTREAM_CPU_NUM_DEVICES the device count of files without their own
+# (default 1, as upstream's CPU job),
 # UPSTREAM_TEST_LOGS directory for per-file logs (default: a temp dir).
 # Prints one line per file and a total; exits 0 (the counts are the result).
 set -u
@@ -29,6 +31,7 @@ checkout="$(cd "$1" && pwd -P)"
 shift
 py="${PYTHON:-$here/.venv/bin/python}"
 timeout_s="${UPSTREAM_TEST_TIMEOUT:-900}"
+devices="${UPSTREAM_CPU_NUM_DEVICES:-1}"
 logs="${UPSTREAM_TEST_LOGS:-$(mktemp -d /tmp/upstream-tests.XXXXXX)}"
 mkdir -p "$logs"
 
@@ -166,7 +169,7 @@ for f in "${files[@]}"; do
     cmd=("$py" -m unittest "$base")
   fi
   # shellcheck disable=SC2086
-  (cd "$dir" && env PJRT_DEVICE=CPU CPU_NUM_DEVICES=1 XLA_DUMP_FATAL_STACK=1 \
+  (cd "$dir" && env PJRT_DEVICE=CPU CPU_NUM_DEVICES="$devices" XLA_DUMP_FATAL_STACK=1 \
      PYTORCH_TEST_WITH_SLOW=1 TORCH_TEST_DEVICES="$checkout/test/pytorch_test_base.py" \
      PYTHONPATH="$checkout/test${PYTHONPATH:+:$PYTHONPATH}" $env_extra \
      timeout -k 10 "$timeout_s" "${cmd[@]}" $args) >"$log" 2>&1
