@@ -72,3 +72,20 @@ def test_cross_entropy_backward_skips_the_softmax_reduction(reduction, weighted,
     text = _C.graph_dump([inner_of(got)._h])
     assert ("softmax_bwd" in text) == (smoothing > 0), text
     torch.testing.assert_close(got.cpu(), want, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (2, 4, 3, 3)])
+def test_cross_entropy_float_class_index_target(shape):
+    # PyTorch/XLA accepts class indices held in a float tensor (PyTorch's
+    # CPU kernel raises); loss and gradient equal the int64 target's.
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(shape, generator=g)
+    target = torch.randint(0, shape[1], (shape[0],) + shape[2:], generator=g)
+    a = logits.clone().requires_grad_()
+    ref = torch.nn.functional.cross_entropy(a, target)
+    ref.backward()
+    b = logits.to("xla").requires_grad_()
+    got = torch.nn.functional.cross_entropy(b, target.float().to("xla"))
+    got.backward()
+    torch.testing.assert_close(got.cpu(), ref, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(b.grad.cpu(), a.grad, atol=1e-6, rtol=1e-6)

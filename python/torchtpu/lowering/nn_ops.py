@@ -870,8 +870,41 @@ lowers(aten._native_batch_norm_legit_functional.default)(
 # target and the target is not ignore_index, else 0. PyTorch's
 # decomposition writes zeros, scatters -1 and multiplies (three passes
 # over [N, C]; the decoder's LM head: [2048, 1000], 3.9 ms a step).
+def _class_index_target(target):
+    """nll_loss's target as class indices. PyTorch/XLA accepts a float
+    target holding class indices (its lowering compares the labels with an
+    iota), where PyTorch's CPU kernel raises; the values are truncated to
+    int64 as a convert would (docs/ops.md)."""
+    if isinstance(target, torch.Tensor) and target.dtype.is_floating_point:
+        return target.to(torch.int64)
+    return target
+
+
+def _nll_loss_forward(func):
+    def lowering(x, target, weight, reduction, ignore_index):
+        from torchtpu.lowering.fallback import decompose_or_fallback
+        return decompose_or_fallback(
+            func, (x, _class_index_target(target), weight, reduction, ignore_index), {})
+    return lowering
+
+
+def _nll_loss2d_backward(grad_output, x, target, weight, reduction, ignore_index,
+                         total_weight):
+    from torchtpu.lowering.fallback import decompose_or_fallback
+    return decompose_or_fallback(
+        aten.nll_loss2d_backward.default,
+        (grad_output, x, _class_index_target(target), weight, reduction, ignore_index,
+         total_weight), {})
+
+
+for _f in (aten.nll_loss_forward.default, aten.nll_loss2d_forward.default):
+    lowers(_f)(_nll_loss_forward(_f))
+lowers(aten.nll_loss2d_backward.default)(_nll_loss2d_backward)
+
+
 @lowers(aten.nll_loss_backward.default)
 def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index, total_weight):
+    target = _class_index_target(target)
     if (x.dim() != 2 or not x.dtype.is_floating_point or grad_output.dtype != x.dtype or
             target.dtype != torch.int64 or target.dim() != 1 or not is_xla(target) or
             not is_xla(grad_output) or (weight is not None and
