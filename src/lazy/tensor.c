@@ -8,6 +8,7 @@
 #include "lazy/lazy_internal.h"
 #include "lazy/spmd_internal.h"
 #include "torchtpu/debug.h"
+#include "torchtpu/metrics.h"
 
 pthread_mutex_t tt_lazy_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The registry: every live tensor, newest first. */
@@ -303,8 +304,12 @@ tt_status_t tt_tensor_to_host(tt_tensor_t *t, void *host, size_t nbytes) {
   tt_shard_set_t *shards = b ? NULL : t->shards;
   tt_shard_set_retain(shards);
   tt_status_t deleted = t->deleted ? tt_tensor_deleted_error(t) : NULL;
+  int spmd = tt_spmd_on_locked();
   pthread_mutex_unlock(&tt_lazy_lock);
   if (deleted) return deleted;
+  /* In SPMD mode every value read to the host is, in PyTorch/XLA's terms,
+   * sharded data made whole first (replicated data too: its first shard). */
+  if (spmd) tt_counter_add("ReplicateShardedData", 1);
   if (shards) { /* assembled here, outside the engine lock */
     tt_status_t st = tt_shard_set_to_host(shards, &t->shape, t->dtype, host, nbytes);
     tt_shard_set_release(shards);

@@ -132,3 +132,23 @@ def test_cleared_result_reports_nothing_until_synced_again():
     z = y * 2
     torch_xla.sync()
     assert spec(z) == "{replicated}"
+
+
+def test_host_reads_count_replicate_sharded_data_in_spmd_mode(request):
+    # PyTorch/XLA counts ReplicateShardedData for each value it reads to the
+    # host in SPMD mode (every value there is sharded data, replicated ones
+    # too); outside SPMD mode nothing is counted.
+    met.clear_counters()
+    torch.ones(4).to("xla").add(1).cpu()
+    assert not met.counter_value("ReplicateShardedData")
+    request.getfixturevalue("in_spmd_mode")
+    mesh = xs.Mesh(np.arange(4), (4,), ("data",))
+    a = torch.arange(8.0).to("xla")
+    xs.mark_sharding(a, mesh, ("data",))
+    b = a * 2
+    r = torch.ones(3).to("xla") + 1
+    torch_xla.sync()
+    met.clear_counters()
+    assert b.cpu().tolist() == [2.0 * i for i in range(8)]
+    assert r.cpu().tolist() == [2.0] * 3
+    assert met.counter_value("ReplicateShardedData") == 2
