@@ -400,10 +400,12 @@ class _Channel:
             typed.copy_(work.to(dtype))
 
 
-class _Transport:
+class _TransportBase:
+    """What both transports hold: this process's place in the job, the
+    deadline, the job's store once its thread has opened it (or why not),
+    and the thread that runs `run` (started by start() or attach())."""
 
-    def __init__(self, index, count, local_devices):
-        from torchtpu import processes
+    def __init__(self, index, count, local_devices, run):
         self.index = index
         self.count = count
         self.local_devices = local_devices
@@ -411,10 +413,17 @@ class _Transport:
         self.timeout = datetime.timedelta(seconds=self.timeout_s)
         self.store = None
         self.startup_error = None
-        self.channels = {}
         self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._dispatch, name="torchtpu-transport",
-                                       daemon=True)
+        self.thread = threading.Thread(target=run, name="torchtpu-transport", daemon=True)
+
+
+class _Transport(_TransportBase):
+    """The Python transport: a dispatch thread takes the engine's requests
+    and hands each to the channel (thread) of its group."""
+
+    def __init__(self, index, count, local_devices):
+        super().__init__(index, count, local_devices, self._dispatch)
+        self.channels = {}
 
     def _dispatch(self):
         from torchtpu import _C, processes
@@ -444,25 +453,16 @@ class _Transport:
             channel.queue.put(rq)
 
 
-class _DirectTransport:
+class _DirectTransport(_TransportBase):
     """The C++ transport (torchtpu._c10d_transport, see its contract): the
     leaders call it on their own threads; this object only opens the Gloo
     groups it asks for and words its failures."""
 
     def __init__(self, shim, index, count, local_devices):
+        super().__init__(index, count, local_devices, self._open)
         self.shim = shim
-        self.index = index
-        self.count = count
-        self.local_devices = local_devices
-        self.timeout_s = processes.timeout_s()
-        self.timeout = datetime.timedelta(seconds=self.timeout_s)
-        self.store = None
-        self.startup_error = None
         self.groups = {}  # ids -> [lock, (pg, rank, processes) once open]
         self.groups_lock = threading.Lock()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._open, name="torchtpu-transport",
-                                       daemon=True)
 
     def _open(self):
         try:
