@@ -165,8 +165,8 @@ static tt_spmd_entry_t *tt_spmd_entry_(tt_graph_t *g, tt_node_t **nodes, int32_t
   tt_status_t st = tt_spmd_partition_(g, e);
   for (int32_t i = 0; i < g->num_instrs; ++i) g->instrs[i].sharding = NULL;
   if (st) {
-    /* Not partitionable (fused or collective ops, manual regions, a mix of
-     * meshes): remembered, so the graph runs whole without trying again. */
+    /* Not partitionable (fused ops, a collective outside a manual region,
+     * a manual value as an output, a mix of meshes): remembered, so the graph runs whole without trying again. */
     tt_status_free(st);
     for (int32_t p = 0; p < e->n; ++p) tt_executable_release(e->exes[p]);
     e->n = 0;
@@ -191,6 +191,17 @@ static int32_t tt_spmd_count_(const tt_graph_t *g, tt_node_t *const *nodes) {
     if (x->sharding && x->sharding->num_devices > n) n = x->sharding->num_devices;
     if (x->shards && x->shards->num > n) n = x->shards->num;
     tiled |= x->shards || (x->sharding && x->sharding->kind != TT_SHARDING_REPLICATED);
+    if (tt_op_is_spmd_manual(x->op)) {
+      /* A manual region runs on its sharding's devices, even a replicated
+       * one (each partition holds the whole value): its collectives act
+       * between them. The spec's device count (op_attrs.h; verified when
+       * the node was made). */
+      tt_spmd_manual_attrs_t a;
+      TT_ATTRS(x, &a);
+      int64_t devices = a.spec.v[2 + a.spec.v[0]];
+      if (devices > n) n = (int32_t)devices;
+      tiled = 1;
+    }
   }
   return tiled ? n : 0;
 }
@@ -206,18 +217,76 @@ static void tt_spmd_count_collectives_(const tt_partition_stats_t *s) {
   if (s->collective_permutes) tt_counter_add("SpmdCollectivePermute", s->collective_permutes);
 }
 
+/* The roots of g (built from roots: each root's instruction is its
+ * visit_index) that are not values inside a manual region -- made from a
+ * full_to_shard's result without leaving through a shard_to_full, as the
+ * partitioner tells them (partition.c) -- into *kr, *ko (malloc'd) with
+ * their owners; their count, or -1 when out of memory. */
+static int32_t tt_spmd_drop_manual_(const tt_graph_t *g, tt_node_t **roots, tt_tensor_t **owners,
+                                    int32_t nr, tt_node_t ***kr, tt_tensor_t ***ko) {
+  uint8_t *manual = calloc((size_t)g->num_instrs + 1, 1);
+  *kr = malloc(sizeof(**kr) * ((size_t)nr + 1));
+  *ko = malloc(sizeof(**ko) * ((size_t)nr + 1));
+  if (!manual || !*kr || !*ko) {
+    free(manual);
+    return -1;
+  }
+  for (int32_t i = 0; i < g->num_instrs; ++i) {
+    const tt_instr_t *in = &g->instrs[i];
+    if (in->op == TT_OP_SPMD_FULL_TO_SHARD) {
+      manual[i] = 1;
+    } else if (in->op != TT_OP_SPMD_SHARD_TO_FULL && in->op != TT_OP_FUSED) {
+      for (int32_t k = 0; k < in->num_operands; ++k) manual[i] |= manual[in->operands[k]];
+    }
+  }
+  int32_t kept = 0;
+  for (int32_t r = 0; r < nr; ++r) {
+    if (manual[roots[r]->visit_index]) continue;
+    (*kr)[kept] = roots[r];
+    (*ko)[kept++] = owners[r];
+  }
+  free(manual);
+  return kept;
+}
+
 tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t nr,
                                int32_t device, int step, int *handled) {
   *handled = 0;
   /* One device: nothing to partition onto (and nothing to build twice). */
   if (!tt_spmd_on_locked() || device != 0 || tt_spmd_global_devices() < 2) return NULL;
   tt_graph_t *g = NULL;
-  tt_node_t **inputs = NULL;
+  tt_node_t **inputs = NULL, **kept_roots = NULL;
+  tt_tensor_t **kept_owners = NULL;
   TT_RETURN_IF_ERROR(tt_graph_build(roots, nr, &g, &inputs));
   tt_node_t **nodes = tt_spmd_nodes_(g, roots, nr);
   tt_status_t st = NULL;
   int32_t n = nodes ? tt_spmd_count_(g, nodes) : 0;
   if (n == 0) goto done; /* nothing sharded: the ordinary cut */
+  /* Values inside a manual region (each partition holds its own) stay
+   * pending: the others run without them, and the region is recomputed
+   * where a later graph leaves it. A graph of only such values runs whole
+   * (the region's ops refuse it there, naming the way out). */
+  int32_t kept = tt_spmd_drop_manual_(g, roots, owners, nr, &kept_roots, &kept_owners);
+  if (kept < 0) {
+    st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (cut)");
+    goto done;
+  }
+  if (kept > 0 && kept < nr) {
+    free(nodes);
+    free(inputs);
+    tt_graph_destroy(g);
+    g = NULL;
+    inputs = NULL;
+    nodes = NULL;
+    roots = kept_roots;
+    owners = kept_owners;
+    nr = kept;
+    st = tt_graph_build(roots, nr, &g, &inputs);
+    if (st) goto done;
+    nodes = tt_spmd_nodes_(g, roots, nr);
+    n = nodes ? tt_spmd_count_(g, nodes) : 0;
+    if (n == 0) goto done;
+  }
   tt_spmd_entry_t *e = NULL;
   int32_t gd = tt_spmd_global_devices(), base = tt_spmd_device_base();
   if (gd > tt_runtime_device_count() && n != gd) {
@@ -234,7 +303,8 @@ tt_status_t tt_spmd_cut_locked(tt_node_t **roots, tt_tensor_t **owners, int32_t 
     /* Running it whole would need the other processes' shards. */
     st = tt_status_make(TT_UNIMPLEMENTED,
                         "SPMD over several processes: the partitioner refused this graph (a "
-                        "collective, a manual region or a mix of meshes) and it cannot run "
+                        "collective outside a manual region, a manual value as an output or "
+                        "a mix of meshes) and it cannot run "
                         "whole on one process");
     goto done;
   }
@@ -363,6 +433,8 @@ out:
 done:
   free(nodes);
   free(inputs);
-  tt_graph_destroy(g);
+  free(kept_roots);
+  free(kept_owners);
+  if (g) tt_graph_destroy(g);
   return st;
 }

@@ -7,14 +7,14 @@
 
 #include "passes/partition_internal.h"
 
+static const tt_sharding_t tt_part_replicated_any_ = {TT_SHARDING_REPLICATED, 0, {0}, 0, 0};
+
 tt_sharding_t *tt_part_full(tt_part_t *p, const tt_sharding_t *s, int32_t rank) {
   if (p->error) return NULL;
-  if (s->kind == TT_SHARDING_MANUAL) {
-    p->error = tt_status_make(TT_INVALID_ARGUMENT,
-                              "partitioner: a {manual} sharding is not partitioned (manual "
-                              "regions keep their per-device programs)");
-    return NULL;
-  }
+  /* {manual} propagated onto a value made outside a manual region (a
+   * constant or input the region reads): every partition computes or holds
+   * all of it. Values inside a region never ask (partition.c). */
+  if (s->kind == TT_SHARDING_MANUAL) s = &tt_part_replicated_any_;
   if (s->num_devices != p->n && !(s->kind == TT_SHARDING_REPLICATED && s->num_devices == 0)) {
     p->error = tt_status_make(TT_INVALID_ARGUMENT,
                               "partitioner: a sharding made for %d devices in a program of %d "

@@ -185,9 +185,12 @@ static tt_status_t tt_cpu_exec_spmd_manual(const tt_cpu_exec_t *c, tt_view_t *ou
   int64_t ndev = a.spec.v[2 + a.spec.v[0]];
   if (ndev != 1)
     return tt_status_make(TT_UNIMPLEMENTED,
-                          "%s over %lld devices cannot run on the engine's CPU backend, "
-                          "which does not partition; run the program through a PJRT "
-                          "plugin (torchtpu.spmd.run_spmd)", tt_op_name(in->op),
+                          "%s over %lld devices cannot run unpartitioned on the engine's CPU "
+                          "backend. In SPMD mode (xr.use_spmd()) the partitioner runs manual "
+                          "regions, but not a graph whose outputs all lie inside one (each "
+                          "device holds its own value: leave the region with "
+                          "xs.disable_manual_sharding first) nor one it refuses; else run the "
+                          "program through a PJRT plugin (xs.run_spmd)", tt_op_name(in->op),
                           (long long)ndev);
   size_t bytes = (size_t)tt_shape_numel(&out->shape) * tt_dtype_size(out->dtype);
   if (bytes) memcpy(out->data, c->x[0].data, bytes);
