@@ -5,8 +5,10 @@ device's shard of t (shape ceil(dim / tiles)); collectives on it act per
 device; disable_manual_sharding(t, spec, full_shape, *, mesh=None) makes
 the shards the full tensor again. mesh defaults to the global mesh.
 Both return plain xla tensors (PyTorch/XLA: XLAShardedTensor) so that
-collectives (xm.all_reduce, ...) take them directly. The engine's own
-backend runs a manual region only on a one-device mesh (docs/spmd.md).
+collectives (xm.all_reduce, ...) take them directly. In SPMD mode the
+engine's own partitioner runs the region on every partition of the mesh
+(docs/spmd.md "Partitioner", manual regions); outside it, only a
+one-device mesh runs on the engine's own backend.
 """
 from torchtpu import bridge, ir
 
