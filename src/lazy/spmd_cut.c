@@ -188,7 +188,10 @@ static int32_t tt_spmd_count_(const tt_graph_t *g, tt_node_t *const *nodes) {
   int32_t n = 0, tiled = 0;
   for (int32_t i = 0; i < g->num_instrs; ++i) {
     const tt_node_t *x = nodes[i];
-    if (x->sharding && x->sharding->num_devices > n) n = x->sharding->num_devices;
+    /* ({manual} annotations count no devices: the region ops say how many
+     * devices their region runs on.) */
+    if (x->sharding && x->sharding->kind != TT_SHARDING_MANUAL && x->sharding->num_devices > n)
+      n = x->sharding->num_devices;
     if (x->shards && x->shards->num > n) n = x->shards->num;
     tiled |= x->shards || (x->sharding && x->sharding->kind != TT_SHARDING_REPLICATED);
     if (tt_op_is_spmd_manual(x->op)) {

@@ -241,6 +241,22 @@ except NotImplementedError as e:
     error = str(e)
 out["_pending"] = dict(first=maxdiff(first.cpu(), x * 2), second=maxdiff(second.cpu(), x * 2 + 1),
                        error=error)
+# PyTorch/XLA's internal names for the same region (as its own tests use
+# them): full-to-shard as the annotation says, {manual} marked by hand.
+x = torch.randn(8, 4 * n)
+xt = x.to("xla")
+spec = (None, ALL)
+xs.mark_sharding(xt, mesh, spec)
+inner = torch_xla._XLAC._spmd_full_to_shard_shape(xt) + 1
+marked = xs._mark_manual_sharding(inner)
+back = torch_xla._XLAC._spmd_shard_to_full_shape(marked.global_tensor, mesh.get_op_sharding(spec),
+                                                 x.shape, x.dtype)
+before = counters()
+got = back.cpu()
+after = counters()
+out["_xlac"] = dict(diff=maxdiff(got, x + 1), local_shape=list(inner.shape),
+                    partitioned=after["SpmdPartitionedExecution"] - before["SpmdPartitionedExecution"],
+                    fallback=after["SpmdPartitionFallback"] - before["SpmdPartitionFallback"])
 print("RESULT " + json.dumps(out))
 """
 
@@ -317,3 +333,14 @@ def test_region_values_stay_pending(mesh):
     r = results(mesh)["_pending"]
     assert r["first"] == 0.0 and r["second"] == 0.0, r
     assert r["error"] and "xs.disable_manual_sharding" in r["error"] and "run_spmd" in r["error"], r
+
+
+@pytest.mark.parametrize("mesh", list(MESHES))
+def test_xlac_region_names(mesh):
+    """_spmd_full_to_shard_shape / _mark_manual_sharding /
+    _spmd_shard_to_full_shape (PyTorch/XLA's internal names) run
+    partitioned as well."""
+    r = results(mesh)["_xlac"]
+    n = 2 if mesh == "2" else 4
+    assert r["diff"] == 0.0 and r["local_shape"] == [8, 4], r
+    assert r["partitioned"] == 1 and r["fallback"] == 0, r
