@@ -342,7 +342,8 @@ def test_manual_region_text(dev, spmd_mode):
             "use_global_device_ids} : (tensor<2x4xf32>) -> tensor<2x4xf32>") in text
     assert ('{call_target_name = "SPMDShardToFullShape", mhlo.sharding = '
             '"{devices=[8,1]0,1,2,3,4,5,6,7}"} : (tensor<2x4xf32>) -> tensor<16x4xf32>') in text
-    # The engine's own backend does not partition: refused when executed.
+    # A mesh of 8 on this session's 4 engine devices cannot be partitioned
+    # onto them: run whole, the region is refused when executed.
     with pytest.raises(NotImplementedError, match="spmd_full_to_shard over 8 devices cannot run"):
         full.cpu()
     del shard, full
