@@ -257,6 +257,28 @@ after = counters()
 out["_xlac"] = dict(diff=maxdiff(got, x + 1), local_shape=list(inner.shape),
                     partitioned=after["SpmdPartitionedExecution"] - before["SpmdPartitionedExecution"],
                     fallback=after["SpmdPartitionFallback"] - before["SpmdPartitionFallback"])
+# PyTorch/XLA's test_spmd_all_reduce / test_spmd_reduce_scatter bodies
+# (their TPU-only tests): a replicated region, the SPMD collectives by
+# their _XLAC names over every partition.
+every = [list(range(n))]
+before = counters()
+ones = torch.ones(8, 8).to("xla")
+r = xs.enable_manual_sharding(ones, (None, None))
+ar = torch_xla._XLAC._xla_spmd_all_reduce(xm.REDUCE_SUM, r, 1.0, every)
+ar = xs.disable_manual_sharding(ar, (None, None), ar.shape)
+ars = torch_xla._XLAC._xla_spmd_all_reduce(xm.REDUCE_SUM, r, 0.25, every)
+ars = xs.disable_manual_sharding(ars, (None, None), ars.shape)
+rs0 = torch_xla._XLAC._xla_spmd_reduce_scatter(xm.REDUCE_SUM, r, 1.0, 0, n, every)
+rs0 = xs.disable_manual_sharding(rs0, (None, None), rs0.shape)
+rs1 = torch_xla._XLAC._xla_spmd_reduce_scatter(xm.REDUCE_SUM, r, 1.0, -1, n, every)
+rs1 = xs.disable_manual_sharding(rs1, (None, None), rs1.shape)
+torch_xla.sync()
+got = [ar.cpu(), ars.cpu(), rs0.cpu(), rs1.cpu()]
+after = counters()
+want = [torch.ones(8, 8) * n, torch.ones(8, 8) * (n * 0.25), torch.ones(8 // n, 8) * n,
+        torch.ones(8, 8 // n) * n]
+out["_xlac_collectives"] = dict(diffs=[maxdiff(g, w) for g, w in zip(got, want)],
+                                **{k: after[k] - before[k] for k in after})
 print("RESULT " + json.dumps(out))
 """
 
@@ -344,3 +366,14 @@ def test_xlac_region_names(mesh):
     n = 2 if mesh == "2" else 4
     assert r["diff"] == 0.0 and r["local_shape"] == [8, 4], r
     assert r["partitioned"] == 1 and r["fallback"] == 0, r
+
+
+@pytest.mark.parametrize("mesh", list(MESHES))
+def test_xlac_spmd_collectives(mesh):
+    """_XLAC._xla_spmd_all_reduce / _xla_spmd_reduce_scatter in a
+    replicated region, as PyTorch/XLA's (TPU-only) tests use them: one
+    partitioned execution with 2 all_reduces and 2 reduce_scatters."""
+    r = results(mesh)["_xlac_collectives"]
+    assert r["diffs"] == [0.0] * 4, r
+    assert r["SpmdPartitionedExecution"] == 1 and r["SpmdPartitionFallback"] == 0, r
+    assert r["SpmdAllReduce"] == 2 and r["SpmdReduceScatter"] == 2, r

@@ -46,3 +46,5 @@ from torch_xla._XLAC.tensors import _replace_xla_tensor  # noqa: F401
 from torch_xla.amp.syncfree._functional import (  # noqa: F401
     adam_optimizer_step_ as _xla_adam_optimizer_step_,
     sgd_optimizer_step_ as _xla_sgd_optimizer_step_)
+from torch_xla._XLAC.collectives import (  # noqa: F401,E402
+    _xla_spmd_all_reduce, _xla_spmd_reduce_scatter)
