@@ -839,16 +839,10 @@ static void tt_part_manual_op(tt_part_t *p, int32_t i, tt_part_val_t *vals) {
   int32_t ni = in->num_iattrs;
   memcpy(ia, in->iattrs, sizeof(int64_t) * (size_t)ni);
   if (tt_op_is_collective(in->op)) {
-    for (int32_t k = TT_COLLECTIVE_HEADER; k < ni && !p->error; ++k) {
-      if (ia[k] < 0 || ia[k] >= p->n)
-        p->error = tt_status_make(TT_INVALID_ARGUMENT,
-                                  "%s inside a manual region names device %lld, but the "
-                                  "program has %d partitions (ids 0..%d)",
-                                  tt_op_name(in->op), (long long)ia[k], (int)p->n,
-                                  (int)p->n - 1);
-      else
-        ia[k] = p->replica[ia[k]];
-    }
+    /* An id outside 0 .. n - 1 stays as it is: the collective layer
+     * refuses it when the program runs, naming it. */
+    for (int32_t k = TT_COLLECTIVE_HEADER; k < ni; ++k)
+      if (ia[k] >= 0 && ia[k] < p->n) ia[k] = p->replica[ia[k]];
     switch (in->op) {
       case TT_OP_ALL_REDUCE: ++p->stats->all_reduces; break;
       case TT_OP_ALL_GATHER: ++p->stats->all_gathers; break;

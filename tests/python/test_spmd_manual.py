@@ -279,6 +279,20 @@ want = [torch.ones(8, 8) * n, torch.ones(8, 8) * (n * 0.25), torch.ones(8 // n, 
         torch.ones(8, 8 // n) * n]
 out["_xlac_collectives"] = dict(diffs=[maxdiff(g, w) for g, w in zip(got, want)],
                                 **{k: after[k] - before[k] for k in after})
+# Groups the partitions cannot form: a RuntimeError naming the problem
+# when the program runs (no fallback, no hang).
+errors = []
+for groups in ([[0]], [list(range(n - 1)) + [n + 1]]):
+    v = xs.enable_manual_sharding(torch.ones(2 * n, 2).to("xla"), (A, None))
+    v = xm.all_reduce(xm.REDUCE_SUM, v, groups=groups)
+    v = xs.disable_manual_sharding(v, (A, None), (2 * n, 2))
+    try:
+        v.cpu()
+        errors.append(None)
+    except Exception as e:
+        errors.append([type(e).__name__, str(e)])
+    del v
+out["_errors"] = errors
 print("RESULT " + json.dumps(out))
 """
 
@@ -377,3 +391,12 @@ def test_xlac_spmd_collectives(mesh):
     assert r["diffs"] == [0.0] * 4, r
     assert r["SpmdPartitionedExecution"] == 1 and r["SpmdPartitionFallback"] == 0, r
     assert r["SpmdAllReduce"] == 2 and r["SpmdReduceScatter"] == 2, r
+
+
+@pytest.mark.parametrize("mesh", list(MESHES))
+def test_groups_the_partitions_cannot_form(mesh):
+    n = 2 if mesh == "2" else 4
+    none_of, outside = results(mesh)["_errors"]
+    assert none_of and none_of[0] == "RuntimeError" and "none of its replica groups" in none_of[1]
+    assert outside and outside[0] == "RuntimeError" and (
+        f"replica id {n + 1}" in outside[1] or "none of its replica groups" in outside[1]), outside
