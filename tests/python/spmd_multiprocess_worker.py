@@ -9,7 +9,8 @@ step's loss, the final weights (read with .cpu(), which gathers shards
 across processes), the SPMD counters, and which of fc1.weight's shards
 this process holds (their values) and which it cannot read.
 WORKER_MODE=small_mesh instead shards over a mesh of 2 of the 4 devices,
-which must fail with a clear error. The last argument (a tag) is only for
+which must fail with a clear error; WORKER_MODE=manual runs manual regions
+whose collectives cross the processes. The last argument (a tag) is only for
 the test to find the job's processes."""
 import json
 import os
@@ -90,10 +91,34 @@ def small_mesh():
     (x * 2).sum().item()
 
 
+def manual_regions():
+    """Manual regions over the job's 4 devices (docs/spmd.md "Partitioner",
+    manual regions): their collectives cross the processes."""
+    n = xr.global_runtime_device_count()
+    dp = xs.Mesh(np.arange(n), (n,), ("data",))
+    x = torch.arange(24.0).reshape(8, 3).to(torch_xla.device())
+    loc = xs.enable_manual_sharding(x, ("data", None), mesh=dp)
+    r = xm.all_reduce(xm.REDUCE_SUM, loc * 0.5 + 1, groups=[list(range(n))])
+    summed = xs.disable_manual_sharding(r, ("data", None), (8, 3), mesh=dp)
+    mt = xs.Mesh(np.arange(n), (2, n // 2), ("data", "model"))
+    x = torch.arange(32.0).reshape(8, 4).to(torch_xla.device())
+    loc = xs.enable_manual_sharding(x, ("data", "model"), mesh=mt)
+    g = xm.all_gather(loc * 2, dim=1, groups=[[0, 1], [2, 3]])
+    gathered = xs.disable_manual_sharding(g, ("data", None), (8, 4), mesh=mt)
+    torch_xla.sync()
+    out = {"summed": summed.cpu().tolist(), "gathered": gathered.cpu().tolist(),
+           "partitioned": met.counter_value("SpmdPartitionedExecution") or 0,
+           "fallback": met.counter_value("SpmdPartitionFallback") or 0}
+    with open(os.path.join(os.environ["G31_OUT"], f"{xr.process_index()}.json"), "w") as f:
+        json.dump(out, f)
+
+
 def main():
     xr.use_spmd()
     if os.environ.get("WORKER_MODE") == "small_mesh":
         return small_mesh()
+    if os.environ.get("WORKER_MODE") == "manual":
+        return manual_regions()
     rank = xr.process_index()
     result = {"global": xr.global_runtime_device_count(),
               "addressable": xr.addressable_runtime_device_count(),

@@ -101,3 +101,20 @@ def test_mesh_smaller_than_job_refused(tmp_path):
     assert "SPMD over several processes: a mesh of 2 devices, but the job has 4" in res.stderr, \
         res.stderr[-4000:]
     assert "SIGSEGV" not in res.stderr and "SIGABRT" not in res.stderr, res.stderr[-4000:]
+
+
+def test_manual_regions_across_processes(tmp_path):
+    """Manual regions over 2 processes x 2 devices: an all_reduce of every
+    partition's row tile and an all_gather among each mesh row's
+    partitions, both crossing the processes, equal the CPU values in both
+    processes, partitioned, with no fallback."""
+    res = _torchrun(tmp_path, mode="manual", timeout=90)
+    assert res.returncode == 0, res.stderr[-4000:]
+    x = torch.arange(24.0).reshape(8, 3)
+    s = sum(x[2 * p:2 * p + 2] * 0.5 + 1 for p in range(4))
+    for rank in (0, 1):
+        got = json.load(open(os.path.join(tmp_path, f"{rank}.json")))
+        np.testing.assert_allclose(got["summed"], torch.cat([s] * 4).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(got["gathered"],
+                                   (torch.arange(32.0).reshape(8, 4) * 2).numpy(), rtol=1e-6)
+        assert got["partitioned"] >= 1 and got["fallback"] == 0, got
