@@ -62,10 +62,14 @@ typedef struct tt_partition_s {
 /* Partition `partition`'s program of g (propagated: g->sharding_prop set).
  * placeholder: a buffer the program's PARAM nodes hold while the graph is
  * built (a linearised graph keeps no buffers; the caller supplies shard
- * values at execution). TT_INVALID_ARGUMENT: no propagation record, a
- * partition out of range, shardings made for another partition count, a
- * manual sharding; TT_UNIMPLEMENTED: a mesh over 27 partitions. *out is
- * freed with tt_partition_destroy. */
+ * values at execution). Manual regions (spmd_full_to_shard ..
+ * spmd_shard_to_full) run per partition on its tile, their collectives
+ * between the partitions (docs/spmd.md "Partitioner"). TT_INVALID_ARGUMENT:
+ * no propagation record, a partition out of range, shardings made for
+ * another partition count; TT_UNIMPLEMENTED: a mesh over 27 partitions,
+ * fused instructions, a collective outside a manual region, a value inside
+ * one as an output, a region inside a region. *out is freed with
+ * tt_partition_destroy. */
 tt_status_t tt_partition_program(const tt_graph_t *g, const tt_partition_mesh_t *mesh,
                                  int32_t partition, tt_buffer_t *placeholder,
                                  tt_partition_t **out);

@@ -12,6 +12,15 @@
 #include "torchtpu/partition.h"
 #include "torchtpu/sharding_rule.h"
 
+/* An instruction's value in the program being built. */
+typedef struct tt_part_val_s {
+  tt_node_t *node;
+  tt_sharding_t *layout; /* full form, owned; NULL for a manual value */
+  /* 1: a value inside a manual region (made from a full_to_shard's
+   * result): node is this partition's own local value, no layout. */
+  int manual;
+} tt_part_val_t;
+
 typedef struct tt_part_s {
   const tt_graph_t *g;
   int32_t n;  /* partitions */
@@ -31,8 +40,9 @@ tt_node_t *tt_part_make(tt_part_t *p, tt_op_t op, tt_node_t *const *operands, in
 /* A [1, .., 1] tensor (rank ones; rank 0: a 0-d tensor) of dtype holding v. */
 tt_node_t *tt_part_constant(tt_part_t *p, double v, tt_dtype_t dtype, int32_t rank);
 
-/* s (any form, validated) as a full-form layout over p->n devices; NULL
- * with p->error set when it is manual or made for another count. */
+/* s (any form, validated) as a full-form layout over p->n devices ({manual}
+ * as replicated: a value made outside a region that propagation marked
+ * {manual}); NULL with p->error set when made for another count. */
 tt_sharding_t *tt_part_full(tt_part_t *p, const tt_sharding_t *s, int32_t rank);
 /* coord[d]: the tile index along dim d device dev holds in full-form s;
  * *rep (may be NULL): its position along the replication dim. */
@@ -101,5 +111,13 @@ tt_node_t *tt_part_halo(tt_part_t *p, tt_node_t *x, const tt_shape_t *global,
  * ids in all, partition numbers; named by replica id in the op). */
 tt_node_t *tt_part_all_reduce(tt_part_t *p, tt_node_t *x, int64_t reduce, const int32_t *ids,
                               int32_t group_size);
+
+/* Manual regions (src/passes/partition_manual.c): instruction i of p->g
+ * lowered into vals[i]. tt_part_reads_manual: whether an operand of in is a
+ * value inside a region (then tt_part_manual_op lowers it). */
+void tt_part_full_to_shard(tt_part_t *p, int32_t i, tt_part_val_t *vals);
+void tt_part_shard_to_full(tt_part_t *p, int32_t i, tt_part_val_t *vals);
+void tt_part_manual_op(tt_part_t *p, int32_t i, tt_part_val_t *vals);
+int tt_part_reads_manual(const tt_instr_t *in, const tt_part_val_t *vals);
 
 #endif /* TORCHTPU_PASSES_PARTITION_INTERNAL_H_ */
