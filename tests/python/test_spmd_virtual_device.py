@@ -162,6 +162,7 @@ def test_execute_replicated_once_per_execution(dev, clean):
     xs.mark_sharding(a, mesh4(), (0, 1))
     a += 2
     torch_xla.sync(wait=True)
+    xm.wait_device_ops()  # sampled when the last device's program ends
     assert met.counter_value("ExecuteReplicated") == 1
     assert met.metric_data("ExecuteReplicatedTime")[0] == 1
     assert met.metric_data("ExecuteTime") is None
