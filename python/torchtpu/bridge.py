@@ -268,8 +268,10 @@ def upload(cpu_tensor, index, defer=False):
     t0 = _now_ns()
     h = _C.from_host(index, dt, tuple(c.shape), c.data_ptr(), nbytes, defer)
     # PyTorch/XLA's name for a host tensor becoming device data (the engine
-    # records the transfer itself: OutboundData, CreateDataHandles).
-    _C.metric_add("TensorToData", 0, float(_now_ns() - t0))
+    # records the transfer itself: OutboundData, CreateDataHandles; and
+    # TensorToData too for a held value, when it moves).
+    if not (defer and h.on_host):
+        _C.metric_add("TensorToData", 0, float(_now_ns() - t0))
     return h
 
 

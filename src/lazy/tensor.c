@@ -96,7 +96,9 @@ tt_status_t tt_tensor_upload_host_locked(tt_tensor_t *t) {
   if (!t->host) return NULL;
   size_t nbytes = (size_t)tt_shape_numel(&t->shape) * tt_dtype_size(t->dtype);
   tt_buffer_t *b = NULL;
+  int64_t t0 = tt_now_ns();
   TT_RETURN_IF_ERROR(tt_buffer_from_host(t->device, t->host, nbytes, &b));
+  tt_metric_add("TensorToData", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
   tt_count_transfer_to_device_(nbytes);
   free(t->host);
   t->host = NULL;
@@ -224,7 +226,7 @@ tt_status_t tt_tensor_set_sharding(tt_tensor_t *t, const tt_sharding_t *sharding
    * layout the annotation no longer names are assembled into one buffer
    * first, then a tiled annotation splits one buffer into shards. Both are
    * queued programs: nothing waits here. */
-  if (!st && !t->node && t->shards && !tt_sharding_equal(t->shards->layout, sharding))
+  if (!t->node && t->shards && !tt_sharding_equal(t->shards->layout, sharding))
     st = tt_spmd_unshard_locked(t);
   if (!st && t->node) st = tt_node_set_sharding(t->node, sharding);
   if (!st && t->data_node) st = tt_node_set_sharding(t->data_node, sharding);

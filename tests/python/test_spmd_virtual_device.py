@@ -46,6 +46,7 @@ def test_copied_data_stays_on_the_host(dev, clean):
     assert "IR: None\nXLAData: None\nTensor on host: with size [5, 5]\n" in text
     assert on_host(t)
     assert "TransferToDeviceTime" not in met.metric_names()
+    assert "TensorToData" not in met.metric_names()
     assert met.metric_data("OutboundData") is None
     # reading it back copies from the host: no transfer, still on the host
     assert torch.equal(t.cpu(), cpu)
@@ -63,7 +64,7 @@ def test_first_op_moves_it_to_the_device_once(dev, clean):
            "device=SPMD:0\n" in text
     assert "XLAShardedData: \n  Data Device: SPMD:0\n  Data Shape: f32[8,8]\n" \
            "  OpSharding: {replicated}\n  NumShards: 4\n" in text
-    assert "TransferToDeviceTime" in met.metric_names()
+    assert "TransferToDeviceTime" in met.metric_names() and "TensorToData" in met.metric_names()
     v = t * 3  # already on the device: no second transfer
     assert met.metric_data("OutboundData")[:2] == (1, 256.0)
     assert met.counter_value("CreateDataHandles") == 1
