@@ -24,6 +24,21 @@ typedef struct tt_tensor_s tt_tensor_t;
 tt_status_t tt_tensor_from_host(int32_t device, tt_dtype_t dtype,
                                 const tt_shape_t *shape, const void *host,
                                 tt_tensor_t **out);
+/* As tt_tensor_from_host, but in SPMD mode (tt_lazy_set_virtual_device)
+ * the copy stays on the host, as PyTorch/XLA's virtual device keeps data
+ * copied to it: the first op reading it, a sharding annotation or a buffer
+ * address request moves it to the device; reading it back copies from the
+ * host. Outside SPMD mode the same as tt_tensor_from_host. */
+tt_status_t tt_tensor_from_host_deferred(int32_t device, tt_dtype_t dtype,
+                                         const tt_shape_t *shape, const void *host,
+                                         tt_tensor_t **out);
+/* t's value is held on the host, not yet moved to its device
+ * (tt_tensor_from_host_deferred). */
+int tt_tensor_on_host(const tt_tensor_t *t);
+/* t's data has a node that ops read it through (PyTorch/XLA's device_data
+ * IR value of a tensor holding data): made by the first op using it or by
+ * a sharding annotation, dropped when the tensor takes a new value. */
+int tt_tensor_has_data_node(const tt_tensor_t *t);
 /* New pending tensor holding a runtime scalar (0-d). */
 tt_status_t tt_tensor_scalar(int32_t device, tt_dtype_t dtype, double value_f,
                              int64_t value_i, tt_tensor_t **out);

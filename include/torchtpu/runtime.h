@@ -41,6 +41,16 @@ void tt_runtime_throttle(int32_t device);
 void tt_set_eager_mode(int on);
 int tt_eager_mode(void);
 
+/* Replicated executions (PyTorch/XLA's ExecuteReplicated, the path of
+ * every execution in SPMD mode): the programs this thread enqueues between
+ * tt_runtime_replicated_begin and tt_runtime_replicated_end are one
+ * execution, sampled once in ExecuteReplicatedTime (from the first
+ * program's start to the last one's end, taken when the last finishes)
+ * instead of ExecuteTime / EagerOpExecuteTime each. _end returns how many
+ * programs were enqueued. Calls do not nest. */
+void tt_runtime_replicated_begin(void);
+int32_t tt_runtime_replicated_end(void);
+
 /* ---- buffers (refcounted) ---- */
 /* A ready buffer holding a copy of nbytes from host (TransferToDevice). */
 tt_status_t tt_buffer_from_host(int32_t device, const void *host, size_t nbytes,

@@ -57,6 +57,14 @@ tt_status_t tt_shard_set_to_host(tt_shard_set_t *s, const tt_shape_t *shape, tt_
 void tt_lazy_set_spmd_partitioning(int on);
 int tt_lazy_spmd_partitioning(void);
 
+/* SPMD mode itself (PyTorch/XLA's virtual device, on from use_spmd() on,
+ * whether or not programs run partitioned): data copied to a device stays
+ * on the host until used (tt_tensor_from_host_deferred), and every
+ * execution is a replicated one (ExecuteReplicated,
+ * tt_runtime_replicated_begin). Off by default. */
+void tt_lazy_set_virtual_device(int on);
+int tt_lazy_virtual_device(void);
+
 /* t's sharded storage: the layout (a malloc'd copy the caller frees; NULL
  * when t is not held as shards: pending, one buffer, or a placeholder).
  * Syncs t first when it is pending. */

@@ -175,6 +175,9 @@ def _start_spmd_partitioning():
     programs running whole on one device."""
     off = os.environ.get("TORCHTPU_SPMD_PARTITION", "1").strip().lower() in ("0", "false", "no")
     _C.spmd_set_partitioning(not off)
+    # PyTorch/XLA's virtual device: data copied to xla stays on the host
+    # until used or sharded, every execution is a replicated one.
+    _C.spmd_set_virtual_device(True)
 
 
 if _spmd:

@@ -250,8 +250,11 @@ def handle_of(t):
     return inner_of(t)._h
 
 
-def upload(cpu_tensor, index):
-    """Copies a CPU tensor to device index; returns an engine handle."""
+def upload(cpu_tensor, index, defer=False):
+    """Copies a CPU tensor to device index; returns an engine handle.
+    defer: in SPMD mode the engine keeps the copy on the host until an op
+    reads it or it is sharded (PyTorch/XLA's virtual device does so with
+    data copied to it); the transfer and its metrics happen then."""
     c = cpu_tensor.detach()
     if c.dtype not in TORCH_TO_TT:
         raise TypeError(f"dtype {c.dtype} is not supported on xla devices")
@@ -263,11 +266,12 @@ def upload(cpu_tensor, index):
         c = c.resolve_conj().resolve_neg()
     nbytes = c.numel() * c.element_size()
     t0 = _now_ns()
-    h = _C.from_host(index, dt, tuple(c.shape), c.data_ptr(), nbytes)
-    # PyTorch/XLA's names for a host tensor becoming device data.
-    _C.metric_add("TensorToData", 0, float(_now_ns() - t0))
-    _C.metric_add("InboundData", 1, float(nbytes))
-    _C.counter_add("CreateDataHandles", 1)
+    h = _C.from_host(index, dt, tuple(c.shape), c.data_ptr(), nbytes, defer)
+    # PyTorch/XLA's name for a host tensor becoming device data (the engine
+    # records the transfer itself: OutboundData, CreateDataHandles; and
+    # TensorToData too for a held value, when it moves).
+    if not (defer and h.on_host):
+        _C.metric_add("TensorToData", 0, float(_now_ns() - t0))
     return h
 
 
@@ -285,8 +289,9 @@ def download(handle):
     from torchtpu import spmd_read
     handle = spmd_read.gathered(handle)
     out = torch.empty(handle.shape, dtype=TT_STORAGE_TORCH[handle.dtype])
+    # The engine records a read from the device (InboundData); a value
+    # still held on the host is copied from there.
     _C.to_host(handle, out.data_ptr(), out.numel() * out.element_size())
-    _C.metric_add("OutboundData", 1, float(out.numel() * out.element_size()))
     seen = TT_TO_TORCH[handle.dtype]
     return out if seen is out.dtype else out.to(seen)
 
@@ -384,7 +389,7 @@ def _copy_from_xla_key(src, dst, non_blocking=False):
         if h.device != index:
             h = _C.to_device(h, index)
     else:
-        h = upload(src, index)
+        h = upload(src, index, defer=True)
     if tuple(h.shape) != tuple(dst.shape):
         from torchtpu import ir
         h = ir.broadcast(h, dims=tuple(dst.shape))

@@ -141,6 +141,9 @@ tt_status_t tt_lazy_capture(tt_tensor_t *const *inputs, int32_t num_inputs,
   tt_node_t **gin = NULL;
   c->device = num_outputs ? outputs[0]->device : (num_inputs ? inputs[0]->device : 0);
   pthread_mutex_lock(&tt_lazy_lock);
+  /* Values still held on the host (SPMD mode) become device data first. */
+  for (int32_t j = 0; j < num_inputs && !st; ++j) st = tt_tensor_upload_host_locked(inputs[j]);
+  for (int32_t i = 0; i < num_outputs && !st; ++i) st = tt_tensor_upload_host_locked(outputs[i]);
   for (int32_t j = 0; j < num_inputs && !st; ++j) {
     const tt_tensor_t *t = inputs[j];
     if (t->device != c->device)
@@ -364,6 +367,7 @@ tt_status_t tt_lazy_replay(tt_capture_t *c, tt_tensor_t *const *inputs, int32_t 
     return st;
   }
   pthread_mutex_lock(&tt_lazy_lock);
+  for (int32_t j = 0; j < num_inputs && !st; ++j) st = tt_tensor_upload_host_locked(inputs[j]);
   for (int32_t j = 0; j < num_inputs && !st; ++j) {
     if (c->in_is_scalar[j]) {
       if (!inputs[j]->node || inputs[j]->node->op != TT_OP_SCALAR)

@@ -131,6 +131,8 @@ static void tt_attach_derived_(const tt_derived_t *d, int32_t nd) {
     t->buffer = NULL;
     tt_shard_set_release(t->shards);
     t->shards = NULL;
+    free(t->host);
+    t->host = NULL;
     t->derived = 1;
   }
   if (nd) tt_counter_add("DerivedSyncTensor", nd);
@@ -274,6 +276,7 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
     return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (cut)");
   }
   int32_t nr = 0;
+  int replicated = 0; /* an SPMD-mode execution (below) */
   for (int32_t i = 0; i < n; ++i) {
     tt_tensor_t *t = ts[i];
     if (!t->node) continue;
@@ -301,6 +304,11 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
   int32_t nderived = 0;
   if (derive) nr = tt_derive_roots_(roots, owners, nr, &derived, &nderived);
   if (nr == 0) goto done;
+  /* In SPMD mode every execution is PyTorch/XLA's ExecuteReplicated (its
+   * virtual device's programs are compiled partitioned): counted once and
+   * sampled once in ExecuteReplicatedTime, whichever way it runs here. */
+  replicated = tt_virtual_device_locked();
+  if (replicated) tt_runtime_replicated_begin();
   if (tt_spmd_on_locked()) {
     /* SPMD mode: a sharded graph runs partitioned, one program per device. */
     int handled = 0;
@@ -355,7 +363,7 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
      * (tt_scalar_first_sent_). */
     if (scalars) {
       tt_counter_add("CreateDataHandles", scalars);
-      tt_metric_add("InboundData", TT_UNIT_BYTES, (double)scalar_bytes);
+      tt_metric_add("OutboundData", TT_UNIT_BYTES, (double)scalar_bytes);
       tt_metric_add("TransferToDeviceTime", TT_UNIT_NANOSECONDS, (double)unwrap_ns);
     }
     for (int32_t r = 0; r < nr && !st; ++r) {
@@ -404,6 +412,7 @@ tt_status_t tt_cut_locked(tt_tensor_t **ts, int32_t n, int32_t device, int deriv
   tt_graph_destroy(g);
   tt_executable_release(exe);
 done:
+  if (replicated && tt_runtime_replicated_end() > 0) tt_counter_add("ExecuteReplicated", 1);
   free(roots);
   free(owners);
   free(derived);

@@ -27,6 +27,11 @@ struct tt_tensor_s {
   tt_dtype_t dtype;
   tt_shape_t shape;
   tt_buffer_t *buffer;   /* materialized value (maybe still pending) */
+  /* Or, in SPMD mode, the value still on the host (malloc'd; buffer,
+   * shards, node and data_node NULL): PyTorch/XLA's virtual device keeps
+   * data copied to it there until an op reads it or it is sharded
+   * (tt_tensor_upload_host_locked moves it to the device). */
+  void *host;
   /* Or the value held as shards (spmd_exec.h; buffer NULL): SPMD mode's
    * tiled values, one shard per device. */
   struct tt_shard_set_s *shards;
@@ -53,6 +58,10 @@ extern pthread_mutex_t tt_lazy_lock;
 /* New registered tensor with no value yet (refcount 1); NULL when out of
  * memory. */
 tt_tensor_t *tt_tensor_new_locked(int32_t device, tt_dtype_t dtype, const tt_shape_t *shape);
+/* Moves a host-held value (t->host) to t's device: the transfer and its
+ * metrics (TransferToDeviceTime, OutboundData, CreateDataHandles); nothing
+ * when t holds no host value. Engine lock held. */
+tt_status_t tt_tensor_upload_host_locked(tt_tensor_t *t);
 /* The node that stands for t in a new op: its pending node, else a PARAM
  * over its buffer made once (NULL when out of memory). */
 tt_node_t *tt_tensor_use_node(tt_tensor_t *t);

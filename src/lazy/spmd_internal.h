@@ -41,6 +41,8 @@ int tt_spmd_is_local(int32_t p);
 
 /* Whether partitioned execution is on (engine lock held). */
 int tt_spmd_on_locked(void);
+/* SPMD mode's virtual device (tt_lazy_set_virtual_device), engine lock held. */
+int tt_virtual_device_locked(void);
 
 /* A new shard set over layout whose buffer p is partition p's shard of
  * full (shape, dtype), made by a slice program queued on device p. */

@@ -26,6 +26,23 @@ int tt_lazy_spmd_partitioning(void) {
 
 int tt_spmd_on_locked(void) { return tt_spmd_on_; }
 
+static int tt_virtual_device_; /* engine lock */
+
+void tt_lazy_set_virtual_device(int on) {
+  pthread_mutex_lock(&tt_lazy_lock);
+  tt_virtual_device_ = on != 0;
+  pthread_mutex_unlock(&tt_lazy_lock);
+}
+
+int tt_lazy_virtual_device(void) {
+  pthread_mutex_lock(&tt_lazy_lock);
+  int on = tt_virtual_device_;
+  pthread_mutex_unlock(&tt_lazy_lock);
+  return on;
+}
+
+int tt_virtual_device_locked(void) { return tt_virtual_device_; }
+
 int32_t tt_spmd_device_base(void) {
   return tt_collective_process_count() > 1 ? tt_collective_device_base() : 0;
 }
@@ -52,9 +69,38 @@ static void tt_spmd_drop_data_node_(tt_tensor_t *t) {
   t->data_node = NULL;
 }
 
+/* A value still on the host (t->host) goes to the devices as s's shards,
+ * each device sent its own (PyTorch/XLA's sharded transfer): no whole copy
+ * on one device first. */
+static tt_status_t tt_spmd_shard_host_(tt_tensor_t *t, const tt_sharding_t *s) {
+  size_t es = tt_dtype_size(t->dtype), sb = tt_spmd_shard_bytes(s, &t->shape, t->dtype);
+  tt_shard_set_t *set = tt_shard_set_new(s);
+  void *tmp = malloc(sb ? sb : 1);
+  tt_status_t st = set && tmp ? NULL : tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (shards)");
+  int32_t base = tt_spmd_device_base(), sent = 0;
+  for (int32_t p = 0; !st && p < set->num; ++p) {
+    if (!tt_spmd_is_local(p)) continue; /* another process sends its own */
+    st = tt_spmd_tile_copy(s, &t->shape, p, es, t->host, tmp, 0);
+    if (!st) st = tt_buffer_from_host(p - base, tmp, sb, &set->buffers[p]);
+    if (!st) ++sent;
+  }
+  free(tmp);
+  if (st) {
+    tt_shard_set_release(set);
+    return st;
+  }
+  tt_metric_add("OutboundData", TT_UNIT_BYTES, (double)sb * sent);
+  tt_counter_add("CreateDataHandles", sent);
+  free(t->host);
+  t->host = NULL;
+  t->shards = set;
+  tt_spmd_drop_data_node_(t);
+  return NULL;
+}
+
 tt_status_t tt_spmd_shard_storage_locked(tt_tensor_t *t) {
   const tt_sharding_t *s = t->sharding;
-  if (!tt_spmd_on_ || t->node || t->deleted || !t->buffer || t->shards ||
+  if (!tt_spmd_on_ || t->node || t->deleted || !(t->buffer || t->host) || t->shards ||
       !tt_spmd_is_tiled(s, t->shape.rank) || tt_shape_numel(&t->shape) == 0)
     return NULL;
   if (s->num_devices > 27 || s->num_devices > tt_spmd_global_devices()) return NULL;
@@ -64,6 +110,7 @@ tt_status_t tt_spmd_shard_storage_locked(tt_tensor_t *t) {
   if (tt_spmd_global_devices() > tt_runtime_device_count() &&
       s->num_devices != tt_spmd_global_devices())
     return NULL;
+  if (t->host) return tt_spmd_shard_host_(t, s);
   tt_shard_set_t *set = NULL;
   TT_RETURN_IF_ERROR(tt_spmd_slice_locked(t->buffer, &t->shape, t->dtype, s, &set));
   tt_buffer_release(t->buffer);
@@ -169,6 +216,8 @@ tt_status_t tt_tensor_load_shards(tt_tensor_t *t, const tt_sharding_t *layout,
   t->buffer = NULL;
   tt_shard_set_release(t->shards);
   t->shards = set;
+  free(t->host);
+  t->host = NULL;
   tt_spmd_drop_data_node_(t);
   pthread_mutex_unlock(&tt_lazy_lock);
   return NULL;

@@ -41,23 +41,83 @@ static tt_status_t tt_check_device(int32_t device) {
   return NULL;
 }
 
-tt_status_t tt_tensor_from_host(int32_t device, tt_dtype_t dtype, const tt_shape_t *shape,
-                                const void *host, tt_tensor_t **out) {
+/* A host-to-device transfer of nbytes, under PyTorch/XLA's names for one
+ * (its TransferToDevice records these two; TransferToDeviceTime is the
+ * buffer's own, tt_buffer_from_host). */
+static void tt_count_transfer_to_device_(size_t nbytes) {
+  tt_metric_add("OutboundData", TT_UNIT_BYTES, (double)nbytes);
+  tt_counter_add("CreateDataHandles", 1);
+}
+
+static tt_status_t tt_tensor_from_host_(int32_t device, tt_dtype_t dtype, const tt_shape_t *shape,
+                                        const void *host, int defer, tt_tensor_t **out) {
   *out = NULL;
   TT_RETURN_IF_ERROR(tt_check_device(device));
   size_t nbytes = (size_t)tt_shape_numel(shape) * tt_dtype_size(dtype);
+  pthread_mutex_lock(&tt_lazy_lock);
+  defer = defer && tt_virtual_device_locked();
+  pthread_mutex_unlock(&tt_lazy_lock);
   tt_buffer_t *b = NULL;
-  TT_RETURN_IF_ERROR(tt_buffer_from_host(device, host, nbytes, &b));
+  void *copy = NULL;
+  if (defer) {
+    copy = malloc(nbytes ? nbytes : 1);
+    if (!copy) return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (host copy)");
+    if (nbytes) memcpy(copy, host, nbytes);
+  } else {
+    TT_RETURN_IF_ERROR(tt_buffer_from_host(device, host, nbytes, &b));
+    tt_count_transfer_to_device_(nbytes);
+  }
   pthread_mutex_lock(&tt_lazy_lock);
   tt_tensor_t *t = tt_tensor_new_locked(device, dtype, shape);
   pthread_mutex_unlock(&tt_lazy_lock);
   if (!t) {
     tt_buffer_release(b);
+    free(copy);
     return tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (tensor)");
   }
   t->buffer = b;
+  t->host = copy;
   *out = t;
   return NULL;
+}
+
+tt_status_t tt_tensor_from_host(int32_t device, tt_dtype_t dtype, const tt_shape_t *shape,
+                                const void *host, tt_tensor_t **out) {
+  return tt_tensor_from_host_(device, dtype, shape, host, 0, out);
+}
+
+tt_status_t tt_tensor_from_host_deferred(int32_t device, tt_dtype_t dtype,
+                                         const tt_shape_t *shape, const void *host,
+                                         tt_tensor_t **out) {
+  return tt_tensor_from_host_(device, dtype, shape, host, 1, out);
+}
+
+tt_status_t tt_tensor_upload_host_locked(tt_tensor_t *t) {
+  if (!t->host) return NULL;
+  size_t nbytes = (size_t)tt_shape_numel(&t->shape) * tt_dtype_size(t->dtype);
+  tt_buffer_t *b = NULL;
+  int64_t t0 = tt_now_ns();
+  TT_RETURN_IF_ERROR(tt_buffer_from_host(t->device, t->host, nbytes, &b));
+  tt_metric_add("TensorToData", TT_UNIT_NANOSECONDS, (double)(tt_now_ns() - t0));
+  tt_count_transfer_to_device_(nbytes);
+  free(t->host);
+  t->host = NULL;
+  t->buffer = b;
+  return NULL;
+}
+
+int tt_tensor_on_host(const tt_tensor_t *t) {
+  pthread_mutex_lock(&tt_lazy_lock);
+  int on = t->host != NULL;
+  pthread_mutex_unlock(&tt_lazy_lock);
+  return on;
+}
+
+int tt_tensor_has_data_node(const tt_tensor_t *t) {
+  pthread_mutex_lock(&tt_lazy_lock);
+  int has = !t->node && t->data_node != NULL;
+  pthread_mutex_unlock(&tt_lazy_lock);
+  return has;
 }
 
 tt_status_t tt_tensor_scalar(int32_t device, tt_dtype_t dtype, double value_f, int64_t value_i,
@@ -85,6 +145,13 @@ tt_status_t tt_tensor_scalar(int32_t device, tt_dtype_t dtype, double value_f, i
 tt_node_t *tt_tensor_use_node(tt_tensor_t *t) {
   if (t->node) return t->node;
   if (t->deleted) return NULL;
+  if (t->host) {
+    tt_status_t st = tt_tensor_upload_host_locked(t);
+    if (st) {
+      tt_status_free(st);
+      return NULL;
+    }
+  }
   if (!t->data_node && t->shards) {
     /* Sharded storage: the PARAM holds the shards (no buffer); its
      * annotation is the tensor's, as for one buffer (the storage layout is
@@ -171,6 +238,14 @@ tt_status_t tt_tensor_set_sharding(tt_tensor_t *t, const tt_sharding_t *sharding
     if (!sharding) t->cut_result = 0;
     st = tt_spmd_shard_storage_locked(t);
   }
+  /* An annotation moves a host-held value to the device (PyTorch/XLA's
+   * mark_sharding uploads it as sharded data): as shards above when its
+   * storage follows the annotation, else whole here. */
+  if (!st && sharding) st = tt_tensor_upload_host_locked(t);
+  /* Annotated data is read through its node from here on, as PyTorch/XLA's
+   * annotation makes the tensor's device_data IR value. */
+  if (!st && sharding && !t->node && !t->deleted && !tt_tensor_use_node(t))
+    st = tt_status_make(TT_RESOURCE_EXHAUSTED, "out of memory (node)");
   pthread_mutex_unlock(&tt_lazy_lock);
   free(copy);
   return st;
@@ -237,6 +312,7 @@ void tt_tensor_release(tt_tensor_t *t) {
   tt_node_release(data_node);
   tt_buffer_release(t->buffer);
   tt_shard_set_release(t->shards);
+  free(t->host);
   free(t->sharding);
   free(t);
 }
@@ -299,31 +375,52 @@ int32_t tt_lazy_pending_on_locked(int32_t device, tt_tensor_t **out) {
 tt_status_t tt_tensor_to_host(tt_tensor_t *t, void *host, size_t nbytes) {
   TT_RETURN_IF_ERROR(tt_lazy_sync_tensors(&t, 1, 0));
   pthread_mutex_lock(&tt_lazy_lock);
+  if (t->host) { /* still on the host: no transfer */
+    size_t have = (size_t)tt_shape_numel(&t->shape) * tt_dtype_size(t->dtype);
+    if (nbytes != have) {
+      pthread_mutex_unlock(&tt_lazy_lock);
+      return tt_status_make(TT_INVALID_ARGUMENT, "to_host: %zu bytes requested, tensor %lld "
+                            "holds %zu", nbytes, (long long)t->id, have);
+    }
+    if (nbytes) memcpy(host, t->host, nbytes);
+    pthread_mutex_unlock(&tt_lazy_lock);
+    return NULL;
+  }
   tt_buffer_t *b = t->buffer;
   if (b) tt_buffer_retain(b);
   tt_shard_set_t *shards = b ? NULL : t->shards;
   tt_shard_set_retain(shards);
   tt_status_t deleted = t->deleted ? tt_tensor_deleted_error(t) : NULL;
-  int spmd = tt_spmd_on_locked();
+  /* SPMD mode's device data is sharded data (one shard per device, or
+   * replicated): PyTorch/XLA reassembles it for each read, counted so. */
+  int virtual_device = tt_virtual_device_locked();
   pthread_mutex_unlock(&tt_lazy_lock);
   if (deleted) return deleted;
-  /* In SPMD mode every value read to the host is, in PyTorch/XLA's terms,
-   * sharded data made whole first (replicated data too: its first shard). */
-  if (spmd) tt_counter_add("ReplicateShardedData", 1);
+  tt_status_t st = NULL;
   if (shards) { /* assembled here, outside the engine lock */
-    tt_status_t st = tt_shard_set_to_host(shards, &t->shape, t->dtype, host, nbytes);
+    st = tt_shard_set_to_host(shards, &t->shape, t->dtype, host, nbytes);
     tt_shard_set_release(shards);
-    return st;
+  } else {
+    if (!b)
+      return tt_status_make(TT_INTERNAL, "tensor %lld has no value after sync", (long long)t->id);
+    st = tt_buffer_to_host(b, host, nbytes);
+    tt_buffer_release(b);
   }
-  if (!b) return tt_status_make(TT_INTERNAL, "tensor %lld has no value after sync", (long long)t->id);
-  tt_status_t st = tt_buffer_to_host(b, host, nbytes);
-  tt_buffer_release(b);
+  /* PyTorch/XLA's name for data read back from a device (its
+   * TransferFromDevice). */
+  if (!st) tt_metric_add("InboundData", TT_UNIT_BYTES, (double)nbytes);
+  if (!st && virtual_device) tt_counter_add("ReplicateShardedData", 1);
   return st;
 }
 
 tt_status_t tt_tensor_buffer_address(tt_tensor_t *t, uintptr_t *out) {
   *out = 0;
   pthread_mutex_lock(&tt_lazy_lock);
+  tt_status_t up = tt_tensor_upload_host_locked(t);
+  if (up) {
+    pthread_mutex_unlock(&tt_lazy_lock);
+    return up;
+  }
   tt_buffer_t *b = t->node ? NULL : t->buffer;
   if (b) tt_buffer_retain(b);
   pthread_mutex_unlock(&tt_lazy_lock);

@@ -22,10 +22,21 @@
 #define TT_ALLOC_MIN_CACHED ((size_t)1 << TT_ALLOC_MIN_SHIFT)
 #define TT_ALLOC_BINS (4 * (48 - TT_ALLOC_MIN_SHIFT))
 
+/* One replicated execution (tt_runtime_replicated_begin): its programs'
+ * jobs, sampled together. Fields under tt_rt_lock_. */
+typedef struct tt_replica_group_s {
+  int32_t refs;  /* unfinished jobs, plus one while the group is open */
+  int32_t jobs;  /* programs enqueued */
+  int64_t start, end; /* first start, last end of an execution (0: none) */
+} tt_replica_group_t;
+
+static _Thread_local tt_replica_group_t *tt_open_group_ = NULL;
+
 typedef struct tt_job_s {
   struct tt_job_s *next;
   int held; /* queued but not yet runnable (tt_runtime_release_held) */
   int eager; /* enqueued in eager mode: sampled in EagerOpExecuteTime */
+  tt_replica_group_t *group; /* part of a replicated execution, or NULL */
   tt_executable_t *exe;
   int32_t num_inputs, num_outputs;
   tt_input_value_t *inputs;
@@ -321,6 +332,7 @@ static tt_status_t tt_enqueue(tt_executable_t *exe, int32_t device,
   job->exe = exe;
   job->held = held;
   job->eager = tt_eager_mode();
+  job->group = tt_open_group_;
   job->num_inputs = num_inputs;
   job->num_outputs = num_outputs;
   for (int32_t i = 0; i < num_inputs; ++i) {
@@ -332,6 +344,10 @@ static tt_status_t tt_enqueue(tt_executable_t *exe, int32_t device,
     tt_buffer_retain(outputs[i]);
   }
   pthread_mutex_lock(&tt_rt_lock_);
+  if (job->group) {
+    job->group->refs++;
+    job->group->jobs++;
+  }
   tt_device_t *d = &tt_devices_[device];
   if (d->tail)
     d->tail->next = job;
@@ -356,6 +372,34 @@ tt_status_t tt_executable_enqueue_held(tt_executable_t *exe, int32_t device,
   return tt_enqueue(exe, device, inputs, num_inputs, outputs, num_outputs, 1);
 }
 
+void tt_runtime_replicated_begin(void) {
+  tt_replica_group_t *g = calloc(1, sizeof(*g));
+  if (g) g->refs = 1; /* out of memory: its programs are sampled one by one */
+  tt_open_group_ = g;
+}
+
+/* Drops one reference to g; the last samples it (outside tt_rt_lock_). */
+static void tt_replica_group_release_(tt_replica_group_t *g) {
+  pthread_mutex_lock(&tt_rt_lock_);
+  int last = --g->refs == 0;
+  pthread_mutex_unlock(&tt_rt_lock_);
+  if (!last) return;
+  if (g->end > 0) tt_metric_add("ExecuteReplicatedTime", TT_UNIT_NANOSECONDS,
+                                (double)(g->end - g->start));
+  free(g);
+}
+
+int32_t tt_runtime_replicated_end(void) {
+  tt_replica_group_t *g = tt_open_group_;
+  tt_open_group_ = NULL;
+  if (!g) return 0;
+  pthread_mutex_lock(&tt_rt_lock_);
+  int32_t jobs = g->jobs;
+  pthread_mutex_unlock(&tt_rt_lock_);
+  tt_replica_group_release_(g);
+  return jobs;
+}
+
 void tt_runtime_release_held(int32_t device) {
   if (device < 0 || device >= tt_num_devices_) return;
   pthread_mutex_lock(&tt_rt_lock_);
@@ -377,13 +421,23 @@ static void tt_job_run(tt_device_t *d, tt_job_t *job) {
     int64_t t0 = tt_now_ns();
     int64_t trace_t0 = tt_trace_now();
     err = tt_executable_execute(job->exe, d->index, job->inputs, out_data);
-    /* PyTorch/XLA samples an eager op's execution in EagerOpExecuteTime only. */
-    tt_metric_add(job->eager ? "EagerOpExecuteTime" : "ExecuteTime", TT_UNIT_NANOSECONDS,
-                  (double)(tt_now_ns() - t0));
+    int64_t t1 = tt_now_ns();
+    if (job->group) { /* sampled once for the whole execution */
+      pthread_mutex_lock(&tt_rt_lock_);
+      if (!job->group->end || t0 < job->group->start) job->group->start = t0;
+      if (t1 > job->group->end) job->group->end = t1;
+      pthread_mutex_unlock(&tt_rt_lock_);
+    } else {
+      /* PyTorch/XLA samples an eager op's execution in EagerOpExecuteTime only. */
+      tt_metric_add(job->eager ? "EagerOpExecuteTime" : "ExecuteTime", TT_UNIT_NANOSECONDS,
+                    (double)(t1 - t0));
+    }
     tt_trace_complete("Execute", "execute", trace_t0, "{\"hash\":\"%016llx\",\"device\":%d}",
                       (unsigned long long)tt_executable_graph(job->exe)->hash, d->index);
   }
   free(out_data);
+  /* Before the outputs are ready: a reader of them sees the sample. */
+  if (job->group) tt_replica_group_release_(job->group);
   for (int32_t i = 0; i < job->num_outputs; ++i) {
     tt_status_t e = err ? tt_status_make(tt_status_code(err), "%s", tt_status_message(err)) : NULL;
     tt_buffer_mark_ready(job->outputs[i], e);

@@ -43,11 +43,12 @@ def in_spmd_mode():
     import torch_xla.runtime as xr
     from torchtpu import _C
     before, env = xr._spmd, os.environ.get("XLA_USE_SPMD")
-    partitioning = _C.spmd_partitioning()
+    partitioning, virtual = _C.spmd_partitioning(), _C.spmd_virtual_device()
     xr.use_spmd()
     yield
     xr._spmd = before
     _C.spmd_set_partitioning(partitioning)
+    _C.spmd_set_virtual_device(virtual)
     if env is None:
         os.environ.pop("XLA_USE_SPMD", None)
     else:

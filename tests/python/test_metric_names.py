@@ -46,9 +46,14 @@ def test_transfers(dev, clean_metrics):
     t = torch.arange(6, dtype=torch.float32).to(dev)
     names = met.metric_names()
     assert "TensorToData" in names and "TransferToDeviceTime" in names
-    assert met.metric_data("InboundData")[1] == 24.0
+    # PyTorch/XLA's direction: host to device is OutboundData, device to
+    # host InboundData (pjrt_computation_client.cc's TransferToDevice /
+    # TransferFromDevice)
+    assert met.metric_data("OutboundData")[1] == 24.0
+    assert met.metric_data("InboundData") is None
     assert met.counter_value("CreateDataHandles") == 1
     t.cpu()
+    assert met.metric_data("InboundData")[1] == 24.0
     assert met.metric_data("OutboundData")[1] == 24.0
     met.clear_metrics()
     assert "TensorToData" not in met.metric_names()
@@ -198,7 +203,7 @@ def test_runtime_scalars_count_as_transfers(dev, clean_metrics):
     torch.rand(3, 5, device=dev).cpu()
     assert met.counter_value("CreateDataHandles") >= 1
     assert "TransferToDeviceTime" in met.metric_names()
-    assert met.metric_data("InboundData")[1] >= 8.0
+    assert met.metric_data("OutboundData")[1] >= 8.0
 
 
 def test_alias_count_sampled_once_per_graph_and_donors(dev, clean_metrics):

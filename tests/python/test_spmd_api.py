@@ -415,7 +415,9 @@ def test_mp_device_loader_input_sharding():
     assert len(got) == 2
     for (x, y), (cx, cy) in zip(got, batches):
         assert xs.get_sharding_spec(x) == "{devices=[4,1]0,1,2,3}"
-        assert xs.get_sharding_spec(y) == ""  # rank 1: the rank-2 spec does not apply
+        # rank 1: the rank-2 spec does not apply, so y is loaded as data
+        # without a sharding, replicated (PyTorch/XLA's virtual device)
+        assert xs.get_sharding_spec(y) == "{replicated}"
         torch.testing.assert_close(x.cpu(), cx)
     dict_batches = [{"x": torch.randn(8, 3), "y": torch.arange(8)}]
     shardings = {"x": xs.ShardingSpec(mesh, ("data", None)),

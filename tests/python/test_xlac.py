@@ -140,7 +140,7 @@ def test_allow_execution(dev):
     assert v.cpu().tolist() == [2.0, 2.0]
 
 
-def test_sharding_calls(dev):
+def test_sharding_calls(dev, in_spmd_mode):
     t = torch.arange(8.).reshape(4, 2).to(dev)
     tiled = X.OpSharding(np.arange(4).reshape(2, 2).tolist(), [], [], 3)
     X._xla_mark_sharding(t, tiled)

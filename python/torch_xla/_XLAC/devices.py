@@ -155,6 +155,11 @@ def _xla_tensors_from_aten(tensors, devices, shardings=None):
         if shardings is not None and shardings[i] is not None:
             from torch_xla._XLAC.sharding import _xla_mark_sharding
             _xla_mark_sharding(x, shardings[i])
+        elif _C.spmd_virtual_device():
+            # PyTorch/XLA's virtual device loads data without a sharding
+            # replicated over every device, and the tensor says so.
+            from torch_xla.distributed.spmd import annotations
+            annotations.set_replicated(x)
         out.append(x.requires_grad_(t.requires_grad) if t.is_floating_point() else x)
     return out
 

@@ -130,24 +130,42 @@ def _ir_node_text(tensor, h):
 def _get_xla_tensor_debug_info(tensor):
     """PyTorch/XLA's 'XLATensor {...}' block for tensor: shapes in XLA's
     syntax (XLA Shape / Data Shape without layout, the IR node's with it),
-    the IR node of a pending value, else the device data."""
+    the IR node of a pending value (or the device_data node ops read its
+    data through), the device data, the host value of data still on the
+    host. In SPMD mode the device is the virtual `SPMD:0` and device data
+    is sharded data, one shard per device (replicated unless annotated or
+    held as shards)."""
     if not isinstance(tensor, torch.Tensor) or tensor.device.type != "xla":
         return "Not a XLATensor\n"
     from torch_xla._XLAC.sharding import _get_xla_sharding_spec
     from torchtpu import config
     h = bridge.handle_of(tensor)
-    device = f"{config.device_type()}:{h.device}"
+    spmd = _C.spmd_virtual_device()
+    device = f"SPMD:{h.device}" if spmd else f"{config.device_type()}:{h.device}"
     shape = xla_shapes.tensor_shape_text(tensor, layout=False)
     spec = _get_xla_sharding_spec(tensor)
     lines = ["XLATensor {", f"TensorID: {h.id}", f"AliasID: {h.id}", f"Device: {device}",
              f"XLA Shape: {shape}", f"ShardingSpec: {spec or 'None'}"]
+    on_host = h.on_host
     if h.pending:
         lines += [f"IR: {_ir_node_text(tensor, h)}", "XLAData: None"]
-    elif spec:
-        lines += ["IR: None", "XLAShardedData: ", f"  Data Device: {device}",
-                  f"  Data Shape: {shape}", f"  OpSharding: {spec}", "  NumShards: 1"]
+    elif on_host:
+        lines += ["IR: None", "XLAData: None"]
     else:
-        lines += ["IR: None", "XLAData: ", f"  Data Device: {device}", f"  Data Shape: {shape}",
-                  f"  Data Handle: {h.id}"]
-    lines += ["Tensor on host: None", "}"]
+        if h.data_node:
+            node = (f"[] xla::device_data, xla_shape="
+                    f"{xla_shapes.shape_text(tensor.dtype, tensor.shape)}, dynamic_dims: (), "
+                    f"device={device}")
+            lines.append(f"IR: {node}")
+        else:
+            lines.append("IR: None")
+        if spec or spmd:
+            shards = config.ensure_runtime() if spmd else 1
+            lines += ["XLAShardedData: ", f"  Data Device: {device}", f"  Data Shape: {shape}",
+                      f"  OpSharding: {spec or '{replicated}'}", f"  NumShards: {shards}"]
+        else:
+            lines += ["XLAData: ", f"  Data Device: {device}", f"  Data Shape: {shape}",
+                      f"  Data Handle: {h.id}"]
+    host = f"with size [{', '.join(str(d) for d in tensor.shape)}]" if on_host else "None"
+    lines += [f"Tensor on host: {host}", "}"]
     return "\n".join(lines) + "\n"

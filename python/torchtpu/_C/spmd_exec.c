@@ -1,5 +1,7 @@
 /* torchtpu._C bindings of partitioned SPMD execution (torchtpu/spmd_exec.h):
  *   spmd_set_partitioning(on), spmd_partitioning() -> bool
+ *   spmd_set_virtual_device(on), spmd_virtual_device() -> bool: SPMD mode
+ *       itself (deferred uploads, replicated executions)
  *   tensor_storage_layout(t) -> spec or None: the layout of t's shards
  *       (syncs t when pending; None when it is held as one buffer)
  *   tensor_result_layout(t) -> spec or None: the layout a synced value
@@ -16,6 +18,20 @@ static PyObject *py_spmd_set_partitioning(PyObject *m, PyObject *arg) {
   if (on < 0) return NULL;
   tt_lazy_set_spmd_partitioning(on);
   Py_RETURN_NONE;
+}
+
+static PyObject *py_spmd_set_virtual_device(PyObject *m, PyObject *arg) {
+  (void)m;
+  int on = PyObject_IsTrue(arg);
+  if (on < 0) return NULL;
+  tt_lazy_set_virtual_device(on);
+  Py_RETURN_NONE;
+}
+
+static PyObject *py_spmd_virtual_device(PyObject *m, PyObject *a) {
+  (void)m;
+  (void)a;
+  return PyBool_FromLong(tt_lazy_virtual_device());
 }
 
 static PyObject *py_spmd_partitioning(PyObject *m, PyObject *a) {
@@ -108,6 +124,10 @@ PyMethodDef tt_py_methods_spmd_exec[] = {
     {"spmd_set_partitioning", py_spmd_set_partitioning, METH_O,
      "spmd_set_partitioning(on): SPMD mode's partitioned execution on/off"},
     {"spmd_partitioning", py_spmd_partitioning, METH_NOARGS, "spmd_partitioning() -> bool"},
+    {"spmd_set_virtual_device", py_spmd_set_virtual_device, METH_O,
+     "spmd_set_virtual_device(on): SPMD mode's virtual device on/off"},
+    {"spmd_virtual_device", py_spmd_virtual_device, METH_NOARGS,
+     "spmd_virtual_device() -> bool"},
     {"tensor_storage_layout", py_tensor_storage_layout, METH_O,
      "tensor_storage_layout(t) -> spec of t's shards, or None"},
     {"tensor_result_layout", py_tensor_result_layout, METH_O,

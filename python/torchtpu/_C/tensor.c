@@ -57,12 +57,26 @@ static PyObject *Tensor_get_placeholder(TensorObject *self, void *c) {
   return PyBool_FromLong(tt_tensor_is_placeholder(self->t));
 }
 
+static PyObject *Tensor_get_on_host(TensorObject *self, void *c) {
+  (void)c;
+  return PyBool_FromLong(tt_tensor_on_host(self->t));
+}
+
+static PyObject *Tensor_get_data_node(TensorObject *self, void *c) {
+  (void)c;
+  return PyBool_FromLong(tt_tensor_has_data_node(self->t));
+}
+
 static PyGetSetDef Tensor_getset[] = {
     {"shape", (getter)Tensor_get_shape, NULL, "dims", NULL},
     {"dtype", (getter)Tensor_get_dtype, NULL, "tt dtype code", NULL},
     {"device", (getter)Tensor_get_device, NULL, "device index", NULL},
     {"id", (getter)Tensor_get_id, NULL, "unique id", NULL},
     {"pending", (getter)Tensor_get_pending, NULL, "has pending IR", NULL},
+    {"on_host", (getter)Tensor_get_on_host, NULL,
+     "its value is still held on the host (SPMD mode, tt_tensor_from_host_deferred)", NULL},
+    {"data_node", (getter)Tensor_get_data_node, NULL,
+     "its data is read through a node (tt_tensor_has_data_node)", NULL},
     {"placeholder", (getter)Tensor_get_placeholder, NULL,
      "its data was donated and deleted (tt_tensor_is_placeholder)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -107,14 +121,16 @@ int tt_py_parse_shape(PyObject *seq, tt_shape_t *s) {
   return 1;
 }
 
-/* from_host(device, dtype, shape, ptr, nbytes) */
+/* from_host(device, dtype, shape, ptr, nbytes, defer=False): defer keeps
+ * the copy on the host in SPMD mode (tt_tensor_from_host_deferred). */
 static PyObject *py_from_host(PyObject *m, PyObject *args) {
   (void)m;
-  int device, dtype;
+  int device, dtype, defer = 0;
   PyObject *shape_obj;
   unsigned long long ptr;
   Py_ssize_t nbytes;
-  if (!PyArg_ParseTuple(args, "iiOKn", &device, &dtype, &shape_obj, &ptr, &nbytes)) return NULL;
+  if (!PyArg_ParseTuple(args, "iiOKn|p", &device, &dtype, &shape_obj, &ptr, &nbytes, &defer))
+    return NULL;
   tt_shape_t shape;
   if (!tt_py_parse_shape(shape_obj, &shape)) return NULL;
   if (dtype < 0 || dtype >= TT_DTYPE_COUNT) return PyErr_Format(PyExc_TypeError, "bad dtype %d", dtype);
@@ -123,8 +139,8 @@ static PyObject *py_from_host(PyObject *m, PyObject *args) {
                         (long long)tt_shape_numel(&shape), tt_dtype_name((tt_dtype_t)dtype));
   tt_tensor_t *t = NULL;
   tt_status_t st;
-  Py_BEGIN_ALLOW_THREADS st = tt_tensor_from_host(device, (tt_dtype_t)dtype, &shape,
-                                                  (const void *)(uintptr_t)ptr, &t);
+  Py_BEGIN_ALLOW_THREADS st = (defer ? tt_tensor_from_host_deferred : tt_tensor_from_host)(
+      device, (tt_dtype_t)dtype, &shape, (const void *)(uintptr_t)ptr, &t);
   Py_END_ALLOW_THREADS if (st) return tt_py_raise_status(st);
   return tt_py_wrap_tensor(t);
 }
@@ -234,7 +250,7 @@ int tt_py_tensor_array(PyObject *seq, tt_tensor_t ***out, Py_ssize_t *n) {
 }
 
 PyMethodDef tt_py_methods_tensor[] = {
-    {"from_host", py_from_host, METH_VARARGS, "from_host(device, dtype, shape, ptr, nbytes)"},
+    {"from_host", py_from_host, METH_VARARGS, "from_host(device, dtype, shape, ptr, nbytes, defer=False)"},
     {"to_host", py_to_host, METH_VARARGS, "to_host(t, ptr, nbytes)"},
     {"to_device", py_to_device, METH_VARARGS, "to_device(t, device)"},
     {"live_tensors", py_live_tensors, METH_NOARGS, ""},

@@ -90,11 +90,13 @@ def fallback(func, args, kwargs):
     # would have left them.
     for i, arg_name, x in written:
         c = cargs[i] if i < len(cargs) else ckwargs[arg_name]
-        x._h = bridge.upload(c, index)
+        x._h = bridge.upload(c, index, defer=True)
 
+    # Results are copied back as PyTorch/XLA's fallback copies them: in SPMD
+    # mode they stay on the host until used (bridge.upload).
     def to_dev(x):
         if isinstance(x, torch.Tensor) and not isinstance(x, XlaTensor):
-            return XlaTensor(bridge.upload(x, index))
+            return XlaTensor(bridge.upload(x, index, defer=True))
         return x
 
     return tree_map(to_dev, out)

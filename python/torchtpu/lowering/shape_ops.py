@@ -545,7 +545,9 @@ def copy_with(convert):
             if h.device != dev:
                 h = _C.to_device(h, dev)
         else:
-            h = bridge.upload(src, dev)
+            # A host tensor copied to the device (`.to('xla')`): in SPMD
+            # mode it stays on the host until used (bridge.upload).
+            h = bridge.upload(src, dev, defer=True)
         return wrap(broadcast(convert(h, dst.dtype), dst.shape))
     return copy
 

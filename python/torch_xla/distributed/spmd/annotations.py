@@ -106,6 +106,16 @@ def set_spec(t, spec, what, check_existing):
     _remember(t, spec)
 
 
+def set_replicated(t):
+    """Annotates xla tensor t replicated over every device (data loaded in
+    SPMD mode without a sharding, as PyTorch/XLA's virtual device holds
+    it). Not counted as a user annotation."""
+    from torchtpu import config
+    spec = ("replicated", (), (), False, config.ensure_runtime())
+    _C.sharding_set(bridge.handle_of(t), spec)
+    _remember(t, spec)
+
+
 def _cacheable(mesh, partition_spec):
     """Whether the mesh's OpSharding cache can hold partition_spec."""
     from torch_xla.distributed.spmd.mesh import Mesh
