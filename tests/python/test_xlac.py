@@ -25,9 +25,14 @@ def test_graph_text_and_hlo(dev):
     hlo = X._get_xla_tensors_hlo([out])
     assert hlo.startswith("HloModule IrToHlo.")
     assert "ENTRY %IrToHlo." in hlo
-    assert "f32[3,4]{1,0} parameter(0)" in hlo and "f32[4,2]{1,0} parameter(1)" in hlo
+    # parameters numbered as PyTorch/XLA's lowering meets its device data:
+    # post order from the root, the last operand first (b before a)
+    assert "%p0.1 = f32[4,2]{1,0} parameter(0)" in hlo
+    assert "%p1.1 = f32[3,4]{1,0} parameter(1)" in hlo
     assert " dot(" in hlo and "lhs_contracting_dims={2}" in hlo
-    assert "reduce(f32[3,2]{1,0}" in hlo and "dimensions={1}, to_apply=%region." in hlo
+    # the sum's computation is the one PyTorch/XLA's helpers build
+    assert "%AddComputation.1 (x.1: f32[], y.1: f32[]) -> f32[] {" in hlo
+    assert "reduce(f32[3,2]{1,0}" in hlo and "dimensions={1}, to_apply=%AddComputation.1" in hlo
     assert "ROOT %tuple." in hlo and "(f32[3]{0}) tuple(f32[3]{0}" in hlo
     assert "digraph" in X._get_xla_tensors_dot([out])
     # nothing ran

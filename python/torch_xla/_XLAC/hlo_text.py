@@ -216,17 +216,157 @@ def _attr_text(op, attrs, shapes_in):
     return out
 
 
+_TOKEN = "\x01%d\x02"           # an instruction's name, filled in at the end
+_TOKEN_RE = re.compile("\x01(\\d+)\x02")
+_CTOKEN = "\x03%d\x04"          # a computation's name
+_CTOKEN_RE = re.compile("\x03(\\d+)\x04")
+
+
+class _Uniquer:
+    """XLA's NameUniquer: a name's numeric suffix is the id it asks for
+    under its root; an id already given out gives the root's next free one;
+    id 0 is the bare root."""
+
+    def __init__(self):
+        self.roots = {}  # root -> [ids given out, next id to try]
+
+    def get(self, name):
+        root, suffixed, want = name, False, 0
+        dot = name.rfind(".")
+        if 0 < dot < len(name) - 1 and name[dot + 1:].isdigit():
+            root, suffixed, want = name[:dot], True, int(name[dot + 1:])
+        used = self.roots.setdefault(root, [set(), 0])
+        if want in used[0]:
+            while used[1] in used[0]:
+                used[1] += 1
+            want = used[1]
+            used[1] += 1
+        used[0].add(want)
+        if want == 0:
+            return root + ".0" if suffixed else root
+        return f"{root}.{want}"
+
+
+class _Instr:
+    """One HLO instruction: base is the name its builder asks for (the
+    opcode, p<i> for a parameter), text what follows `%name = `, with
+    operands and called computations as tokens."""
+    __slots__ = ("id", "base", "text", "param", "gtes", "of")
+
+    def __init__(self, iid, base, param=None):
+        self.id, self.base, self.text, self.param = iid, base, "", param
+        self.gtes = []   # get-tuple-elements that read this one's results
+        self.of = None   # for a get-tuple-element: the instruction it reads
+
+
+class _Comp:
+    """A computation: parameters (index order), body (text order), roots,
+    and the tuple instruction that returns several roots."""
+
+    def __init__(self, printer, base):
+        self.id = len(printer.comps)
+        printer.comps.append(self)
+        self.base, self.params, self.body, self.roots = base, [], [], []
+        self.root_tuple = None
+        self.param_shardings = {}
+        self.order = []  # creation order (_Printer.build)
+
+    def instrs(self):
+        return self.params + self.body + ([self.root_tuple] if self.root_tuple else [])
+
+
 class _Printer:
     def __init__(self):
-        self.counts = {}  # name base -> how many names it has given
-        self.computations = []  # finished sub-computations (text)
+        self.instrs = []  # by id
+        self.comps = []   # by id
 
-    def fresh(self, base):
-        # Each base counts on its own from 1 (add.1, add.2, custom-call.1,
-        # p0.1, p1.1), as names in PyTorch/XLA's HLO dumps are numbered.
-        n = self.counts.get(base, 0) + 1
-        self.counts[base] = n
-        return f"{base}.{n}"
+    def new(self, comp, base, param=None):
+        ins = _Instr(len(self.instrs), base, param)
+        self.instrs.append(ins)
+        if param is None:
+            comp.body.append(ins)
+        else:
+            comp.params.append(ins)
+        return ins
+
+    def deps(self, ins):
+        """The instructions ins reads (a get-tuple-element's: its tuple's
+        maker, which writes the get-tuple-elements with it)."""
+        out = []
+        for m in _TOKEN_RE.finditer(ins.text):
+            d = self.instrs[int(m.group(1))]
+            out.append(d.of if d.of is not None else d)
+        return out
+
+    def subs(self, ins):
+        return [self.comps[int(m.group(1))] for m in _CTOKEN_RE.finditer(ins.text)]
+
+    def creation_order(self, comp, entry):
+        """The order PyTorch/XLA's lowering makes comp's instructions in:
+        IR nodes in torch::lazy's post order from each root in turn (a
+        stack: the last operand is lowered first), parameters as that order
+        meets them in the entry computation (first, by index, in a
+        reduction computation), a multi-result op's get-tuple-elements
+        right after it, the returned tuple last."""
+        order, state = [], {}
+        if not entry:
+            order += comp.params
+            state.update((p.id, 2) for p in comp.params)
+
+        def emit(ins):
+            order.append(ins)
+            for g in ins.gtes:
+                state[g.id] = 2
+                order.append(g)
+
+        for root, _ in comp.roots:
+            root = root.of if root.of is not None else root
+            stack = [root]
+            while stack:
+                ins = stack[-1]
+                st = state.get(ins.id)
+                if st is None:
+                    state[ins.id] = 1
+                    stack += [d for d in self.deps(ins) if d.id not in state]
+                elif st == 1:
+                    state[ins.id] = 2
+                    stack.pop()
+                    emit(ins)
+                else:
+                    stack.pop()
+        for ins in comp.params + comp.body:  # nothing reads them: text order
+            if ins.id not in state and ins.of is None:
+                state[ins.id] = 2
+                emit(ins)
+        if comp.root_tuple is not None:
+            order.append(comp.root_tuple)
+        return order
+
+    def build(self, comp, entry):
+        """Names comp's instructions as XlaBuilder does: each name goes
+        through the builder's uniquer when the instruction is made and once
+        more when the computation is built (so the k-th of n instructions
+        of one opcode is opcode.(n+k-1): add.1 alone, add.2 and add.3 for
+        two); a called computation, built by its own builder, is imported
+        when its caller is made: its names go through the caller's uniquer
+        and it takes the caller's next computation id (from 1), the caller
+        the one after. Returns ([(comp, id, [(instr, name)])] of the
+        imported computations, (comp, id, [(instr, name)]))."""
+        uniq, embedded, first = _Uniquer(), [], {}
+        order = comp.order = self.creation_order(comp, entry)
+        if entry:
+            for i, p in enumerate(ins for ins in order if ins.param is not None):
+                p.base = f"p{i}"
+                p.param = (p.param[0], i)  # (index in the StableHLO, number here)
+        for ins in order:
+            for sub in self.subs(ins):
+                sub_embedded, sub_entry = self.build(sub, False)
+                for c, _, names in sub_embedded + [sub_entry]:
+                    embedded.append((c, len(embedded) + 1,
+                                     [(i, uniq.get(n)) for i, n in names]))
+            first[ins.id] = uniq.get(ins.base)
+        final = [(ins, uniq.get(first[ins.id])) for ins in order]
+        return embedded, (comp, len(embedded) + 1, final)
 
 
 # Ops whose result XLA's shape inference gives the layout of their first
@@ -268,10 +408,37 @@ def _hlo_name(op):
     return _RENAME.get(short, short.replace("_", "-"))
 
 
-def _convert_block(lines, pos, printer, env, params, name_of_comp):
-    """Converts ops from lines[pos] until a return; returns (instrs, root
-    names, root shapes, next pos)."""
-    instrs = []
+# A reduction region whose body is one of these ops over its two scalar
+# arguments is the computation PyTorch/XLA's helpers build for it
+# (XlaHelpers::CreateAddComputation, ...: arguments x and y).
+_REDUCER_NAMES = {"add": "AddComputation", "multiply": "MulComputation",
+                  "maximum": "MaxComputation", "minimum": "MinComputation",
+                  "and": "AndComputation", "or": "OrComputation"}
+
+
+def _region_name(lines, pos, nargs):
+    """The computation name of the region whose body starts at lines[pos]
+    (and its arguments' names)."""
+    body = []
+    for line in lines[pos:]:
+        line = line.strip()
+        if line.startswith('"stablehlo.return"') or line.startswith("})"):
+            break
+        m = _OP.match(line)
+        if m:
+            body.append(m.group(3).split(".")[-1])
+    if nargs == 2 and len(body) == 1 and body[0] in _REDUCER_NAMES:
+        return _REDUCER_NAMES[body[0]], ["x", "y"]
+    return "region", [f"Arg_{i}" for i in range(nargs)]
+
+
+def _ref(ins):
+    return _TOKEN % ins.id
+
+
+def _convert_block(lines, pos, printer, comp, env):
+    """Converts ops from lines[pos] until a return into comp's
+    instructions; returns (root (instr, shape) list, next pos)."""
     while pos < len(lines):
         line = lines[pos].strip()
         pos += 1
@@ -282,7 +449,7 @@ def _convert_block(lines, pos, printer, env, params, name_of_comp):
                 refs = re.findall(r"%[\w#]+", line.split(" : ")[0])
             else:
                 refs = re.findall(r"%[\w#]+", line[line.index("(") + 1:line.index(")")])
-            return instrs, [env[r] for r in refs], pos
+            return [env[r] for r in refs], pos
         m = _OP.match(line)
         if not m:
             continue
@@ -292,24 +459,24 @@ def _convert_block(lines, pos, printer, env, params, name_of_comp):
         to_apply = None
         if rest.strip().startswith("({"):
             # A region: its block arguments, body and return become a
-            # computation of its own.
+            # computation of its own, built (as PyTorch/XLA's helpers build
+            # their reduction computations) by a builder of its own.
             header = lines[pos].strip()
             pos += 1
             block_args = re.findall(r"(%\w+): (tensor<[^>]*>)", header)
+            base, arg_names = _region_name(lines, pos, len(block_args))
+            sub = _Comp(printer, base)
             sub_env = dict(env)
-            sub_params = []
             for i, (ref, ty) in enumerate(block_args):
-                pname = printer.fresh(f"Arg_{i}")
                 shape = _shape(ty)
-                sub_env[ref] = (pname, shape)
-                sub_params.append((i, pname, shape))
-            body, roots, pos = _convert_block(lines, pos, printer, sub_env, sub_params, None)
-            comp = printer.fresh("region")
-            to_apply = comp
-            printer.computations.append(_computation_text(
-                comp, sub_params, body, roots, entry=False,
-                # a region returning one value has no tuple to name
-                tuple_name=printer.fresh("tuple") if len(roots) > 1 else None))
+                ins = printer.new(sub, arg_names[i], param=(i, i))
+                ins.text = f"{shape} parameter({i})"
+                sub_env[ref] = (ins, shape)
+            sub.roots, pos = _convert_block(lines, pos, printer, sub, sub_env)
+            if len(sub.roots) > 1:
+                sub.root_tuple = _Instr(len(printer.instrs), "tuple")
+                printer.instrs.append(sub.root_tuple)
+            to_apply = sub
             rest = lines[pos - 1].strip()
             # the closing line: '}) {attrs} : (types) -> types'
             close = lines[pos].strip() if not rest.startswith("})") else rest
@@ -323,95 +490,130 @@ def _convert_block(lines, pos, printer, env, params, name_of_comp):
         attrs = _split_attrs(attr_part)
         if op == "stablehlo.constant":
             value = dict(attrs).get("value", "0")
-            name = printer.fresh("constant")
-            instrs.append(f"{name} = {outs[0]} constant({_constant_text(value, outs[0])})")
-            env[result] = (name, outs[0])
+            ins = printer.new(comp, "constant")
+            ins.text = f"{outs[0]} constant({_constant_text(value, outs[0])})"
+            env[result] = (ins, outs[0])
             continue
         if len(outs) == 1 and not count:
-            outs = [_result_layout(op, attrs, args, outs[0])]
+            outs = [_result_layout(op, attrs, [(None, s) for _, s in args], outs[0])]
         elif op == "stablehlo.optimization_barrier":
             outs = [s for _, s in args]  # each result is its operand, layout and all
-        operand_text = ", ".join(f"{s} %{n}" for n, s in args)
+        operand_text = ", ".join(f"{s} %{_ref(i)}" for i, s in args)
         extra = _attr_text(op.split(".")[-1], attrs, [s for _, s in args])
         if to_apply:
-            extra.append(f"to_apply=%{to_apply}")
+            extra.append("to_apply=%" + _CTOKEN % to_apply.id)
         if op.startswith("chlo.") and hop not in ("erf",):
             extra.insert(0, f'custom_call_target="{op}"')
             hop = "custom-call"
         tail = (", " + ", ".join(extra)) if extra else ""
-        name = printer.fresh(hop.replace("-", "_") if hop != "custom-call" else "custom-call")
         if op == "stablehlo.optimization_barrier":
             # HLO's opt-barrier takes one tuple operand: the operands are
             # tupled first, as PyTorch/XLA's lowering writes it.
             tup = "(" + ", ".join(str(s) for _, s in args) + ")"
-            tname = printer.fresh("tuple")
-            instrs.append(f"{tname} = {tup} tuple({operand_text})")
-            operand_text = f"{tup} %{tname}"
-            name = printer.fresh("opt-barrier")
+            tins = printer.new(comp, "tuple")
+            tins.text = f"{tup} tuple({operand_text})"
+            operand_text = f"{tup} %{_ref(tins)}"
             count = count or "1"
+        ins = printer.new(comp, hop)
         if len(outs) == 1 and not count:
-            instrs.append(f"{name} = {outs[0]} {hop}({operand_text}){tail}")
-            env[result] = (name, outs[0])
+            ins.text = f"{outs[0]} {hop}({operand_text}){tail}"
+            env[result] = (ins, outs[0])
         else:
             tup = "(" + ", ".join(str(s) for s in outs) + ")"
-            instrs.append(f"{name} = {tup} {hop}({operand_text}){tail}")
+            ins.text = f"{tup} {hop}({operand_text}){tail}"
             for i, s in enumerate(outs):
-                g = printer.fresh("get-tuple-element")
-                instrs.append(f"{g} = {s} get-tuple-element({tup} %{name}), index={i}")
+                g = printer.new(comp, "get-tuple-element")
+                g.text = f"{s} get-tuple-element({tup} %{_ref(ins)}), index={i}"
+                g.of = ins
+                ins.gtes.append(g)
                 env[f"{result}#{i}"] = (g, s)
             if not m.group(2):  # one result (a barrier over one tensor): %N itself
                 env[result] = env[f"{result}#0"]
-    return instrs, [], pos
+    return [], pos
 
 
-def _computation_text(name, params, body, roots, entry, tuple_name="tuple", param_shardings=None):
-    sig = ", ".join(f"{p}: {s.bare()}" for _, p, s in params)
-    if entry:
+def _computation_lines(comp, cname, names, entry, comp_names):
+    """comp's text: header, parameters (by number), body (in the order its
+    builder made it), ROOT."""
+    def fill(text):
+        text = _TOKEN_RE.sub(lambda m: names[int(m.group(1))], text)
+        return _CTOKEN_RE.sub(lambda m: comp_names[int(m.group(1))], text)
+
+    params = sorted(comp.params, key=lambda p: p.param[1])
+    sig = ", ".join(f"{names[p.id]}: {_bare(p.text)}" for p in params)
+    roots = comp.roots
+    if entry or len(roots) > 1:
         result = "(" + ", ".join(s.bare() for _, s in roots) + ")"
     else:
-        result = roots[0][1].bare() if len(roots) == 1 else \
-            "(" + ", ".join(s.bare() for _, s in roots) + ")"
-    lines = [f"{'ENTRY ' if entry else ''}%{name} ({sig}) -> {result} {{"]
-    shardings = param_shardings or {}
-    lines += [f"  %{n} = {s} parameter({i})" +
-              (f", sharding={shardings[i]}" if i in shardings else "") for i, n, s in params]
-    lines += ["  %" + ins for ins in body]
-    if entry or len(roots) > 1:
+        result = roots[0][1].bare()
+    lines = [f"{'ENTRY ' if entry else ''}%{cname} ({sig}) -> {result} {{"]
+    for p in params:
+        text = p.text.replace(f"parameter({p.param[0]})", f"parameter({p.param[1]})")
+        sh = comp.param_shardings.get(p.param[0])
+        lines.append(f"  %{names[p.id]} = {text}" + (f", sharding={sh}" if sh else ""))
+    at = {}
+    for i in comp.order:
+        if i.param is not None or i is comp.root_tuple:
+            continue
+        at[i.id] = len(lines)
+        lines.append(f"  %{names[i.id]} = {fill(i.text)}")
+    if comp.root_tuple is not None:
         tup = "(" + ", ".join(str(s) for _, s in roots) + ")"
-        ops = ", ".join(f"{s} %{n}" for n, s in roots)
-        lines.append(f"  ROOT %{tuple_name} = {tup} tuple({ops})")
+        ops = ", ".join(f"{s} %{names[i.id]}" for i, s in roots)
+        lines.append(f"  ROOT %{names[comp.root_tuple.id]} = {tup} tuple({ops})")
     else:
-        # the region's result is its last instruction
-        last = lines.pop()
-        lines.append("  ROOT " + last.strip())
+        # a region returning one value: that instruction is its ROOT
+        root = roots[0][0]
+        k = at.get(root.id) or next(n for n, ln in enumerate(lines)
+                                    if ln.startswith(f"  %{names[root.id]} = "))
+        lines[k] = "  ROOT " + lines[k].strip()
     lines.append("}")
     return "\n".join(lines)
 
 
+def _bare(param_text):
+    """'f32[2,3]{1,0} parameter(0)' -> 'f32[2,3]'."""
+    shape = param_text.split(" parameter(")[0]
+    return shape.split("{")[0] if shape.endswith("}") else shape
+
+
 def to_hlo_text(stablehlo, module_id=0):
-    """HLO text of the single-function StableHLO module text stablehlo."""
+    """HLO text of the single-function StableHLO module text stablehlo, with
+    names, parameter numbers and computation ids as PyTorch/XLA's
+    LoweringContext and XlaBuilder give them (module_id: unused, kept for
+    callers; the module is named IrToHlo.<its computation id>)."""
     lines = stablehlo.splitlines()
     printer = _Printer()
-    env, params, param_shardings = {}, [], {}
+    entry = _Comp(printer, "IrToHlo")
+    env = {}
     pos = 0
     for pos, line in enumerate(lines):
         if "func.func @main" in line:
             args = re.findall(r'(%arg\d+): (tensor<[^>]*>)(?: \{mhlo\.sharding = "([^"]*)"\})?',
                               line.split(") ->")[0])
             for i, (ref, ty, sharding) in enumerate(args):
-                pname = printer.fresh(f"p{i}")
-                env[ref] = (pname, _shape(ty))
-                params.append((i, pname, _shape(ty)))
+                shape = _shape(ty)
+                ins = printer.new(entry, f"p{i}", param=(i, i))
+                ins.text = f"{shape} parameter({i})"
+                env[ref] = (ins, shape)
                 if sharding:
-                    param_shardings[i] = _sharding_text(sharding)
+                    entry.param_shardings[i] = _sharding_text(sharding)
             break
-    body, roots, _ = _convert_block(lines, pos + 1, printer, env, params, None)
-    entry = f"IrToHlo.{module_id}"
-    layout = "(" + ", ".join(str(s) for _, _, s in params) + ")->(" + \
-        ", ".join(str(s) for _, s in roots) + ")"
-    parts = [f"HloModule {entry}, entry_computation_layout={{{layout}}}", ""]
-    parts += [c + "\n" for c in printer.computations]
-    parts.append(_computation_text(entry, params, body, roots, entry=True,
-                                   tuple_name=printer.fresh("tuple"),
-                                   param_shardings=param_shardings))
+    entry.roots, _ = _convert_block(lines, pos + 1, printer, entry, env)
+    entry.root_tuple = _Instr(len(printer.instrs), "tuple")
+    printer.instrs.append(entry.root_tuple)
+    embedded, (_, entry_id, entry_names) = printer.build(entry, True)
+    names, comp_names = {}, {}
+    for c, cid, instr_names in embedded:
+        comp_names[c.id] = f"{c.base}.{cid}"
+        names.update((i.id, n) for i, n in instr_names)
+    names.update((i.id, n) for i, n in entry_names)
+    ename = f"IrToHlo.{entry_id}"
+    params = sorted(entry.params, key=lambda p: p.param[1])
+    layout = "(" + ", ".join(p.text.split(" parameter(")[0] for p in params) + ")->(" + \
+        ", ".join(str(s) for _, s in entry.roots) + ")"
+    parts = [f"HloModule {ename}, entry_computation_layout={{{layout}}}", ""]
+    parts += [_computation_lines(c, comp_names[c.id], names, False, comp_names) + "\n"
+              for c, _, _ in embedded]
+    parts.append(_computation_lines(entry, ename, names, True, comp_names))
     return "\n".join(parts) + "\n"

@@ -100,6 +100,7 @@ tt_shv_t tt_shlo_new_value(tt_shlo_t *c, int32_t ssa, int32_t res, tt_dtype_t dt
   i->dtype = dt;
   i->shape = *s;
   i->unit_of = -1;
+  i->sharding = NULL;
   return c->num_vals++;
 }
 
@@ -704,6 +705,8 @@ static void tt_shlo_free(tt_shlo_t *c) {
   free(c->vals);
   free(c->barrier_instr);
   free(c->barrier_val);
+  for (int32_t i = 0; i < c->num_owned; ++i) free(c->owned[i]);
+  free(c->owned);
   tt_status_free(c->err);
 }
 
@@ -746,6 +749,8 @@ tt_status_t tt_stablehlo_emit_graph(const tt_graph_t *g, const char *module_name
     tt_shlo_type(&c, in->dtype, &in->shape);
     if (spmd.sharded) tt_shlo_sharding_attr(&c, in->sharding);
     vals[g->input_instr[k]] = tt_shlo_new_value(&c, -k - 1, -1, in->dtype, &in->shape);
+    if (spmd.sharded && vals[g->input_instr[k]] >= 0)
+      c.vals[vals[g->input_instr[k]]].sharding = in->sharding;
   }
   tt_shlo_printf(&c, ") -> ");
   int paren = g->num_outputs != 1 || spmd.sharded;
@@ -797,8 +802,11 @@ tt_status_t tt_stablehlo_emit_graph(const tt_graph_t *g, const char *module_name
       break;
     }
     /* An annotated intermediate: the annotation is an identity custom call
-     * the partitioner reads (as XLA's own frontends write it). */
-    if (in->sharding) v = tt_shlo_sharding_call(&c, v, in->sharding);
+     * the partitioner reads (as XLA's own frontends write it), unless the
+     * lowering's last call already carries it (a manual region's target:
+     * PyTorch/XLA puts the annotation on that call). */
+    if (in->sharding && !tt_sharding_equal(tt_shlo_info(&c, v)->sharding, in->sharding))
+      v = tt_shlo_sharding_call(&c, v, in->sharding);
     if (v < 0) break;
     vals[i] = v;
   }

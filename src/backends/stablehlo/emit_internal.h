@@ -36,6 +36,9 @@ typedef struct tt_shv_info_s {
    * shape reuses it instead of emitting a reshape (dot's shared-weight
    * form, which the partitioner then sees unreshaped). */
   tt_shv_t unit_of;
+  /* The sharding the value is known to carry: an argument's annotation or
+   * an annotated intermediate's @Sharding call (NULL: none known). */
+  const tt_sharding_t *sharding;
 } tt_shv_info_t;
 
 typedef struct tt_shlo_s {
@@ -52,6 +55,10 @@ typedef struct tt_shlo_s {
   const tt_instr_t **barrier_instr;
   tt_shv_t *barrier_val;
   int32_t num_barriers, cap_barriers;
+  /* Shardings values carry that the graph does not own (the manual-region
+   * calls' own): copies, freed with the emitter. */
+  tt_sharding_t **owned;
+  int32_t num_owned, cap_owned;
 } tt_shlo_t;
 
 /* ---- text and errors (emit.c) ---- */
@@ -250,6 +257,8 @@ tt_status_t tt_shlo_spmd_scan(const tt_graph_t *g, tt_shlo_spmd_t *out);
 /* Writes ` {mhlo.sharding = "..."}` for an argument or result: sh's text,
  * or {replicated} when sh is NULL. */
 void tt_shlo_sharding_attr(tt_shlo_t *c, const tt_sharding_t *sh);
+/* Records that v carries sh (a copy of sh is kept). */
+void tt_shlo_carry(tt_shlo_t *c, tt_shv_t v, const tt_sharding_t *sh);
 /* v annotated: custom_call @Sharding with mhlo.sharding = sh's text. */
 tt_shv_t tt_shlo_sharding_call(tt_shlo_t *c, tt_shv_t v, const tt_sharding_t *sh);
 /* 1 + the largest device id named by a collective's replica groups in g (1

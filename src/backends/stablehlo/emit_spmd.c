@@ -218,8 +218,31 @@ static tt_shv_t tt_shlo_sharded_call(tt_shlo_t *c, tt_shv_t v, const char *targe
   return r;
 }
 
+void tt_shlo_carry(tt_shlo_t *c, tt_shv_t v, const tt_sharding_t *sh) {
+  if (v < 0 || c->err) return;
+  if (c->num_owned == c->cap_owned) {
+    int32_t ncap = c->cap_owned ? c->cap_owned * 2 : 8;
+    tt_sharding_t **n = realloc(c->owned, sizeof(*n) * (size_t)ncap);
+    if (!n) {
+      tt_shlo_fail(c, tt_status_make(TT_RESOURCE_EXHAUSTED, "stablehlo: out of memory"));
+      return;
+    }
+    c->owned = n;
+    c->cap_owned = ncap;
+  }
+  tt_sharding_t *copy = tt_sharding_copy(sh);
+  if (!copy) {
+    tt_shlo_fail(c, tt_status_make(TT_RESOURCE_EXHAUSTED, "stablehlo: out of memory"));
+    return;
+  }
+  c->owned[c->num_owned++] = copy;
+  c->vals[v].sharding = copy;
+}
+
 tt_shv_t tt_shlo_sharding_call(tt_shlo_t *c, tt_shv_t v, const tt_sharding_t *sh) {
-  return tt_shlo_sharded_call(c, v, "Sharding", sh, NULL);
+  tt_shv_t r = tt_shlo_sharded_call(c, v, "Sharding", sh, NULL);
+  if (r >= 0) c->vals[r].sharding = sh; /* sh outlives the emission (the graph's) */
+  return r;
 }
 
 static tt_shv_t tt_shlo_lower_spmd_manual(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
@@ -238,12 +261,27 @@ static tt_shv_t tt_shlo_lower_spmd_manual(tt_shlo_t *c, const tt_shlo_instr_t *i
     return -1;
   }
   tt_sharding_t manual = {TT_SHARDING_MANUAL, 0, {0}, 0, tiled.s.num_devices};
+  const tt_sharding_t *has = tt_shlo_info(c, x)->sharding;
   if (in->op == TT_OP_SPMD_FULL_TO_SHARD) {
-    tt_shv_t v = tt_shlo_sharded_call(c, x, "Sharding", &tiled.s, NULL);
-    return tt_shlo_sharded_call(c, v, "SPMDFullToShardShape", &manual, &out);
+    /* The operand's sharding, for the partitioner: an argument or an
+     * annotated value that already carries it says it (as PyTorch/XLA
+     * writes SPMDFullToShardShape straight on a sharded parameter); else
+     * a @Sharding call first. */
+    tt_shv_t v = has && tt_sharding_equal(has, &tiled.s)
+                     ? x
+                     : tt_shlo_sharded_call(c, x, "Sharding", &tiled.s, NULL);
+    tt_shv_t r = tt_shlo_sharded_call(c, v, "SPMDFullToShardShape", &manual, &out);
+    tt_shlo_carry(c, r, &manual);
+    return r;
   }
-  tt_shv_t v = tt_shlo_sharded_call(c, x, "Sharding", &manual, NULL);
-  return tt_shlo_sharded_call(c, v, "SPMDShardToFullShape", &tiled.s, &out);
+  /* Likewise the {manual} annotation before SPMDShardToFullShape (what
+   * PyTorch/XLA's _mark_manual_sharding writes). */
+  tt_shv_t v = has && tt_sharding_equal(has, &manual)
+                   ? x
+                   : tt_shlo_sharded_call(c, x, "Sharding", &manual, NULL);
+  tt_shv_t r = tt_shlo_sharded_call(c, v, "SPMDShardToFullShape", &tiled.s, &out);
+  tt_shlo_carry(c, r, &tiled.s);
+  return r;
 }
 
 tt_status_t tt_shlo_spmd_scan(const tt_graph_t *g, tt_shlo_spmd_t *out) {
