@@ -275,8 +275,58 @@ static void test_manual(void) {
   tt_node_release(x);
 }
 
+/* A manual region's targets on values that already carry the shardings:
+ * no @Sharding call of the emitter's own (PyTorch/XLA's form), and a
+ * one-tile tiling counts as the replication it is. */
+static int count_of(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle)) ++n;
+  return n;
+}
+
+static void test_manual_on_carried_shardings(void) {
+  tt_node_t *x, *y, *shard = NULL;
+  make_nodes(&x, &y);
+  const int64_t d21[2] = {2, 1};
+  const int32_t ids[2] = {1, 0};
+  tt_sharding_t *t21 = tiled(2, d21, 2, ids, 0);
+  CHECK_OK(tt_node_set_sharding(y, t21));
+  free(t21);
+  int64_t to_shard[7] = {2, 0, 2, 1, 2, 1, 0}; /* the same tiling */
+  CHECK_OK(tt_node_create(TT_OP_SPMD_FULL_TO_SHARD, 0, &y, 1, to_shard, 7, NULL, 0, &shard));
+  tt_sharding_t *manual = calloc(1, tt_sharding_size(0));
+  manual->kind = TT_SHARDING_MANUAL;
+  manual->num_devices = 2;
+  if (shard) CHECK_OK(tt_node_set_sharding(shard, manual));
+  free(manual);
+  char *text = NULL;
+  if (shard) CHECK_OK(tt_stablehlo_emit(&shard, 1, &text, NULL, NULL));
+  /* y's annotation, then the target carrying {manual}: nothing else */
+  CHECK(text && count_of(text, "call_target_name = \"Sharding\"") == 1);
+  CHECK(text && count_of(text, "SPMDFullToShardShape") == 1);
+  free(text);
+  tt_node_release(shard);
+  shard = NULL;
+  /* one device: y replicated is the one-tile tiling the region names */
+  tt_sharding_t *rep = calloc(1, tt_sharding_size(0));
+  rep->kind = TT_SHARDING_REPLICATED;
+  rep->num_devices = 1;
+  CHECK_OK(tt_node_set_sharding(y, rep));
+  free(rep);
+  int64_t one[6] = {2, 0, 1, 1, 1, 0};
+  CHECK_OK(tt_node_create(TT_OP_SPMD_FULL_TO_SHARD, 0, &y, 1, one, 6, NULL, 0, &shard));
+  text = NULL;
+  if (shard) CHECK_OK(tt_stablehlo_emit(&shard, 1, &text, NULL, NULL));
+  CHECK(text && count_of(text, "call_target_name = \"Sharding\"") == 1);
+  free(text);
+  tt_node_release(shard);
+  tt_node_release(y);
+  tt_node_release(x);
+}
+
 int main(void) {
   test_manual();
+  test_manual_on_carried_shardings();
   test_verifier();
   test_text_and_validate();
   test_hash_and_emission();

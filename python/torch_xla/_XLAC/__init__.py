@@ -35,7 +35,8 @@ from torch_xla._XLAC.sharding import (  # noqa: F401
     _get_xla_sharding_type, _xla_clear_sharding, _xla_mark_sharding)
 from torch_xla._XLAC.sharding import (  # noqa: F401
     _get_local_shard_replica_and_indices, _global_tensor_from_cpu_shards, _load_local_shards,
-    _spmd_full_to_shard_shape, _spmd_shard_to_full_shape, _xla_annotate_custom_sharding)
+    _spmd_full_to_shard_shape, _spmd_shard_to_full_shape, _xla_annotate_custom_sharding,
+    _xla_get_auto_sharding)
 from torch_xla._XLAC.state import (  # noqa: F401
     _get_allow_execution, _get_buffer_donation, _get_current_graph_name, _get_ir_debug,
     _get_use_eager_mode, _is_placecholder, _set_allow_execution, _set_buffer_donation, _set_current_graph_name,

@@ -9,14 +9,30 @@ as separate computations named by to_apply, multi-result ops as tuples
 read through get-tuple-element (opt-barrier over a tuple of its operands,
 as XLA has it), layouts as XLA's builder infers them (a transpose's result
 permuted, elementwise results their first operand's, else the default),
-and an ENTRY whose ROOT is the tuple of
-the requested tensors. Op names follow HLO's (dot_general -> dot,
-broadcast_in_dim -> broadcast, log_plus_one -> log-plus-one, ...);
-attributes become HLO's where the two differ in spelling (dimensions=,
-direction=, slice=, padding=, *_dims=), else they are carried over as
-key=value. It is text for reading and matching, not for XLA's parser:
-instruction ids are this printer's, and constants larger than 16
-elements are elided as {...}.
+and an ENTRY whose ROOT is the tuple of the requested tensors. Op names
+follow HLO's (dot_general -> dot, broadcast_in_dim -> broadcast,
+log_plus_one -> log-plus-one, ...); attributes become HLO's where the two
+differ in spelling (dimensions=, direction=, slice=, padding=, *_dims=),
+else they are carried over as key=value. It is text for reading and
+matching, not for XLA's parser: constants larger than 16 elements are
+elided as {...}.
+
+Names, parameter numbers and computation names follow PyTorch/XLA's
+lowering (LoweringContext over XLA's XlaBuilder):
+- instructions are made in torch::lazy's post order from each root (the
+  last operand first); an entry parameter is numbered, p<i>, when that
+  order first meets it (x + 5: the scalar is parameter 0);
+- XlaBuilder puts every name through its NameUniquer twice, when the
+  instruction is made and when the computation is built, so the k-th of n
+  instructions of one opcode is <opcode>.<n+k-1>: add.1 alone, add.2 and
+  add.3 for two; a parameter p<i> is p<i>.1;
+- a reduction region over one binary op is the computation PyTorch/XLA's
+  helpers build (AddComputation, MaxComputation, ... with arguments x, y),
+  by a builder of its own; it is imported when its caller is made: its
+  names go through the caller's uniquer, it takes the caller's next
+  computation id (from 1) and the entry computation, IrToHlo, the id after
+  the last import.
+Each computation lists its instructions in the order they are made.
 """
 import re
 import struct

@@ -76,6 +76,12 @@ def _xla_annotate_custom_sharding(tensor, op_sharding):
                          check_existing=False)
 
 
+def _xla_get_auto_sharding():
+    """Whether XLA's auto-sharding is on: never here (runtime.use_spmd
+    refuses auto=True)."""
+    return False
+
+
 def _xla_clear_sharding(tensor):
     import torch_xla.distributed.spmd as xs
     xs.clear_sharding(tensor)

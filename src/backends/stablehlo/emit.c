@@ -805,7 +805,7 @@ tt_status_t tt_stablehlo_emit_graph(const tt_graph_t *g, const char *module_name
      * the partitioner reads (as XLA's own frontends write it), unless the
      * lowering's last call already carries it (a manual region's target:
      * PyTorch/XLA puts the annotation on that call). */
-    if (in->sharding && !tt_sharding_equal(tt_shlo_info(&c, v)->sharding, in->sharding))
+    if (in->sharding && !tt_shlo_carries(tt_shlo_info(&c, v)->sharding, in->sharding))
       v = tt_shlo_sharding_call(&c, v, in->sharding);
     if (v < 0) break;
     vals[i] = v;

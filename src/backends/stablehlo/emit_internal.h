@@ -257,6 +257,9 @@ tt_status_t tt_shlo_spmd_scan(const tt_graph_t *g, tt_shlo_spmd_t *out);
 /* Writes ` {mhlo.sharding = "..."}` for an argument or result: sh's text,
  * or {replicated} when sh is NULL. */
 void tt_shlo_sharding_attr(tt_shlo_t *c, const tt_sharding_t *sh);
+/* Whether a value carrying `has` (may be NULL) is annotated with `want`:
+ * the same sharding, or both whole replication. */
+int tt_shlo_carries(const tt_sharding_t *has, const tt_sharding_t *want);
 /* Records that v carries sh (a copy of sh is kept). */
 void tt_shlo_carry(tt_shlo_t *c, tt_shv_t v, const tt_sharding_t *sh);
 /* v annotated: custom_call @Sharding with mhlo.sharding = sh's text. */

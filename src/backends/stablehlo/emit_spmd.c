@@ -245,6 +245,23 @@ tt_shv_t tt_shlo_sharding_call(tt_shlo_t *c, tt_shv_t v, const tt_sharding_t *sh
   return r;
 }
 
+/* Whether a value carrying `has` is annotated with `want`: the same
+ * sharding, or both whole replication (a tiling into one tile is how a
+ * one-device mesh replicates; HloSharding prints it {replicated}). */
+int tt_shlo_carries(const tt_sharding_t *has, const tt_sharding_t *want) {
+  if (!has) return 0;
+  if (tt_sharding_equal(has, want)) return 1;
+  for (int k = 0; k < 2; ++k) {
+    const tt_sharding_t *s = k ? want : has;
+    if (s->kind == TT_SHARDING_REPLICATED) continue;
+    if (s->kind != TT_SHARDING_TILED) return 0;
+    int32_t data_dims = s->num_tile_dims - (s->last_tile_dim_replicate ? 1 : 0);
+    for (int32_t d = 0; d < data_dims; ++d)
+      if (s->tile_dims[d] != 1) return 0;
+  }
+  return 1;
+}
+
 static tt_shv_t tt_shlo_lower_spmd_manual(tt_shlo_t *c, const tt_shlo_instr_t *ins) {
   const tt_instr_t *in = ins->in;
   tt_shv_t x = ins->x[0];
@@ -267,7 +284,7 @@ static tt_shv_t tt_shlo_lower_spmd_manual(tt_shlo_t *c, const tt_shlo_instr_t *i
      * annotated value that already carries it says it (as PyTorch/XLA
      * writes SPMDFullToShardShape straight on a sharded parameter); else
      * a @Sharding call first. */
-    tt_shv_t v = has && tt_sharding_equal(has, &tiled.s)
+    tt_shv_t v = tt_shlo_carries(has, &tiled.s)
                      ? x
                      : tt_shlo_sharded_call(c, x, "Sharding", &tiled.s, NULL);
     tt_shv_t r = tt_shlo_sharded_call(c, v, "SPMDFullToShardShape", &manual, &out);
@@ -276,7 +293,7 @@ static tt_shv_t tt_shlo_lower_spmd_manual(tt_shlo_t *c, const tt_shlo_instr_t *i
   }
   /* Likewise the {manual} annotation before SPMDShardToFullShape (what
    * PyTorch/XLA's _mark_manual_sharding writes). */
-  tt_shv_t v = has && tt_sharding_equal(has, &manual)
+  tt_shv_t v = tt_shlo_carries(has, &manual)
                    ? x
                    : tt_shlo_sharded_call(c, x, "Sharding", &manual, NULL);
   tt_shv_t r = tt_shlo_sharded_call(c, v, "SPMDShardToFullShape", &tiled.s, &out);
