@@ -257,6 +257,16 @@ after = counters()
 out["_xlac"] = dict(diff=maxdiff(got, x + 1), local_shape=list(inner.shape),
                     partitioned=after["SpmdPartitionedExecution"] - before["SpmdPartitionedExecution"],
                     fallback=after["SpmdPartitionFallback"] - before["SpmdPartitionFallback"])
+# Leaving through a replication that names no devices (PyTorch/XLA's
+# OpSharding([], [], [], REPLICATED)) spans the region's devices.
+marked = xs._mark_manual_sharding(torch.ones(8, 8).to("xla") + 1)
+anywhere = torch_xla._XLAC.OpSharding([], [], [], xs.ShardingType.REPLICATED)
+back = torch_xla._XLAC._spmd_shard_to_full_shape(marked.global_tensor, anywhere, (8, 8),
+                                                 torch.float32)
+hlo = torch_xla._XLAC._get_xla_tensors_hlo([back])
+out["_xlac"]["replicated_leave_hlo"] = (
+    'custom_call_target="SPMDShardToFullShape", sharding={replicated}' in hlo)
+out["_xlac"]["replicated_leave"] = maxdiff(back.cpu(), torch.full((8, 8), 2.0))
 # PyTorch/XLA's test_spmd_all_reduce / test_spmd_reduce_scatter bodies
 # (their TPU-only tests): a replicated region, the SPMD collectives by
 # their _XLAC names over every partition.
@@ -379,6 +389,7 @@ def test_xlac_region_names(mesh):
     r = results(mesh)["_xlac"]
     n = 2 if mesh == "2" else 4
     assert r["diff"] == 0.0 and r["local_shape"] == [8, 4], r
+    assert r["replicated_leave"] == 0.0 and r["replicated_leave_hlo"], r
     assert r["partitioned"] == 1 and r["fallback"] == 0, r
 
 

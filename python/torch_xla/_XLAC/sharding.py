@@ -18,6 +18,10 @@ class OpSharding:
     def __init__(self, tile_assignment, group_assignment, replication_groups, sharding_type):
         kind = int(sharding_type)
         tiles = np.asarray(tile_assignment, dtype=np.int64)
+        # A replication that names no devices (XLA's HloSharding::Replicate())
+        # fits any device count: a region leaving through it spans the
+        # region's devices.
+        self.names_no_devices = kind in (0, 1) and not tiles.size
         if kind in (0, 1):  # REPLICATED; MAXIMAL is replicated, as PyTorch/XLA makes it
             n = int(tiles.size) if tiles.size else 1
             self.spec = ("replicated", (), (), False, n)

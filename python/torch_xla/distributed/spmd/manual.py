@@ -99,6 +99,9 @@ def shard_to_full_of(t, op_sharding, full_shape):
         raise RuntimeError("_spmd_shard_to_full_shape: the tensor must carry a {manual} "
                            f"sharding, it has {annotations.get_sharding_spec(t) or 'none'}")
     full_shape = tuple(int(d) for d in full_shape)
-    ms = manual_sharding_of(op_sharding.spec, len(full_shape), "_spmd_shard_to_full_shape")
+    target = op_sharding.spec
+    if getattr(op_sharding, "names_no_devices", False):
+        target = target[:4] + (spec[4],)  # the region's devices
+    ms = manual_sharding_of(target, len(full_shape), "_spmd_shard_to_full_shape")
     return bridge.wrap_user(ir.spmd_shard_to_full(bridge.handle_of(t),
                                                   spec=ms._replace(full_dims=full_shape)))
